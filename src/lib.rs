@@ -1,0 +1,9 @@
+//! brass: quantized LLM decode on GPUs through wgpu.
+//!
+//! The data flow is GGUF file → mmap → tensor table → device buffers → router plan →
+//! one command buffer per token. See `DESIGN.md` in the shared folder and README.md.
+
+pub mod error;
+pub mod quant;
+
+pub use error::{Error, Result};
