@@ -4,6 +4,7 @@
 //! one command buffer per token. See `DESIGN.md` in the shared folder and README.md.
 
 pub mod error;
+pub mod gguf;
 pub mod quant;
 
 pub use error::{Error, Result};

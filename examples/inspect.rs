@@ -1,0 +1,153 @@
+//! Prints a GGUF file's header, metadata, tensor table and a per-type summary.
+//!
+//! ```text
+//! cargo run --release --example inspect -- model.gguf
+//! ```
+//!
+//! A malformed file prints `error: ...` (with the byte offset) and exits with code 1.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use brass::gguf::{GgufFile, MetaValue};
+use brass::quant::GgmlType;
+use clap::Parser;
+
+/// Print a GGUF file's header, metadata and tensor table.
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// The GGUF file to inspect.
+    file: PathBuf,
+
+    /// Show every array element and whole strings instead of a short rendering.
+    #[arg(long)]
+    full: bool,
+    // Room for `--plan [--profile NAME]`: its flags go here and its report becomes
+    // one more section in `run`.
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let file = GgufFile::open(&args.file)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    let printed = print_header(&mut out, &file)
+        .and_then(|()| print_metadata(&mut out, &file, args.full))
+        .and_then(|()| print_tensors(&mut out, &file))
+        .and_then(|()| print_summary(&mut out, &file))
+        .and_then(|()| out.flush());
+    match printed {
+        // `inspect model.gguf | head` is normal use, not a failure.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(Into::into),
+    }
+}
+
+fn print_header(out: &mut impl Write, file: &GgufFile) -> io::Result<()> {
+    writeln!(
+        out,
+        "GGUF version {}, {} bytes",
+        file.version(),
+        file.file_size()
+    )?;
+    writeln!(
+        out,
+        "alignment {}, data section at byte {}",
+        file.alignment(),
+        file.data_offset()
+    )?;
+    writeln!(
+        out,
+        "{} metadata keys, {} tensors",
+        file.metadata_len(),
+        file.tensors().len()
+    )
+}
+
+fn print_metadata(out: &mut impl Write, file: &GgufFile, full: bool) -> io::Result<()> {
+    writeln!(out, "\nmetadata:")?;
+    let key_width = file.metadata().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (i, (key, value)) in file.metadata().enumerate() {
+        let ty = value.meta_type().name();
+        write!(out, "{i:5}  {key:key_width$}  {ty:7}  ")?;
+        write_value(out, value, full)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn write_value(out: &mut impl Write, value: &MetaValue, full: bool) -> io::Result<()> {
+    if full {
+        write!(out, "{value:#}")
+    } else {
+        write!(out, "{value}")
+    }
+}
+
+fn print_tensors(out: &mut impl Write, file: &GgufFile) -> io::Result<()> {
+    let name_width = file
+        .tensors()
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4);
+    writeln!(out, "\ntensors:")?;
+    writeln!(
+        out,
+        "{:>5}  {:name_width$}  {:7}  {:22}  {:>12}  {:>12}",
+        "index", "name", "type", "dims", "bytes", "offset"
+    )?;
+    for (i, t) in file.tensors().iter().enumerate() {
+        writeln!(
+            out,
+            "{i:5}  {:name_width$}  {:7}  {:22}  {:>12}  {:>12}",
+            t.name,
+            t.ty.name(),
+            format!("{:?}", t.dims),
+            t.n_bytes,
+            t.offset
+        )?;
+    }
+    Ok(())
+}
+
+fn print_summary(out: &mut impl Write, file: &GgufFile) -> io::Result<()> {
+    let mut per_type: BTreeMap<GgmlType, (usize, u64)> = BTreeMap::new();
+    for t in file.tensors() {
+        let entry = per_type.entry(t.ty).or_default();
+        entry.0 += 1;
+        entry.1 += t.n_bytes;
+    }
+    writeln!(out, "\nsummary:")?;
+    for (ty, (count, bytes)) in &per_type {
+        let note = if ty.can_dequantize() {
+            ""
+        } else {
+            "  (brass cannot compute this type)"
+        };
+        writeln!(
+            out,
+            "  {:7}  {count:5} tensors  {bytes:>12} bytes{note}",
+            ty.name()
+        )?;
+    }
+    let total: u64 = per_type.values().map(|&(_, bytes)| bytes).sum();
+    writeln!(
+        out,
+        "  {:7}  {:5} tensors  {total:>12} bytes",
+        "total",
+        file.tensors().len()
+    )
+}
