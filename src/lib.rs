@@ -3,6 +3,7 @@
 //! The data flow is GGUF file → mmap → tensor table → device buffers → router plan →
 //! one command buffer per token. See `DESIGN.md` in the shared folder and README.md.
 
+pub mod device;
 pub mod error;
 pub mod gguf;
 pub mod quant;

@@ -1,0 +1,194 @@
+//! The device layer: what model code is written against.
+//!
+//! `Device` is backend-agnostic and object safe. Work is described as a `CommandList`
+//! (plain data: dispatches and copies) and handed to the device whole, so one decode
+//! step becomes one command buffer, a list can be recorded once and replayed, and every
+//! dispatch passes through one place where the ledger counts it.
+//!
+//! Kernel convention, shared by every WGSL file in `wgsl/`: binding 0 of group 0 is a
+//! uniform block of parameters (bound with a dynamic offset into a per-submission
+//! arena), bindings 1.. are storage buffers in the order the pipeline declares them.
+
+mod ledger;
+mod probe;
+mod profile;
+mod wgpu_device;
+
+pub use ledger::{LedgerEntry, LedgerReport};
+pub use probe::{bandwidth_probe, ProbeResult};
+pub use profile::{Backend, DeviceProfile, Vendor, PRESETS};
+pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice};
+
+use crate::Result;
+
+/// Handle of a buffer owned by a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u32);
+
+/// Handle of a compute pipeline owned by a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PipelineId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferUse {
+    /// Read by kernels (weights, constants): upload target, never written by kernels.
+    Weights,
+    /// Written and read by kernels (activations, KV cache, outputs); can be read back.
+    Storage,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// Everything needed to build a compute pipeline.
+#[derive(Clone, Debug)]
+pub struct PipelineDesc<'a> {
+    /// Stable name for reports and the ledger, e.g. `matvec/q4_k_coop`.
+    pub name: &'a str,
+    /// Complete WGSL source.
+    pub wgsl: &'a str,
+    pub entry: &'a str,
+    /// Values for the shader's `override` declarations.
+    pub constants: &'a [(&'a str, f64)],
+    /// Size in bytes of the uniform parameter block at binding 0.
+    pub params_bytes: u32,
+    /// Storage bindings 1.., in order.
+    pub storage: &'a [Access],
+    /// Why this pipeline may legitimately see zero dispatches in a run (a declared
+    /// fallback); `None` means an undispatched pipeline is a defect.
+    pub fallback_reason: Option<&'a str>,
+}
+
+/// A byte range of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slice {
+    pub buffer: BufferId,
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl Slice {
+    pub fn new(buffer: BufferId, offset: u64, size: u64) -> Self {
+        Slice {
+            buffer,
+            offset,
+            size,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    pub pipeline: PipelineId,
+    /// Contents of the uniform parameter block, as 32-bit words.
+    pub params: Vec<u32>,
+    pub storage: Vec<Slice>,
+    pub workgroups: [u32; 3],
+    /// Bytes this dispatch is expected to read from device memory, for the ledger and
+    /// for reporting GB/s.
+    pub bytes_read: u64,
+}
+
+#[derive(Clone, Debug)]
+pub enum Command {
+    Dispatch(Dispatch),
+    Copy {
+        src: Slice,
+        dst: BufferId,
+        dst_offset: u64,
+    },
+}
+
+/// An ordered list of commands, submitted as one command buffer.
+#[derive(Clone, Debug, Default)]
+pub struct CommandList {
+    pub commands: Vec<Command>,
+}
+
+impl CommandList {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn dispatch(&mut self, d: Dispatch) {
+        self.commands.push(Command::Dispatch(d));
+    }
+
+    pub fn copy(&mut self, src: Slice, dst: BufferId, dst_offset: u64) {
+        self.commands.push(Command::Copy {
+            src,
+            dst,
+            dst_offset,
+        });
+    }
+
+    pub fn dispatches(&self) -> impl Iterator<Item = &Dispatch> {
+        self.commands.iter().filter_map(|c| match c {
+            Command::Dispatch(d) => Some(d),
+            Command::Copy { .. } => None,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+}
+
+/// How `Device::submit_timed` measures a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// One GPU interval around the whole list.
+    Whole,
+    /// One GPU interval per dispatch (each dispatch gets its own compute pass).
+    PerDispatch,
+}
+
+/// The backend-agnostic device.
+pub trait Device: Send + Sync {
+    fn profile(&self) -> &DeviceProfile;
+
+    /// A zero-initialized buffer. Fails with a clear error when `bytes` exceeds the
+    /// device's buffer limit or the device is out of memory.
+    fn create_buffer(&self, label: &str, bytes: u64, usage: BufferUse) -> Result<BufferId>;
+
+    /// Copies `data` into `buffer` at `offset` (both multiples of 4).
+    fn upload(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()>;
+
+    fn buffer_size(&self, buffer: BufferId) -> Result<u64>;
+
+    /// Frees a buffer; its id becomes invalid.
+    fn destroy_buffer(&self, buffer: BufferId) -> Result<()>;
+
+    fn create_pipeline(&self, desc: &PipelineDesc) -> Result<PipelineId>;
+
+    /// Queues a list for execution without waiting for it.
+    fn submit(&self, list: &CommandList) -> Result<()>;
+
+    /// Runs a list, waits, and returns GPU nanoseconds: one entry for `Timing::Whole`,
+    /// one per dispatch for `Timing::PerDispatch`. Errors if the device has no
+    /// timestamp support.
+    fn submit_timed(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>>;
+
+    /// Waits for all queued work, then returns `len` bytes of `buffer` from `offset`.
+    fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>>;
+
+    /// Waits for all queued work.
+    fn wait(&self) -> Result<()>;
+
+    /// Dispatch counts and bytes per pipeline since the device was created.
+    fn ledger(&self) -> LedgerReport;
+}
+
+/// Reads `len` f32 values from a buffer.
+pub fn read_f32(
+    device: &dyn Device,
+    buffer: BufferId,
+    offset: u64,
+    len: usize,
+) -> Result<Vec<f32>> {
+    let bytes = device.read(buffer, offset, len as u64 * 4)?;
+    Ok(bytemuck::pod_collect_to_vec(&bytes))
+}

@@ -1,0 +1,129 @@
+//! The bandwidth probe: the device's own streaming-read rate, the yardstick every
+//! kernel and decode step is reported against.
+
+use serde::Serialize;
+
+use super::{Access, BufferUse, CommandList, Device, Dispatch, PipelineDesc, Slice, Timing};
+use crate::Result;
+
+const STREAM_READ: &str = include_str!("../../wgsl/probe/stream_read.wgsl");
+const FILL: &str = include_str!("../../wgsl/probe/fill.wgsl");
+
+/// Far beyond any GPU's last-level cache (the H200's L2 is about 50 MB).
+const TARGET_BYTES: u64 = 1 << 30;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeResult {
+    pub adapter: String,
+    pub bytes: u64,
+    pub runs: usize,
+    pub best_ns: f64,
+    pub median_ns: f64,
+    /// `bytes / best_ns`: the rate a kernel is held to.
+    pub gbps: f64,
+    pub median_gbps: f64,
+    /// `gpu-timestamps`, or `wall-clock` on devices without timestamps (less exact:
+    /// includes submission overhead).
+    pub timer: &'static str,
+}
+
+impl std::fmt::Display for ProbeResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "streaming read on {}: {:.1} GB/s best, {:.1} GB/s median ({} MiB, {} runs, {})",
+            self.adapter,
+            self.gbps,
+            self.median_gbps,
+            self.bytes >> 20,
+            self.runs,
+            self.timer
+        )
+    }
+}
+
+/// Measures streaming-read bandwidth over the largest buffer the device binds, up to
+/// 1 GiB.
+pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> {
+    let profile = device.profile().clone();
+    let bytes = TARGET_BYTES.min(profile.usable_binding_bytes());
+    let n_vec4 = (bytes / 16) as u32;
+    let buffer = device.create_buffer("probe source", bytes, BufferUse::Storage)?;
+    let sink = device.create_buffer("probe sink", 16, BufferUse::Storage)?;
+    let wg = 256u32
+        .min(profile.max_workgroup_size_x)
+        .min(profile.max_invocations_per_workgroup);
+    let fill = device.create_pipeline(&PipelineDesc {
+        name: "probe/fill",
+        wgsl: FILL,
+        entry: "main",
+        constants: &[],
+        params_bytes: 8,
+        storage: &[Access::ReadWrite],
+        fallback_reason: None,
+    })?;
+    let read = device.create_pipeline(&PipelineDesc {
+        name: "probe/stream_read",
+        wgsl: STREAM_READ,
+        entry: "main",
+        constants: &[("WG", wg as f64)],
+        params_bytes: 8,
+        storage: &[Access::Read, Access::ReadWrite],
+        fallback_reason: None,
+    })?;
+    let max_groups = profile.max_workgroups_per_dim;
+    let mut setup = CommandList::new();
+    setup.dispatch(Dispatch {
+        pipeline: fill,
+        params: vec![n_vec4 * 4, 0x9e37_79b9],
+        storage: vec![Slice::new(buffer, 0, bytes)],
+        workgroups: [(n_vec4 * 4).div_ceil(256 * 64).clamp(1, max_groups), 1, 1],
+        bytes_read: 0,
+    });
+    device.submit(&setup)?;
+    device.wait()?;
+
+    // About 16 vec4 loads per invocation: enough in flight, few enough workgroups.
+    let groups = n_vec4.div_ceil(wg * 16).clamp(1, max_groups);
+    let mut list = CommandList::new();
+    list.dispatch(Dispatch {
+        pipeline: read,
+        params: vec![n_vec4, 0x5eed_f00d],
+        storage: vec![Slice::new(buffer, 0, bytes), Slice::new(sink, 0, 16)],
+        workgroups: [groups, 1, 1],
+        bytes_read: bytes,
+    });
+    let timed = |list: &CommandList| -> Result<f64> {
+        if profile.timestamps {
+            Ok(device.submit_timed(list, Timing::Whole)?[0])
+        } else {
+            let t = std::time::Instant::now();
+            device.submit(list)?;
+            device.wait()?;
+            Ok(t.elapsed().as_nanos() as f64)
+        }
+    };
+    timed(&list)?; // warm-up: first-use costs (pipeline, page faults) are not bandwidth
+    let mut times: Vec<f64> = (0..runs.max(1))
+        .map(|_| timed(&list))
+        .collect::<Result<_>>()?;
+    times.sort_by(f64::total_cmp);
+    device.destroy_buffer(buffer)?;
+    device.destroy_buffer(sink)?;
+    let best = times[0];
+    let median = times[times.len() / 2];
+    Ok(ProbeResult {
+        adapter: profile.name,
+        bytes,
+        runs: times.len(),
+        best_ns: best,
+        median_ns: median,
+        gbps: bytes as f64 / best,
+        median_gbps: bytes as f64 / median,
+        timer: if profile.timestamps {
+            "gpu-timestamps"
+        } else {
+            "wall-clock"
+        },
+    })
+}

@@ -1,0 +1,237 @@
+//! `DeviceProfile`: everything the router may know about a device, as a plain value.
+//!
+//! A profile comes from a live adapter (`WgpuDevice::profile`) or from a named preset, so
+//! routing decisions are testable for hardware this machine does not have.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Backend {
+    Vulkan,
+    Metal,
+    Dx12,
+    Gl,
+    /// brass's CPU reference device: no WGSL at all.
+    Cpu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Vendor {
+    Apple,
+    Amd,
+    Nvidia,
+    Intel,
+    /// Mesa's software rasterizers (lavapipe) report this PCI vendor id.
+    Mesa,
+    Other(u32),
+}
+
+impl Vendor {
+    pub fn from_pci_id(id: u32) -> Self {
+        match id {
+            0x106b => Vendor::Apple,
+            0x1002 | 0x1022 => Vendor::Amd,
+            0x10de => Vendor::Nvidia,
+            0x8086 => Vendor::Intel,
+            0x10005 => Vendor::Mesa,
+            other => Vendor::Other(other),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceProfile {
+    pub backend: Backend,
+    pub vendor: Vendor,
+    pub name: String,
+    pub driver: String,
+    /// Whether subgroup operations are available to compute shaders.
+    pub subgroups: bool,
+    /// The range the adapter reports. The size a pipeline actually runs with is only
+    /// known inside the shader (`subgroup_size`), so kernels must work for all of it.
+    pub subgroup_min: u32,
+    pub subgroup_max: u32,
+    pub f16: bool,
+    pub timestamps: bool,
+    pub workgroup_storage_bytes: u32,
+    pub max_invocations_per_workgroup: u32,
+    pub max_workgroup_size_x: u32,
+    pub max_workgroups_per_dim: u32,
+    pub max_binding_bytes: u64,
+    pub max_buffer_bytes: u64,
+    pub max_storage_buffers_per_stage: u32,
+    pub storage_offset_alignment: u32,
+    /// Vendor peak memory bandwidth in GB/s, where known. Reports put measured figures
+    /// beside it; the router never reads it.
+    pub vendor_peak_gbps: Option<f64>,
+}
+
+/// The names accepted by `DeviceProfile::preset`.
+pub const PRESETS: [&str; 4] = ["m4-max", "rdna4", "h200", "lavapipe"];
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+impl DeviceProfile {
+    /// A named profile of hardware brass targets; figures as in DESIGN.md.
+    pub fn preset(name: &str) -> Result<Self> {
+        let base = DeviceProfile {
+            backend: Backend::Vulkan,
+            vendor: Vendor::Other(0),
+            name: String::new(),
+            driver: String::new(),
+            subgroups: true,
+            subgroup_min: 32,
+            subgroup_max: 32,
+            f16: true,
+            timestamps: true,
+            workgroup_storage_bytes: 32 * 1024,
+            max_invocations_per_workgroup: 1024,
+            max_workgroup_size_x: 1024,
+            max_workgroups_per_dim: 65535,
+            max_binding_bytes: 2 * GIB - 1,
+            max_buffer_bytes: 2 * GIB - 1,
+            max_storage_buffers_per_stage: 8,
+            storage_offset_alignment: 256,
+            vendor_peak_gbps: None,
+        };
+        let profile = match name {
+            "m4-max" => DeviceProfile {
+                backend: Backend::Metal,
+                vendor: Vendor::Apple,
+                name: "Apple M4 Max (40-core GPU)".into(),
+                driver: "Metal".into(),
+                // Metal reports 4..64 and runs 32; kernels are written for the range.
+                subgroup_min: 4,
+                subgroup_max: 64,
+                workgroup_storage_bytes: 32 * 1024,
+                max_binding_bytes: 2 * GIB,
+                max_buffer_bytes: 96 * GIB,
+                vendor_peak_gbps: Some(546.0),
+                ..base
+            },
+            "rdna4" => DeviceProfile {
+                vendor: Vendor::Amd,
+                name: "AMD Radeon RX 9070 XT (RADV GFX1201)".into(),
+                driver: "radv".into(),
+                subgroup_min: 32,
+                subgroup_max: 64,
+                workgroup_storage_bytes: 64 * 1024,
+                vendor_peak_gbps: Some(644.0),
+                ..base
+            },
+            "h200" => DeviceProfile {
+                vendor: Vendor::Nvidia,
+                name: "NVIDIA H200".into(),
+                driver: "NVIDIA".into(),
+                workgroup_storage_bytes: 48 * 1024,
+                max_binding_bytes: 2 * GIB - 4,
+                max_buffer_bytes: 4 * GIB,
+                storage_offset_alignment: 32,
+                vendor_peak_gbps: Some(4800.0),
+                ..base
+            },
+            "lavapipe" => DeviceProfile {
+                vendor: Vendor::Mesa,
+                name: "llvmpipe (LLVM 15.0.6, 256 bits)".into(),
+                driver: "llvmpipe".into(),
+                subgroup_min: 8,
+                subgroup_max: 8,
+                max_binding_bytes: 128 * MIB,
+                storage_offset_alignment: 16,
+                ..base
+            },
+            other => {
+                return Err(Error::Invalid(format!(
+                    "unknown device profile `{other}`; presets are {}",
+                    PRESETS.join(", ")
+                )))
+            }
+        };
+        Ok(profile)
+    }
+
+    /// The profile of brass's CPU reference device.
+    pub fn cpu() -> Self {
+        DeviceProfile {
+            backend: Backend::Cpu,
+            vendor: Vendor::Other(0),
+            name: "brass CPU reference".into(),
+            driver: "brass".into(),
+            subgroups: false,
+            subgroup_min: 1,
+            subgroup_max: 1,
+            f16: false,
+            timestamps: false,
+            workgroup_storage_bytes: 0,
+            max_invocations_per_workgroup: 1,
+            max_workgroup_size_x: 1,
+            max_workgroups_per_dim: u32::MAX,
+            max_binding_bytes: u64::MAX,
+            max_buffer_bytes: u64::MAX,
+            max_storage_buffers_per_stage: u32::MAX,
+            storage_offset_alignment: 4,
+            vendor_peak_gbps: None,
+        }
+    }
+
+    /// The largest binding a kernel may use: the binding limit rounded down to a whole
+    /// number of 16-byte words, since kernels read `vec4<u32>`.
+    pub fn usable_binding_bytes(&self) -> u64 {
+        self.max_binding_bytes.min(self.max_buffer_bytes) & !15
+    }
+}
+
+impl std::fmt::Display for DeviceProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{} ({:?}, {:?}, driver {})",
+            self.name, self.backend, self.vendor, self.driver
+        )?;
+        if self.subgroups {
+            writeln!(
+                f,
+                "  subgroups        {}..{}",
+                self.subgroup_min, self.subgroup_max
+            )?;
+        } else {
+            writeln!(f, "  subgroups        none")?;
+        }
+        writeln!(f, "  shader f16       {}", self.f16)?;
+        writeln!(f, "  timestamps       {}", self.timestamps)?;
+        writeln!(
+            f,
+            "  workgroup memory {} KiB",
+            self.workgroup_storage_bytes / 1024
+        )?;
+        writeln!(
+            f,
+            "  invocations/wg   {}",
+            self.max_invocations_per_workgroup
+        )?;
+        writeln!(f, "  max binding      {} MiB", self.max_binding_bytes / MIB)?;
+        write!(f, "  max buffer       {} MiB", self.max_buffer_bytes / MIB)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_builds_and_unknown_names_are_errors() {
+        for name in PRESETS {
+            let p = DeviceProfile::preset(name).unwrap();
+            assert!(
+                p.subgroups && p.subgroup_min >= 4 && p.subgroup_max <= 128,
+                "{name}"
+            );
+            assert!(p.usable_binding_bytes().is_multiple_of(16));
+        }
+        let err = DeviceProfile::preset("voodoo2").unwrap_err().to_string();
+        assert!(err.contains("voodoo2") && err.contains("h200"), "{err}");
+    }
+}

@@ -1,0 +1,843 @@
+//! `WgpuDevice`: the `Device` trait over wgpu 30 (Vulkan, Metal, and optionally GL/DX12).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::ledger::Ledger;
+use super::{
+    Access, Backend, BufferId, BufferUse, Command, CommandList, Device, DeviceProfile,
+    LedgerReport, PipelineDesc, PipelineId, Slice, Timing, Vendor,
+};
+use crate::{Error, Result};
+
+/// How long a wait for the GPU may take before it is reported as a hang. Long enough
+/// for the biggest kernels on lavapipe.
+const GPU_WAIT: Duration = Duration::from_secs(300);
+
+/// Uploads bigger than this are staged in pieces so a multi-GB model does not need a
+/// multi-GB staging copy.
+const UPLOAD_CHUNK: usize = 64 << 20;
+
+/// Which adapter to open. Fields combine: all given ones must match.
+#[derive(Clone, Debug, Default)]
+pub struct AdapterChoice {
+    /// Case-insensitive substring of the adapter name.
+    pub name: Option<String>,
+    /// Index into `list_adapters()`.
+    pub index: Option<usize>,
+    pub backend: Option<Backend>,
+}
+
+impl AdapterChoice {
+    /// `BRASS_ADAPTER` (a name substring or an index) and `BRASS_BACKEND`
+    /// (`vulkan`, `metal`, `dx12`, `gl`).
+    pub fn from_env() -> Self {
+        let mut choice = AdapterChoice::default();
+        if let Ok(v) = std::env::var("BRASS_ADAPTER") {
+            match v.parse::<usize>() {
+                Ok(i) => choice.index = Some(i),
+                Err(_) => choice.name = Some(v),
+            }
+        }
+        if let Ok(v) = std::env::var("BRASS_BACKEND") {
+            choice.backend = parse_backend(&v);
+        }
+        choice
+    }
+
+    pub fn by_name(name: &str) -> Self {
+        AdapterChoice {
+            name: Some(name.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+pub fn parse_backend(s: &str) -> Option<Backend> {
+    match s.to_ascii_lowercase().as_str() {
+        "vulkan" | "vk" => Some(Backend::Vulkan),
+        "metal" | "mtl" => Some(Backend::Metal),
+        "dx12" | "d3d12" => Some(Backend::Dx12),
+        "gl" | "gles" | "opengl" => Some(Backend::Gl),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AdapterSummary {
+    pub index: usize,
+    pub name: String,
+    pub backend: Backend,
+    pub device_type: String,
+    pub driver: String,
+}
+
+fn backend_of(b: wgpu::Backend) -> Backend {
+    match b {
+        wgpu::Backend::Metal => Backend::Metal,
+        wgpu::Backend::Dx12 => Backend::Dx12,
+        wgpu::Backend::Gl => Backend::Gl,
+        _ => Backend::Vulkan,
+    }
+}
+
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    let mut all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    // Compute-capable adapters only, best first: discrete, integrated, virtual, CPU.
+    all.retain(|a| a.get_info().backend != wgpu::Backend::Noop);
+    all.sort_by_key(|a| match a.get_info().device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    });
+    all
+}
+
+/// Every adapter wgpu can see, in the order `AdapterChoice::index` uses.
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    adapters(&instance())
+        .iter()
+        .enumerate()
+        .map(|(index, a)| {
+            let info = a.get_info();
+            AdapterSummary {
+                index,
+                name: info.name,
+                backend: backend_of(info.backend),
+                device_type: format!("{:?}", info.device_type),
+                driver: format!("{} {}", info.driver, info.driver_info)
+                    .trim()
+                    .to_string(),
+            }
+        })
+        .collect()
+}
+
+struct BufferEntry {
+    buffer: wgpu::Buffer,
+    size: u64,
+}
+
+struct PipelineEntry {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+    params_bytes: u64,
+    n_storage: usize,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct BindKey {
+    pipeline: PipelineId,
+    storage: Vec<Slice>,
+}
+
+struct State {
+    buffers: Vec<Option<BufferEntry>>,
+    pipelines: Vec<PipelineEntry>,
+    bind_groups: HashMap<BindKey, wgpu::BindGroup>,
+    ledger: Ledger,
+    /// Uniform parameter blocks of one submission, one aligned slot per dispatch.
+    arena: Option<wgpu::Buffer>,
+}
+
+/// A wgpu device with brass's bookkeeping.
+pub struct WgpuDevice {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    profile: DeviceProfile,
+    uniform_align: u64,
+    lost: Arc<Mutex<Option<String>>>,
+    uncaptured: Arc<Mutex<Vec<wgpu::Error>>>,
+    state: Mutex<State>,
+}
+
+impl WgpuDevice {
+    /// Opens the best adapter matching `choice` (high performance first).
+    pub fn open(choice: &AdapterChoice) -> Result<Self> {
+        let instance = instance();
+        let all = adapters(&instance);
+        if all.is_empty() {
+            return Err(Error::NoAdapter(
+                "wgpu found no adapter (no Vulkan/Metal driver; on Linux install \
+                 mesa-vulkan-drivers for lavapipe)"
+                    .into(),
+            ));
+        }
+        let names: Vec<String> = all.iter().map(|a| a.get_info().name).collect();
+        let picked = all.into_iter().enumerate().find(|(i, a)| {
+            let info = a.get_info();
+            choice.index.is_none_or(|want| want == *i)
+                && choice.backend.is_none_or(|b| b == backend_of(info.backend))
+                && choice
+                    .name
+                    .as_ref()
+                    .is_none_or(|n| info.name.to_lowercase().contains(&n.to_lowercase()))
+        });
+        let Some((_, adapter)) = picked else {
+            return Err(Error::NoAdapter(format!(
+                "no adapter matches {choice:?}; available: {}",
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| format!("[{i}] {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        Self::from_adapter(adapter)
+    }
+
+    fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let wanted =
+            wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY;
+        let features = adapter.features() & wanted;
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("brass"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| Error::Device(format!("request_device on {}: {e}", info.name)))?;
+
+        let lost = Arc::new(Mutex::new(None));
+        let lost_cb = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            *lock(&lost_cb) = Some(format!("{reason:?}: {msg}"));
+        });
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let uncaptured_cb = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| lock(&uncaptured_cb).push(e)));
+
+        let profile = DeviceProfile {
+            backend: backend_of(info.backend),
+            vendor: Vendor::from_pci_id(info.vendor),
+            name: info.name.clone(),
+            driver: format!("{} {}", info.driver, info.driver_info)
+                .trim()
+                .to_string(),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_min: info.subgroup_min_size,
+            subgroup_max: info.subgroup_max_size,
+            f16: features.contains(wgpu::Features::SHADER_F16),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            workgroup_storage_bytes: limits.max_compute_workgroup_storage_size,
+            max_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            max_workgroup_size_x: limits.max_compute_workgroup_size_x,
+            max_workgroups_per_dim: limits.max_compute_workgroups_per_dimension,
+            max_binding_bytes: limits.max_storage_buffer_binding_size,
+            max_buffer_bytes: limits.max_buffer_size,
+            max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
+            storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
+            vendor_peak_gbps: None,
+        };
+        Ok(WgpuDevice {
+            device,
+            queue,
+            profile,
+            uniform_align: limits.min_uniform_buffer_offset_alignment.max(16) as u64,
+            lost,
+            uncaptured,
+            state: Mutex::new(State {
+                buffers: Vec::new(),
+                pipelines: Vec::new(),
+                bind_groups: HashMap::new(),
+                ledger: Ledger::default(),
+                arena: None,
+            }),
+        })
+    }
+
+    pub fn adapter_name(&self) -> &str {
+        &self.profile.name
+    }
+
+    /// Turns a lost device or an error wgpu reported asynchronously into an `Error`.
+    fn check(&self) -> Result<()> {
+        if let Some(msg) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost(msg));
+        }
+        if let Some(e) = lock(&self.uncaptured).drain(..).next() {
+            return Err(convert_error(e, "device"));
+        }
+        Ok(())
+    }
+
+    fn poll_wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(GPU_WAIT),
+            })
+            .map_err(|e| match e {
+                wgpu::PollError::Timeout => Error::Device(format!(
+                    "the GPU did not finish within {} s (hung or far too slow)",
+                    GPU_WAIT.as_secs()
+                )),
+                other => Error::DeviceLost(other.to_string()),
+            })?;
+        self.check()
+    }
+
+    /// Records `list` into `encoder`; with `per_dispatch_queries`, dispatch `i` writes
+    /// timestamps `2i` and `2i + 1` into that query set.
+    fn encode(
+        &self,
+        state: &mut State,
+        encoder: &mut wgpu::CommandEncoder,
+        list: &CommandList,
+        queries: Option<(&wgpu::QuerySet, Timing)>,
+    ) -> Result<()> {
+        // Lay out the parameter blocks and grow the arena if needed.
+        let mut slots = Vec::new();
+        let mut arena_bytes = 0u64;
+        for d in list.dispatches() {
+            let p = state
+                .pipelines
+                .get(d.pipeline.0 as usize)
+                .ok_or_else(|| Error::Invalid(format!("unknown pipeline {:?}", d.pipeline)))?;
+            if d.params.len() as u64 * 4 > p.params_bytes {
+                return Err(Error::Invalid(format!(
+                    "dispatch passes {} bytes of parameters to a pipeline that takes {}",
+                    d.params.len() * 4,
+                    p.params_bytes
+                )));
+            }
+            if d.storage.len() != p.n_storage {
+                return Err(Error::Invalid(format!(
+                    "dispatch binds {} storage buffers to a pipeline that takes {}",
+                    d.storage.len(),
+                    p.n_storage
+                )));
+            }
+            slots.push(arena_bytes);
+            arena_bytes += p.params_bytes.div_ceil(self.uniform_align) * self.uniform_align;
+        }
+        let arena_bytes = arena_bytes.max(self.uniform_align);
+        if state.arena.as_ref().is_none_or(|a| a.size() < arena_bytes) {
+            let size = arena_bytes.next_power_of_two();
+            state.arena = Some(self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("brass params arena"),
+                size,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }));
+            // Every cached bind group points at the old arena.
+            state.bind_groups.clear();
+        }
+        let mut arena_data = vec![0u8; arena_bytes as usize];
+        for (d, &slot) in list.dispatches().zip(&slots) {
+            let bytes: &[u8] = bytemuck::cast_slice(&d.params);
+            arena_data[slot as usize..slot as usize + bytes.len()].copy_from_slice(bytes);
+        }
+        let arena = state.arena.clone().expect("arena exists after growth");
+        self.queue.write_buffer(&arena, 0, &arena_data);
+
+        // Bind groups first, so the pass can borrow them.
+        for d in list.dispatches() {
+            let key = BindKey {
+                pipeline: d.pipeline,
+                storage: d.storage.clone(),
+            };
+            if state.bind_groups.contains_key(&key) {
+                continue;
+            }
+            let p = &state.pipelines[d.pipeline.0 as usize];
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &arena,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(p.params_bytes),
+                }),
+            }];
+            for (i, s) in d.storage.iter().enumerate() {
+                let entry = state
+                    .buffers
+                    .get(s.buffer.0 as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or_else(|| Error::Invalid(format!("unknown buffer {:?}", s.buffer)))?;
+                if s.offset
+                    .checked_add(s.size)
+                    .is_none_or(|end| end > entry.size)
+                    || s.size == 0
+                {
+                    return Err(Error::Invalid(format!(
+                        "binding {} = bytes {}..+{} of a {}-byte buffer",
+                        i + 1,
+                        s.offset,
+                        s.size,
+                        entry.size
+                    )));
+                }
+                entries.push(wgpu::BindGroupEntry {
+                    binding: i as u32 + 1,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &entry.buffer,
+                        offset: s.offset,
+                        size: wgpu::BufferSize::new(s.size),
+                    }),
+                });
+            }
+            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &p.layout,
+                entries: &entries,
+            });
+            state.bind_groups.insert(key, group);
+        }
+
+        let mut pass: Option<wgpu::ComputePass> = None;
+        let mut slot_iter = slots.iter();
+        let mut dispatch_index = 0u32;
+        let whole = matches!(queries, Some((_, Timing::Whole)));
+        for c in &list.commands {
+            match c {
+                Command::Dispatch(d) => {
+                    let per_dispatch = match queries {
+                        Some((qs, Timing::PerDispatch)) => Some(qs),
+                        _ => None,
+                    };
+                    if per_dispatch.is_some() {
+                        pass = None;
+                    }
+                    if pass.is_none() {
+                        let timestamp_writes = match queries {
+                            Some((qs, Timing::PerDispatch)) => {
+                                Some(wgpu::ComputePassTimestampWrites {
+                                    query_set: qs,
+                                    beginning_of_pass_write_index: Some(2 * dispatch_index),
+                                    end_of_pass_write_index: Some(2 * dispatch_index + 1),
+                                })
+                            }
+                            // The whole-list interval starts at the first pass and
+                            // ends in an empty pass after everything (see below).
+                            Some((qs, Timing::Whole)) if dispatch_index == 0 => {
+                                Some(wgpu::ComputePassTimestampWrites {
+                                    query_set: qs,
+                                    beginning_of_pass_write_index: Some(0),
+                                    end_of_pass_write_index: None,
+                                })
+                            }
+                            Some((_, Timing::Whole)) => None,
+                            None => None,
+                        };
+                        pass = Some(
+                            encoder
+                                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                    label: None,
+                                    timestamp_writes,
+                                })
+                                .forget_lifetime(),
+                        );
+                    }
+                    let p = &state.pipelines[d.pipeline.0 as usize];
+                    let key = BindKey {
+                        pipeline: d.pipeline,
+                        storage: d.storage.clone(),
+                    };
+                    let group = &state.bind_groups[&key];
+                    let slot = *slot_iter.next().expect("one slot per dispatch");
+                    let cp = pass.as_mut().expect("pass is open");
+                    cp.set_pipeline(&p.pipeline);
+                    cp.set_bind_group(0, group, &[slot as u32]);
+                    let [x, y, z] = d.workgroups;
+                    let max = self.profile.max_workgroups_per_dim;
+                    if x > max || y > max || z > max {
+                        return Err(Error::Invalid(format!(
+                            "dispatch of {x}x{y}x{z} workgroups exceeds the device's {max} per dimension"
+                        )));
+                    }
+                    cp.dispatch_workgroups(x, y, z);
+                    state.ledger.count(d.pipeline, d.bytes_read);
+                    dispatch_index += 1;
+                }
+                Command::Copy {
+                    src,
+                    dst,
+                    dst_offset,
+                } => {
+                    pass = None;
+                    let s = self.buffer_entry(state, src.buffer)?;
+                    let t = self.buffer_entry(state, *dst)?;
+                    encoder.copy_buffer_to_buffer(
+                        &s.buffer,
+                        src.offset,
+                        &t.buffer,
+                        *dst_offset,
+                        src.size,
+                    );
+                }
+            }
+        }
+        drop(pass);
+        if whole {
+            if let Some((qs, _)) = queries {
+                // The end stamp goes after everything, outside any pass.
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: qs,
+                        beginning_of_pass_write_index: None,
+                        end_of_pass_write_index: Some(1),
+                    }),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn buffer_entry<'s>(&self, state: &'s State, id: BufferId) -> Result<&'s BufferEntry> {
+        state
+            .buffers
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Error::Invalid(format!("unknown buffer {id:?}")))
+    }
+
+    fn run_timed_chunk(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>> {
+        let n_intervals = match timing {
+            Timing::Whole => u32::from(list.dispatches().next().is_some()),
+            Timing::PerDispatch => list.dispatches().count() as u32,
+        };
+        if n_intervals == 0 {
+            return Ok(Vec::new());
+        }
+        let n_queries = 2 * n_intervals;
+        let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("brass timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n_queries,
+        });
+        let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("brass timestamp resolve"),
+            size: n_queries as u64 * 8,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("brass timestamp readback"),
+            size: n_queries as u64 * 8,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut state = lock(&self.state);
+            self.encode(&mut state, &mut encoder, list, Some((&qs, timing)))?;
+        }
+        encoder.resolve_query_set(&qs, 0..n_queries, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, n_queries as u64 * 8);
+        self.queue.submit([encoder.finish()]);
+        let stamps: Vec<u64> = bytemuck::pod_collect_to_vec(&self.map_read(&staging)?);
+        let period = self.queue.get_timestamp_period() as f64;
+        Ok(stamps
+            .chunks_exact(2)
+            .map(|p| p[1].saturating_sub(p[0]) as f64 * period)
+            .collect())
+    }
+
+    fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.poll_wait()?;
+        rx.recv_timeout(Duration::from_secs(1))
+            .map_err(|_| Error::Device("buffer mapping never completed".into()))?
+            .map_err(|e| Error::Device(format!("map_async: {e}")))?;
+        let data = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::Device(format!("get_mapped_range: {e}")))?
+            .to_vec();
+        staging.unmap();
+        Ok(data)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain bookkeeping behind, still usable.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn convert_error(e: wgpu::Error, what: &str) -> Error {
+    match e {
+        wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory(what.to_string()),
+        other => Error::Device(format!("{what}: {other}")),
+    }
+}
+
+impl Device for WgpuDevice {
+    fn profile(&self) -> &DeviceProfile {
+        &self.profile
+    }
+
+    fn create_buffer(&self, label: &str, bytes: u64, usage: BufferUse) -> Result<BufferId> {
+        self.check()?;
+        if bytes > self.profile.max_buffer_bytes {
+            return Err(Error::OutOfMemory(format!(
+                "buffer `{label}` of {bytes} bytes exceeds {}'s {}-byte buffer limit",
+                self.profile.name, self.profile.max_buffer_bytes
+            )));
+        }
+        let usages = match usage {
+            // Weights are copy sources too, so benchmarks can replicate them on the GPU.
+            BufferUse::Weights | BufferUse::Storage => {
+                wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC
+            }
+        };
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(4).next_multiple_of(4),
+            usage: usages,
+            mapped_at_creation: false,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(convert_error(
+                e,
+                &format!("creating buffer `{label}` of {bytes} bytes"),
+            ));
+        }
+        let mut state = lock(&self.state);
+        state.buffers.push(Some(BufferEntry {
+            size: buffer.size(),
+            buffer,
+        }));
+        Ok(BufferId(state.buffers.len() as u32 - 1))
+    }
+
+    fn upload(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
+        self.check()?;
+        let target = {
+            let state = lock(&self.state);
+            let e = self.buffer_entry(&state, buffer)?;
+            if !offset.is_multiple_of(4)
+                || offset
+                    .checked_add(data.len() as u64)
+                    .is_none_or(|end| end > e.size)
+            {
+                return Err(Error::Invalid(format!(
+                    "upload of {} bytes at offset {offset} into a {}-byte buffer",
+                    data.len(),
+                    e.size
+                )));
+            }
+            e.buffer.clone()
+        };
+        for (i, chunk) in data.chunks(UPLOAD_CHUNK).enumerate() {
+            let at = offset + (i * UPLOAD_CHUNK) as u64;
+            if chunk.len() % 4 == 0 {
+                self.queue.write_buffer(&target, at, chunk);
+            } else {
+                let mut padded = chunk.to_vec();
+                padded.resize(chunk.len().next_multiple_of(4), 0);
+                self.queue.write_buffer(&target, at, &padded);
+            }
+            if data.len() > UPLOAD_CHUNK {
+                // Flush the staging memory of each piece before making the next.
+                self.queue.submit([]);
+                self.poll_wait()?;
+            }
+        }
+        self.check()
+    }
+
+    fn buffer_size(&self, buffer: BufferId) -> Result<u64> {
+        let state = lock(&self.state);
+        Ok(self.buffer_entry(&state, buffer)?.size)
+    }
+
+    fn destroy_buffer(&self, buffer: BufferId) -> Result<()> {
+        let mut state = lock(&self.state);
+        let entry = state
+            .buffers
+            .get_mut(buffer.0 as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::Invalid(format!("unknown buffer {buffer:?}")))?;
+        entry.buffer.destroy();
+        state
+            .bind_groups
+            .retain(|k, _| k.storage.iter().all(|s| s.buffer != buffer));
+        Ok(())
+    }
+
+    fn create_pipeline(&self, desc: &PipelineDesc) -> Result<PipelineId> {
+        self.check()?;
+        // naga first: its messages point at the WGSL line, wgpu's do not always.
+        let module = naga::front::wgsl::parse_str(desc.wgsl).map_err(|e| Error::Shader {
+            name: desc.name.to_string(),
+            what: e.emit_to_string(desc.wgsl),
+        })?;
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .map_err(|e| Error::Shader {
+            name: desc.name.to_string(),
+            what: e.emit_to_string(desc.wgsl),
+        })?;
+
+        let params_bytes = (desc.params_bytes as u64).max(16).next_multiple_of(16);
+        let mut layout_entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: wgpu::BufferSize::new(params_bytes),
+            },
+            count: None,
+        }];
+        for (i, access) in desc.storage.iter().enumerate() {
+            layout_entries.push(wgpu::BindGroupLayoutEntry {
+                binding: i as u32 + 1,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage {
+                        read_only: *access == Access::Read,
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            });
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(desc.name),
+                entries: &layout_entries,
+            });
+        let pipeline_layout = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(desc.name),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let shader = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(desc.name),
+                source: wgpu::ShaderSource::Wgsl(desc.wgsl.into()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(desc.name),
+                layout: Some(&pipeline_layout),
+                module: &shader,
+                entry_point: Some(desc.entry),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: desc.constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Shader {
+                name: desc.name.to_string(),
+                what: e.to_string(),
+            });
+        }
+        let mut state = lock(&self.state);
+        let id = PipelineId(state.pipelines.len() as u32);
+        state.pipelines.push(PipelineEntry {
+            pipeline,
+            layout,
+            params_bytes,
+            n_storage: desc.storage.len(),
+        });
+        state.ledger.register(id, desc.name, desc.fallback_reason);
+        Ok(id)
+    }
+
+    fn submit(&self, list: &CommandList) -> Result<()> {
+        self.check()?;
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut state = lock(&self.state);
+            self.encode(&mut state, &mut encoder, list, None)?;
+        }
+        self.queue.submit([encoder.finish()]);
+        self.check()
+    }
+
+    fn submit_timed(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>> {
+        self.check()?;
+        if !self.profile.timestamps {
+            return Err(Error::Device(format!(
+                "{} has no timestamp queries",
+                self.profile.name
+            )));
+        }
+        match timing {
+            Timing::Whole => self.run_timed_chunk(list, timing),
+            Timing::PerDispatch => {
+                // A query set holds at most 4096 stamps: time long lists in pieces that
+                // never split a dispatch from the copies before it.
+                let max = (wgpu::QUERY_SET_MAX_QUERIES / 2) as usize;
+                let mut times = Vec::new();
+                let mut chunk = CommandList::new();
+                for c in &list.commands {
+                    if matches!(c, Command::Dispatch(_)) && chunk.dispatches().count() == max {
+                        times.extend(self.run_timed_chunk(&chunk, timing)?);
+                        chunk = CommandList::new();
+                    }
+                    chunk.commands.push(c.clone());
+                }
+                times.extend(self.run_timed_chunk(&chunk, timing)?);
+                Ok(times)
+            }
+        }
+    }
+
+    fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.check()?;
+        let padded = len.next_multiple_of(4).max(4);
+        let source = {
+            let state = lock(&self.state);
+            let e = self.buffer_entry(&state, buffer)?;
+            if !offset.is_multiple_of(4) || offset.checked_add(padded).is_none_or(|end| end > e.size) {
+                return Err(Error::Invalid(format!(
+                    "read of {len} bytes at offset {offset} from a {}-byte buffer",
+                    e.size
+                )));
+            }
+            e.buffer.clone()
+        };
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("brass readback"),
+            size: padded,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&source, offset, &staging, 0, padded);
+        self.queue.submit([encoder.finish()]);
+        let mut data = self.map_read(&staging)?;
+        data.truncate(len as usize);
+        Ok(data)
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.poll_wait()
+    }
+
+    fn ledger(&self) -> LedgerReport {
+        lock(&self.state).ledger.report()
+    }
+}

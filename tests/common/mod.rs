@@ -1,0 +1,44 @@
+//! Shared by the GPU tests: the device under test and small deterministic inputs.
+#![allow(dead_code)]
+
+use brass::device::{AdapterChoice, Device, WgpuDevice};
+
+/// The adapter the GPU tests run on: `BRASS_ADAPTER` if set, else the best one wgpu
+/// finds (lavapipe in CI). No adapter is a failure, not a skip: CI installs lavapipe.
+pub fn gpu() -> WgpuDevice {
+    let device = WgpuDevice::open(&AdapterChoice::from_env()).unwrap_or_else(|e| {
+        panic!("GPU tests need an adapter (apt-get install mesa-vulkan-drivers): {e}")
+    });
+    eprintln!(
+        "adapter: {} (subgroups {}..{})",
+        device.profile().name,
+        device.profile().subgroup_min,
+        device.profile().subgroup_max
+    );
+    device
+}
+
+/// xorshift64*: deterministic test data without a dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    pub fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.unit()).collect()
+    }
+}

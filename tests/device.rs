@@ -1,0 +1,232 @@
+//! The device layer on the GPU under test: round trips, errors instead of panics, the
+//! ledger, the probe, and the adapter's expected properties (given as data by CI).
+
+mod common;
+
+use brass::device::{
+    bandwidth_probe, read_f32, Access, BufferUse, CommandList, Device, Dispatch, PipelineDesc,
+    Slice, Timing,
+};
+use brass::Error;
+
+const SCALE_WGSL: &str = "
+struct Params { n: u32, factor: f32 }
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < params.n) { dst[gid.x] = src[gid.x] * params.factor; }
+}";
+
+fn scale_pipeline(
+    device: &dyn Device,
+    name: &str,
+    fallback: Option<&str>,
+) -> brass::device::PipelineId {
+    device
+        .create_pipeline(&PipelineDesc {
+            name,
+            wgsl: SCALE_WGSL,
+            entry: "main",
+            constants: &[],
+            params_bytes: 8,
+            storage: &[Access::Read, Access::ReadWrite],
+            fallback_reason: fallback,
+        })
+        .unwrap()
+}
+
+#[test]
+fn upload_dispatch_read_round_trip_and_ledger() {
+    let device = common::gpu();
+    let n = 1000u64;
+    let src = device
+        .create_buffer("src", n * 4, BufferUse::Storage)
+        .unwrap();
+    let dst = device
+        .create_buffer("dst", n * 4, BufferUse::Storage)
+        .unwrap();
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    device.upload(src, 0, bytemuck::cast_slice(&data)).unwrap();
+    let used = scale_pipeline(&device, "test/scale", None);
+    let _unused = scale_pipeline(&device, "test/never-dispatched", None);
+    let _declared = scale_pipeline(&device, "test/fallback", Some("kept for devices without X"));
+
+    let mut list = CommandList::new();
+    for factor in [2.0f32, 3.0] {
+        list.dispatch(Dispatch {
+            pipeline: used,
+            params: vec![n as u32, factor.to_bits()],
+            storage: vec![Slice::new(src, 0, n * 4), Slice::new(dst, 0, n * 4)],
+            workgroups: [(n as u32).div_ceil(64), 1, 1],
+            bytes_read: n * 4,
+        });
+        // A copy between dispatches: the second reads what the first wrote.
+        list.copy(Slice::new(dst, 0, n * 4), src, 0);
+    }
+    device.submit(&list).unwrap();
+    let out = read_f32(&device, src, 0, n as usize).unwrap();
+    assert!(out.iter().enumerate().all(|(i, &v)| v == i as f32 * 6.0));
+
+    let ledger = device.ledger();
+    let by_name = |name: &str| ledger.entries.iter().find(|e| e.name == name).unwrap();
+    assert_eq!(by_name("test/scale").dispatches, 2);
+    assert_eq!(by_name("test/scale").bytes_read, 2 * n * 4);
+    let defects: Vec<_> = ledger.defects().iter().map(|e| e.name.clone()).collect();
+    assert_eq!(
+        defects,
+        ["test/never-dispatched"],
+        "the declared fallback is not a defect"
+    );
+    assert!(ledger.to_string().contains("DEFECT"));
+}
+
+#[test]
+fn bad_requests_are_errors_not_panics() {
+    let device = common::gpu();
+    let buf = device
+        .create_buffer("small", 64, BufferUse::Storage)
+        .unwrap();
+    assert!(matches!(
+        device.upload(buf, 32, &[0u8; 64]),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(device.read(buf, 0, 128), Err(Error::Invalid(_))));
+    let too_big = device.profile().max_buffer_bytes + 1;
+    let err = device
+        .create_buffer("huge", too_big, BufferUse::Weights)
+        .unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory(_)), "{err}");
+
+    let err = device
+        .create_pipeline(&PipelineDesc {
+            name: "test/broken",
+            wgsl: "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }",
+            entry: "main",
+            constants: &[],
+            params_bytes: 4,
+            storage: &[],
+            fallback_reason: None,
+        })
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Shader { name, .. } if name == "test/broken"),
+        "{err}"
+    );
+
+    // A dispatch binding the wrong number of buffers is refused before it reaches wgpu.
+    let p = scale_pipeline(&device, "test/scale-misbound", Some("test"));
+    let mut list = CommandList::new();
+    list.dispatch(Dispatch {
+        pipeline: p,
+        params: vec![1, 0],
+        storage: vec![Slice::new(buf, 0, 64)],
+        workgroups: [1, 1, 1],
+        bytes_read: 0,
+    });
+    assert!(matches!(device.submit(&list), Err(Error::Invalid(_))));
+    // ...and the device is still usable afterwards.
+    device.upload(buf, 0, &[1u8; 64]).unwrap();
+    assert_eq!(device.read(buf, 0, 4).unwrap(), [1, 1, 1, 1]);
+}
+
+#[test]
+fn timestamps_and_the_bandwidth_probe() {
+    let device = common::gpu();
+    if device.profile().timestamps {
+        let p = scale_pipeline(&device, "test/timed", None);
+        let a = device
+            .create_buffer("t-in", 2048, BufferUse::Storage)
+            .unwrap();
+        let b = device
+            .create_buffer("t-out", 2048, BufferUse::Storage)
+            .unwrap();
+        let mut list = CommandList::new();
+        for _ in 0..3 {
+            list.dispatch(Dispatch {
+                pipeline: p,
+                params: vec![512, 1f32.to_bits()],
+                storage: vec![Slice::new(a, 0, 2048), Slice::new(b, 0, 2048)],
+                workgroups: [8, 1, 1],
+                bytes_read: 2048,
+            });
+        }
+        let per = device.submit_timed(&list, Timing::PerDispatch).unwrap();
+        assert_eq!(per.len(), 3);
+        let whole = device.submit_timed(&list, Timing::Whole).unwrap();
+        assert_eq!(whole.len(), 1);
+        assert!(whole[0] > 0.0 && per.iter().all(|&t| t >= 0.0));
+    }
+    let probe = bandwidth_probe(&device, 2).unwrap();
+    eprintln!("{probe}");
+    assert!(probe.gbps > 0.1 && probe.gbps < 100_000.0, "{probe}");
+    assert!(probe.bytes >= 16 << 20);
+}
+
+/// CI states what it expects of the adapter as data: `BRASS_EXPECT_SUBGROUP=4` when it
+/// runs lavapipe with LP_NATIVE_VECTOR_WIDTH=128, and so on. The GPU is asked too: the
+/// subgroup size a pipeline really runs with must lie in the reported range.
+#[test]
+fn adapter_matches_expectations() {
+    let device = common::gpu();
+    let profile = device.profile();
+    if let Ok(want) = std::env::var("BRASS_EXPECT_SUBGROUP") {
+        let want: u32 = want.parse().unwrap();
+        assert_eq!(
+            (profile.subgroup_min, profile.subgroup_max),
+            (want, want),
+            "{profile}"
+        );
+    }
+    if !profile.subgroups {
+        return;
+    }
+    let wgsl = "
+struct Params { unused: u32 }
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(subgroup_size) sg: u32, @builtin(local_invocation_index) i: u32) {
+    if (i == 0u) { out[0] = sg; }
+}";
+    let p = device
+        .create_pipeline(&PipelineDesc {
+            name: "test/subgroup-size",
+            wgsl,
+            entry: "main",
+            constants: &[],
+            params_bytes: 4,
+            storage: &[Access::ReadWrite],
+            fallback_reason: None,
+        })
+        .unwrap();
+    let b = device.create_buffer("sg", 16, BufferUse::Storage).unwrap();
+    let mut list = CommandList::new();
+    list.dispatch(Dispatch {
+        pipeline: p,
+        params: vec![0],
+        storage: vec![Slice::new(b, 0, 16)],
+        workgroups: [1, 1, 1],
+        bytes_read: 0,
+    });
+    device.submit(&list).unwrap();
+    let sg = u32::from_le_bytes(device.read(b, 0, 4).unwrap().try_into().unwrap());
+    assert!(
+        (profile.subgroup_min..=profile.subgroup_max).contains(&sg),
+        "runs {sg}, {profile}"
+    );
+}
+
+#[test]
+fn an_unknown_adapter_name_is_a_clear_error() {
+    let err =
+        brass::device::WgpuDevice::open(&brass::device::AdapterChoice::by_name("no-such-gpu-xyz"))
+            .err()
+            .expect("no adapter has that name");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no-such-gpu-xyz") && msg.contains("available"),
+        "{msg}"
+    );
+}
