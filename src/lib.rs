@@ -7,5 +7,7 @@ pub mod device;
 pub mod error;
 pub mod gguf;
 pub mod quant;
+pub mod sampling;
+pub mod tokenizer;
 
 pub use error::{Error, Result};
