@@ -11,8 +11,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use brass::device::{AdapterChoice, Device, DeviceProfile, WgpuDevice};
 use brass::gguf::{GgufFile, MetaValue};
 use brass::quant::GgmlType;
+use brass::router::{plan_gguf, Force};
 use clap::Parser;
 
 /// Print a GGUF file's header, metadata and tensor table.
@@ -25,8 +27,19 @@ struct Args {
     /// Show every array element and whole strings instead of a short rendering.
     #[arg(long)]
     full: bool,
-    // Room for `--plan [--profile NAME]`: its flags go here and its report becomes
-    // one more section in `run`.
+
+    /// Also print the route of every 2-D tensor (kernel, geometry, and why).
+    #[arg(long)]
+    plan: bool,
+
+    /// Route for a preset profile (m4-max, rdna4, h200, lavapipe) instead of the live
+    /// adapter.
+    #[arg(long, requires = "plan")]
+    profile: Option<String>,
+
+    /// With --plan: force a family (scalar, coop) or a kernel, as an A/B run would.
+    #[arg(long, requires = "plan")]
+    force: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -48,6 +61,18 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|()| print_tensors(&mut out, &file))
         .and_then(|()| print_summary(&mut out, &file))
         .and_then(|()| out.flush());
+    if printed.is_ok() && args.plan {
+        let profile = match &args.profile {
+            Some(name) => DeviceProfile::preset(name)?,
+            None => WgpuDevice::open(&AdapterChoice::from_env())?
+                .profile()
+                .clone(),
+        };
+        let force: Option<Force> = args.force.as_deref().map(str::parse).transpose()?;
+        let plan = plan_gguf(&file, &profile, force.as_ref());
+        writeln!(out, "\n{plan}")?;
+        out.flush()?;
+    }
     match printed {
         // `inspect model.gguf | head` is normal use, not a failure.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),

@@ -48,6 +48,9 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn gguf(offset: u64, what: impl Into<String>) -> Self {
-        Error::Gguf { offset, what: what.into() }
+        Error::Gguf {
+            offset,
+            what: what.into(),
+        }
     }
 }

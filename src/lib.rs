@@ -6,7 +6,9 @@
 pub mod device;
 pub mod error;
 pub mod gguf;
+pub mod kernels;
 pub mod quant;
+pub mod router;
 pub mod sampling;
 pub mod tokenizer;
 

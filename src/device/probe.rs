@@ -9,6 +9,11 @@ use crate::Result;
 const STREAM_READ: &str = include_str!("../../wgsl/probe/stream_read.wgsl");
 const FILL: &str = include_str!("../../wgsl/probe/fill.wgsl");
 
+/// The probe's kernels, for tools that translate every shader.
+pub fn probe_sources() -> [(&'static str, &'static str); 2] {
+    [("probe/stream_read", STREAM_READ), ("probe/fill", FILL)]
+}
+
 /// Far beyond any GPU's last-level cache (the H200's L2 is about 50 MB).
 const TARGET_BYTES: u64 = 1 << 30;
 

@@ -152,6 +152,7 @@ pub struct WgpuDevice {
     device: wgpu::Device,
     queue: wgpu::Queue,
     profile: DeviceProfile,
+    spirv_passthrough: bool,
     uniform_align: u64,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Vec<wgpu::Error>>>,
@@ -199,6 +200,18 @@ impl WgpuDevice {
         let limits = adapter.limits();
         let wanted =
             wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY;
+        // SPIR-V passthrough is opt-in (BRASS_SPIRV_PASSTHROUGH=1): the driver then gets
+        // exactly the SPIR-V under spirv/, not wgpu's own translation of the WGSL.
+        let passthrough = std::env::var("BRASS_SPIRV_PASSTHROUGH").is_ok_and(|v| v == "1")
+            && info.backend == wgpu::Backend::Vulkan
+            && adapter
+                .features()
+                .contains(wgpu::Features::PASSTHROUGH_SHADERS);
+        let wanted = if passthrough {
+            wanted | wgpu::Features::PASSTHROUGH_SHADERS
+        } else {
+            wanted
+        };
         let features = adapter.features() & wanted;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("brass"),
@@ -243,6 +256,7 @@ impl WgpuDevice {
             device,
             queue,
             profile,
+            spirv_passthrough: passthrough,
             uniform_align: limits.min_uniform_buffer_offset_alignment.max(16) as u64,
             lost,
             uncaptured,
@@ -258,6 +272,11 @@ impl WgpuDevice {
 
     pub fn adapter_name(&self) -> &str {
         &self.profile.name
+    }
+
+    /// Whether kernels reach the driver as naga's SPIR-V through passthrough.
+    pub fn uses_spirv_passthrough(&self) -> bool {
+        self.spirv_passthrough
     }
 
     /// Turns a lost device or an error wgpu reported asynchronously into an `Error`.
@@ -728,12 +747,41 @@ impl Device for WgpuDevice {
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
-        let shader = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(desc.name),
-                source: wgpu::ShaderSource::Wgsl(desc.wgsl.into()),
-            });
+        let shader = if self.spirv_passthrough {
+            let (words, size) = crate::kernels::spirv::spirv_and_workgroup_size(
+                desc.name,
+                desc.wgsl,
+                desc.entry,
+                desc.constants,
+            )?;
+            let entry_points = [wgpu::PassthroughShaderEntryPoint {
+                name: desc.entry.into(),
+                workgroup_size: size.into(),
+            }];
+            // SAFETY: the SPIR-V is naga's translation of WGSL that naga validated above,
+            // with overrides resolved; wgpu's robustBufferAccess still bounds every read.
+            unsafe {
+                self.device.create_shader_module_passthrough(
+                    wgpu::ShaderModuleDescriptorPassthrough {
+                        label: Some(desc.name),
+                        entry_points: entry_points[..].into(),
+                        spirv: Some(words.into()),
+                        ..Default::default()
+                    },
+                )
+            }
+        } else {
+            self.device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(desc.name),
+                    source: wgpu::ShaderSource::Wgsl(desc.wgsl.into()),
+                })
+        };
+        let constants = if self.spirv_passthrough {
+            &[][..]
+        } else {
+            desc.constants
+        };
         let pipeline = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -742,7 +790,7 @@ impl Device for WgpuDevice {
                 module: &shader,
                 entry_point: Some(desc.entry),
                 compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: desc.constants,
+                    constants,
                     zero_initialize_workgroup_memory: false,
                 },
                 cache: None,
@@ -811,7 +859,9 @@ impl Device for WgpuDevice {
         let source = {
             let state = lock(&self.state);
             let e = self.buffer_entry(&state, buffer)?;
-            if !offset.is_multiple_of(4) || offset.checked_add(padded).is_none_or(|end| end > e.size) {
+            if !offset.is_multiple_of(4)
+                || offset.checked_add(padded).is_none_or(|end| end > e.size)
+            {
                 return Err(Error::Invalid(format!(
                     "read of {len} bytes at offset {offset} from a {}-byte buffer",
                     e.size

@@ -1,0 +1,265 @@
+//! Every matvec kernel over real shapes: GPU-timestamped, weight copies rotated to
+//! defeat the last-level cache, reported as median µs, GB/s and % of the device's own
+//! streaming-read bandwidth (the probe), as a table and as JSON.
+//!
+//! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar]
+//!     [--shapes llama3-8b,muse] [--iters 30] [--json out.json] [--adapter NAME]
+
+use brass::device::{
+    bandwidth_probe, AdapterChoice, BufferUse, CommandList, Device, Slice, Timing, WgpuDevice,
+};
+use brass::kernels::matvec::{self, Family, MATVEC_KERNELS};
+use brass::kernels::PipelineCache;
+use brass::quant::{random_blocks, GgmlType};
+use brass::router::{route_matvec, Force};
+use clap::Parser;
+use serde::Serialize;
+
+#[derive(Parser)]
+struct Args {
+    /// Weight types (default: every type with a kernel).
+    #[arg(long, value_delimiter = ',')]
+    types: Vec<String>,
+    /// Families (default: coop,scalar).
+    #[arg(long, value_delimiter = ',')]
+    families: Vec<String>,
+    /// Shape groups: smollm2, llama3-8b, muse (default: all).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// Timed iterations per case, after warm-up.
+    #[arg(long, default_value_t = 30)]
+    iters: usize,
+    /// Bytes of distinct weight copies to rotate through, in MB (several times the L2).
+    #[arg(long, default_value_t = 256)]
+    rotate_mb: u64,
+    #[arg(long)]
+    json: Option<String>,
+    #[arg(long)]
+    adapter: Option<String>,
+    /// cargo bench passes --bench; accepted and ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// (group, label, M, K, only this type if any)
+const SHAPES: &[(&str, &str, u64, u64, Option<GgmlType>)] = &[
+    ("smollm2", "smollm2 attn_q 576x576", 576, 576, None),
+    ("smollm2", "smollm2 attn_k 192x576", 192, 576, None),
+    ("smollm2", "smollm2 ffn_up 1536x576", 1536, 576, None),
+    ("smollm2", "smollm2 ffn_down 576x1536", 576, 1536, None),
+    ("smollm2", "smollm2 lm_head 49152x576", 49152, 576, None),
+    ("llama3-8b", "llama3 attn_q 4096x4096", 4096, 4096, None),
+    ("llama3-8b", "llama3 attn_k 1024x4096", 1024, 4096, None),
+    ("llama3-8b", "llama3 ffn_up 14336x4096", 14336, 4096, None),
+    ("llama3-8b", "llama3 ffn_down 4096x14336", 4096, 14336, None),
+    (
+        "llama3-8b",
+        "llama3 lm_head 128256x4096",
+        128256,
+        4096,
+        None,
+    ),
+    (
+        "muse",
+        "muse lm_head 202048x6656 Q5_K",
+        202048,
+        6656,
+        Some(GgmlType::Q5_K),
+    ),
+];
+
+#[derive(Serialize)]
+struct Case {
+    shape: String,
+    ty: GgmlType,
+    kernel: String,
+    family: Family,
+    m: u64,
+    k: u64,
+    bytes: u64,
+    copies: usize,
+    median_us: f64,
+    min_us: f64,
+    max_us: f64,
+    gbps: f64,
+    pct_of_probe: f64,
+    route: String,
+}
+
+#[derive(Serialize)]
+struct Report {
+    brass_version: &'static str,
+    profile: brass::device::DeviceProfile,
+    probe: brass::device::ProbeResult,
+    cases: Vec<Case>,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(&args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> brass::Result<()> {
+    let choice = match &args.adapter {
+        Some(name) => AdapterChoice::by_name(name),
+        None => AdapterChoice::from_env(),
+    };
+    let device = WgpuDevice::open(&choice)?;
+    let profile = device.profile().clone();
+    if !profile.timestamps {
+        return Err(brass::Error::Device(format!(
+            "{} has no GPU timestamps",
+            profile.name
+        )));
+    }
+    let probe = bandwidth_probe(&device, 10)?;
+    println!("{}\n{probe}\n", profile.name);
+    println!(
+        "{:<32} {:<6} {:<18} {:>9} {:>9} {:>9} {:>8} {:>7}",
+        "shape", "type", "kernel", "MB", "median µs", "min µs", "GB/s", "% probe"
+    );
+    let cache = PipelineCache::new();
+    let wanted = |list: &[String], name: &str| {
+        list.is_empty() || list.iter().any(|s| s.eq_ignore_ascii_case(name))
+    };
+    let mut cases = Vec::new();
+    for &(group, label, m, k, only) in SHAPES {
+        if !wanted(&args.shapes, group) {
+            continue;
+        }
+        let mut types: Vec<GgmlType> = MATVEC_KERNELS.iter().map(|k| k.ty).collect();
+        types.dedup();
+        for ty in types {
+            if only.is_some_and(|t| t != ty) || !wanted(&args.types, ty.name()) {
+                continue;
+            }
+            for family in [Family::Coop, Family::Scalar] {
+                if !wanted(&args.families, family.name()) || matvec::find(ty, family).is_none() {
+                    continue;
+                }
+                let case = bench_case(&device, &cache, args, label, ty, family, m, k, probe.gbps)?;
+                println!(
+                    "{:<32} {:<6} {:<18} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}%",
+                    label,
+                    ty.name(),
+                    case.kernel.trim_start_matches("matvec/"),
+                    case.bytes as f64 / 1e6,
+                    case.median_us,
+                    case.min_us,
+                    case.gbps,
+                    case.pct_of_probe
+                );
+                cases.push(case);
+            }
+        }
+    }
+    if let Some(path) = &args.json {
+        let report = Report {
+            brass_version: env!("CARGO_PKG_VERSION"),
+            profile,
+            probe,
+            cases,
+        };
+        let text = serde_json::to_string_pretty(&report).expect("plain values");
+        std::fs::write(path, text).map_err(|e| brass::Error::Io {
+            path: path.into(),
+            source: e,
+        })?;
+        println!("\nwrote {path}");
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_case(
+    device: &WgpuDevice,
+    cache: &PipelineCache,
+    args: &Args,
+    label: &str,
+    ty: GgmlType,
+    family: Family,
+    m: u64,
+    k: u64,
+    probe_gbps: f64,
+) -> brass::Result<Case> {
+    let route = route_matvec(device.profile(), ty, m, k, Some(&Force::Family(family)))?;
+    let weight_bytes = m * route.row_bytes;
+    let n_blocks = (m * k) as usize / ty.block_size();
+    let data = random_blocks(ty, n_blocks, m ^ k);
+    // Distinct copies so consecutive dispatches never find the weights in cache.
+    let copies = ((args.rotate_mb * 1_000_000).div_ceil(weight_bytes) as usize).clamp(1, 512);
+    let first = matvec::upload_weights(device, label, &route, &data)?;
+    drop(data);
+    let mut sets = vec![first.clone()];
+    let mut fill = CommandList::new();
+    for _ in 1..copies {
+        let mut set = Vec::new();
+        for s in &first {
+            let b = device.create_buffer("weight copy", s.size, BufferUse::Storage)?;
+            fill.copy(*s, b, 0);
+            set.push(Slice::new(b, 0, s.size));
+        }
+        sets.push(set);
+    }
+    device.submit(&fill)?;
+    let xb = device.create_buffer("x", k * 4, BufferUse::Storage)?;
+    device.upload(xb, 0, bytemuck::cast_slice(&vec![0.5f32; k as usize]))?;
+    let yb = device.create_buffer("y", m * 4, BufferUse::Storage)?;
+    let pipeline = matvec::pipeline(device, cache, &route)?;
+    let x = Slice::new(xb, 0, k * 4);
+    let y = Slice::new(yb, 0, m * 4);
+
+    let iters = args.iters.max(copies.min(64));
+    let mut list = CommandList::new();
+    for i in 0..iters + 2 {
+        for d in matvec::dispatches(
+            pipeline,
+            k,
+            route.row_bytes,
+            &route.parts,
+            &sets[i % copies],
+            x,
+            y,
+        )? {
+            list.dispatch(d);
+        }
+    }
+    let per_dispatch = device.submit_timed(&list, Timing::PerDispatch)?;
+    // Sum split parts back into one time per matvec; drop the two warm-up iterations.
+    let parts = route.parts.len();
+    let mut times: Vec<f64> = per_dispatch
+        .chunks(parts)
+        .skip(2)
+        .map(|c| c.iter().sum::<f64>() / 1e3)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    for set in &sets {
+        for s in set {
+            device.destroy_buffer(s.buffer)?;
+        }
+    }
+    device.destroy_buffer(xb)?;
+    device.destroy_buffer(yb)?;
+    let median_us = times[times.len() / 2];
+    let bytes = weight_bytes + k * 4 + m * 4;
+    let gbps = bytes as f64 / (median_us * 1e3);
+    Ok(Case {
+        shape: label.to_string(),
+        ty,
+        kernel: route.pipeline_key(),
+        family,
+        m,
+        k,
+        bytes,
+        copies,
+        median_us,
+        min_us: times[0],
+        max_us: times[times.len() - 1],
+        gbps,
+        pct_of_probe: 100.0 * gbps / probe_gbps,
+        route: route.reason(),
+    })
+}

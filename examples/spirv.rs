@@ -1,0 +1,20 @@
+//! Regenerates `spirv/`: naga's SPIR-V for every kernel, as `<kernel>.spv`.
+//!
+//! cargo run --example spirv
+//!
+//! `tests/spirv.rs` fails when a checked-in file differs from what naga emits now.
+
+use std::path::Path;
+
+use brass::kernels::spirv::{catalog, wgsl_to_spirv};
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("spirv");
+    for (name, wgsl) in catalog() {
+        let words = wgsl_to_spirv(&name, &wgsl, "main", &[]).unwrap_or_else(|e| panic!("{e}"));
+        let path = root.join(format!("{name}.spv"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(&words)).unwrap();
+        println!("{} ({} words)", path.display(), words.len());
+    }
+}

@@ -1,0 +1,134 @@
+//! naga's translations of brass's WGSL: SPIR-V (checked in under `spirv/`, and the
+//! passthrough path on Vulkan) and Metal Shading Language (checked by a test).
+//!
+//! naga preserves semantics, not access patterns, so the SPIR-V is kept where a
+//! reviewer can diff what the driver is really given.
+//! Regenerate `spirv/` with: `cargo run --example spirv`.
+
+use crate::{Error, Result};
+
+/// Parses and validates `wgsl`, then resolves its override constants (defaults where
+/// `constants` gives none), as the backends need.
+fn resolved(
+    name: &str,
+    wgsl: &str,
+    entry: &str,
+    constants: &[(&str, f64)],
+) -> Result<(naga::Module, naga::valid::ModuleInfo)> {
+    let shader_error = |what: String| Error::Shader {
+        name: name.to_string(),
+        what,
+    };
+    let module =
+        naga::front::wgsl::parse_str(wgsl).map_err(|e| shader_error(e.emit_to_string(wgsl)))?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .map_err(|e| shader_error(e.emit_to_string(wgsl)))?;
+    let constants: naga::back::PipelineConstants =
+        constants.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .map_err(|e| shader_error(e.to_string()))?;
+    Ok((module.into_owned(), info.into_owned()))
+}
+
+/// SPIR-V for the compute entry point `entry`, with override constants resolved.
+///
+/// Bounds checks are left to the device: wgpu enables Vulkan's robustBufferAccess,
+/// which keeps out-of-range reads inside the binding.
+pub fn wgsl_to_spirv(
+    name: &str,
+    wgsl: &str,
+    entry: &str,
+    constants: &[(&str, f64)],
+) -> Result<Vec<u32>> {
+    spirv_and_workgroup_size(name, wgsl, entry, constants).map(|(words, _)| words)
+}
+
+/// SPIR-V as in `wgsl_to_spirv`, and the entry point's workgroup size, which a
+/// passthrough shader module must declare.
+pub fn spirv_and_workgroup_size(
+    name: &str,
+    wgsl: &str,
+    entry: &str,
+    constants: &[(&str, f64)],
+) -> Result<(Vec<u32>, [u32; 3])> {
+    let (module, info) = resolved(name, wgsl, entry, constants)?;
+    let size = module
+        .entry_points
+        .iter()
+        .find(|e| e.name == entry)
+        .map(|e| e.workgroup_size)
+        .ok_or_else(|| Error::Shader {
+            name: name.to_string(),
+            what: format!("no entry point `{entry}`"),
+        })?;
+    let options = naga::back::spv::Options {
+        lang_version: (1, 3),
+        // wgpu rejects modules that use 16-bit storage for inputs and outputs.
+        use_storage_input_output_16: false,
+        ..Default::default()
+    };
+    let pipeline = naga::back::spv::PipelineOptions {
+        shader_stage: naga::ShaderStage::Compute,
+        entry_point: entry.to_string(),
+    };
+    let words =
+        naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| {
+            Error::Shader {
+                name: name.to_string(),
+                what: e.to_string(),
+            }
+        })?;
+    Ok((words, size))
+}
+
+/// Metal Shading Language for the compute entry point `entry`.
+pub fn wgsl_to_msl(name: &str, wgsl: &str, entry: &str) -> Result<String> {
+    let (module, info) = resolved(name, wgsl, entry, &[])?;
+    let options = naga::back::msl::Options {
+        lang_version: (2, 4),
+        fake_missing_bindings: true,
+        ..Default::default()
+    };
+    let pipeline = naga::back::msl::PipelineOptions {
+        entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+        ..Default::default()
+    };
+    naga::back::msl::write_string(&module, &info, &options, &pipeline)
+        .map(|(text, _)| text)
+        .map_err(|e| Error::Shader {
+            name: name.to_string(),
+            what: e.to_string(),
+        })
+}
+
+/// Every kernel brass ships, as (file stem under `spirv/`, complete WGSL). Coop
+/// matvecs are given in one canonical configuration: 256 invocations, a 4,096-element
+/// tile, x staged as f16 (the H200's route for K = 4,096).
+pub fn catalog() -> Vec<(String, String)> {
+    use super::matvec::{CoopConfig, Family, MATVEC_KERNELS};
+    let canonical = CoopConfig {
+        wg: 256,
+        tile: 4096,
+        x_f16: true,
+    };
+    let mut out: Vec<(String, String)> = MATVEC_KERNELS
+        .iter()
+        .map(|k| {
+            let coop = (k.family == Family::Coop).then_some(canonical);
+            (k.name.to_string(), k.source(coop))
+        })
+        .collect();
+    for (name, wgsl) in crate::device::probe_sources() {
+        out.push((name.to_string(), wgsl.to_string()));
+    }
+    out
+}

@@ -1,0 +1,230 @@
+//! The router: a pure function from (device profile, weight type, M, K) to a route.
+//!
+//! Every predicate reads the profile, never a model catalog: there is no shape cap
+//! anywhere. What does not fit on chip is tiled (K) or split across bindings (rows).
+//! Each route carries the clauses that decided it, in the order they were applied.
+
+mod plan;
+
+pub use plan::{plan_gguf, Plan, PlanEntry};
+
+use serde::Serialize;
+
+use crate::device::DeviceProfile;
+use crate::kernels::matvec::{self, CoopConfig, Family, MatvecKernel, RowPart};
+use crate::quant::GgmlType;
+use crate::{Error, Result};
+
+/// A per-run override for A/B comparisons.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Force {
+    Family(Family),
+    /// A kernel by name, e.g. `q4_k_coop` or `matvec/q4_k_coop`.
+    Kernel(String),
+}
+
+impl std::str::FromStr for Force {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        if let Some(f) = Family::parse(s) {
+            return Ok(Force::Family(f));
+        }
+        matvec::find_by_name(s)
+            .map(|k| Force::Kernel(k.name.to_string()))
+            .ok_or_else(|| Error::Invalid(format!("no kernel or family named `{s}`")))
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Route {
+    pub kernel: &'static str,
+    pub family: Family,
+    pub ty: GgmlType,
+    pub m: u64,
+    pub k: u64,
+    pub row_bytes: u64,
+    /// Present for the coop family.
+    pub coop: Option<CoopConfig>,
+    /// One entry per weight binding (more than one when the tensor exceeds the device's
+    /// binding limit).
+    pub parts: Vec<RowPart>,
+    /// Why, clause by clause.
+    pub clauses: Vec<String>,
+}
+
+impl Route {
+    pub fn matvec_kernel(&self) -> &'static MatvecKernel {
+        matvec::find(self.ty, self.family).expect("routes name existing kernels")
+    }
+
+    pub fn pipeline_key(&self) -> String {
+        self.matvec_kernel().pipeline_key(self.coop)
+    }
+
+    pub fn reason(&self) -> String {
+        self.clauses.join("; ")
+    }
+}
+
+/// Invocations per coop workgroup: enough subgroups to share each staged x tile.
+const COOP_WG: u32 = 256;
+/// Rows per scalar workgroup, fixed by `wgsl/matvec/scalar.wgsl`.
+const SCALAR_ROWS_PER_WG: u64 = 64;
+/// The coop tile is a multiple of this, so of every block size (32 and 256).
+const TILE_QUANTUM: u64 = 256;
+
+/// Routes a matvec `y[M] = W[M, K] · x[K]` with weights of type `ty`.
+pub fn route_matvec(
+    profile: &DeviceProfile,
+    ty: GgmlType,
+    m: u64,
+    k: u64,
+    force: Option<&Force>,
+) -> Result<Route> {
+    let mut clauses = Vec::new();
+    if m == 0 || k == 0 {
+        return Err(Error::Invalid(format!("matvec of shape {m} x {k}")));
+    }
+    let row_bytes = ty.bytes_for(k).ok_or_else(|| {
+        Error::UnsupportedType(format!(
+            "{ty} needs K to be a multiple of {} (K = {k})",
+            ty.block_size()
+        ))
+    })?;
+    if matvec::find(ty, Family::Scalar).is_none() && matvec::find(ty, Family::Coop).is_none() {
+        return Err(Error::UnsupportedType(format!(
+            "no matvec kernel for {ty} weights"
+        )));
+    }
+
+    // Clause 1: the family.
+    let coop_fits = profile.subgroups
+        && profile.subgroup_min >= 4
+        && profile.workgroup_storage_bytes as u64 >= TILE_QUANTUM * 2
+        && profile.max_invocations_per_workgroup >= 64
+        && matvec::find(ty, Family::Coop).is_some();
+    let family = match force {
+        Some(Force::Family(f)) => {
+            clauses.push(format!("forced family {}", f.name()));
+            *f
+        }
+        Some(Force::Kernel(name)) => {
+            let kernel = matvec::find_by_name(name)
+                .ok_or_else(|| Error::Invalid(format!("no kernel named `{name}`")))?;
+            if kernel.ty != ty {
+                return Err(Error::Invalid(format!(
+                    "forced kernel {name} cannot run {ty} weights"
+                )));
+            }
+            clauses.push(format!("forced kernel {name}"));
+            kernel.family
+        }
+        None if coop_fits => {
+            clauses.push(format!(
+                "subgroups {}..{} and {} KiB workgroup memory: coop",
+                profile.subgroup_min,
+                profile.subgroup_max,
+                profile.workgroup_storage_bytes / 1024
+            ));
+            Family::Coop
+        }
+        None => {
+            clauses.push(if !profile.subgroups {
+                "no subgroups: scalar".to_string()
+            } else if matvec::find(ty, Family::Coop).is_none() {
+                format!("no coop kernel for {ty}: scalar")
+            } else {
+                "subgroups too small or too little workgroup memory: scalar".to_string()
+            });
+            Family::Scalar
+        }
+    };
+    if family == Family::Coop && !coop_fits {
+        return Err(Error::Invalid(format!(
+            "the coop family cannot run {ty} on {} (subgroups: {}, {} B workgroup memory)",
+            profile.name, profile.subgroups, profile.workgroup_storage_bytes
+        )));
+    }
+    let kernel = matvec::find(ty, family).ok_or_else(|| {
+        Error::UnsupportedType(format!("no {} matvec kernel for {ty}", family.name()))
+    })?;
+
+    // Clause 2: coop geometry, from the device's limits.
+    let coop = (family == Family::Coop).then(|| {
+        let x_f16 = profile.f16;
+        let elem = if x_f16 { 2 } else { 4 };
+        let wg = COOP_WG
+            .min(profile.max_invocations_per_workgroup)
+            .min(profile.max_workgroup_size_x);
+        let capacity =
+            (profile.workgroup_storage_bytes as u64 / elem) / TILE_QUANTUM * TILE_QUANTUM;
+        let tile = capacity.min(k.next_multiple_of(TILE_QUANTUM));
+        let tiles = k.div_ceil(tile);
+        clauses.push(format!(
+            "x staged as {} in {} tile{} of {tile} (workgroup memory {} KiB)",
+            if x_f16 { "f16" } else { "f32" },
+            tiles,
+            if tiles == 1 { "" } else { "s" },
+            profile.workgroup_storage_bytes / 1024
+        ));
+        CoopConfig {
+            wg,
+            tile: tile as u32,
+            x_f16,
+        }
+    });
+
+    // Clause 3: split rows across bindings when the tensor exceeds the binding limit.
+    let limit = profile.usable_binding_bytes();
+    if row_bytes > limit {
+        return Err(Error::Invalid(format!(
+            "one {ty} row of {k} values ({row_bytes} bytes) exceeds {}'s {limit}-byte binding",
+            profile.name
+        )));
+    }
+    let rows_per_part = (limit / row_bytes).min(m);
+    let n_parts = m.div_ceil(rows_per_part);
+    if n_parts > 1 {
+        clauses.push(format!(
+            "{} bytes exceed the {limit}-byte binding: {n_parts} parts of up to {rows_per_part} rows",
+            m * row_bytes
+        ));
+    }
+    let max_groups = profile.max_workgroups_per_dim.max(1) as u64;
+    let parts = (0..n_parts)
+        .map(|i| {
+            let first_row = i * rows_per_part;
+            let rows = rows_per_part.min(m - first_row);
+            let workgroups = match coop {
+                // Plan for the largest subgroup the device may run: each subgroup takes a
+                // row, and the kernel's grid-stride loop covers any shortfall.
+                Some(c) => {
+                    let rows_per_wg = (c.wg / profile.subgroup_max.max(1)).max(1) as u64;
+                    [rows.div_ceil(rows_per_wg).min(max_groups) as u32, 1, 1]
+                }
+                None => {
+                    let groups = rows.div_ceil(SCALAR_ROWS_PER_WG);
+                    let x = groups.min(max_groups);
+                    [x as u32, groups.div_ceil(x) as u32, 1]
+                }
+            };
+            RowPart {
+                first_row,
+                rows,
+                workgroups,
+            }
+        })
+        .collect();
+
+    Ok(Route {
+        kernel: kernel.name,
+        family,
+        ty,
+        m,
+        k,
+        row_bytes,
+        coop,
+        parts,
+        clauses,
+    })
+}

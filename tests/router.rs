@@ -1,0 +1,171 @@
+//! The router over a catalog of real shapes × every preset profile. Pure: no GPU.
+
+use brass::device::{DeviceProfile, PRESETS};
+use brass::kernels::matvec::{Family, MATVEC_KERNELS};
+use brass::quant::GgmlType;
+use brass::router::{route_matvec, Force};
+
+/// (model, M, K): every matvec shape of these models, and square/FFN shapes at the
+/// hidden sizes that have broken engines before.
+fn catalog() -> Vec<(&'static str, u64, u64)> {
+    let mut shapes = vec![
+        ("smollm2-135m q", 576, 576),
+        ("smollm2-135m kv", 192, 576),
+        ("smollm2-135m up", 1536, 576),
+        ("smollm2-135m down", 576, 1536),
+        ("smollm2-135m lm-head", 49152, 576),
+        ("llama3-8b q", 4096, 4096),
+        ("llama3-8b kv", 1024, 4096),
+        ("llama3-8b up", 14336, 4096),
+        ("llama3-8b down", 4096, 14336),
+        ("llama3-8b lm-head", 128256, 4096),
+        ("qwen3-8b up", 12288, 4096),
+        ("qwen3-8b down", 4096, 12288),
+        ("qwen3-8b lm-head", 151936, 4096),
+        ("muse-30b lm-head", 202048, 6656),
+    ];
+    for h in [4096u64, 6656, 8192, 12288, 16384] {
+        shapes.push(("hidden square", h, h));
+        shapes.push(("hidden ffn up", 4 * h, h));
+        shapes.push(("hidden ffn down", h, 4 * h));
+    }
+    shapes
+}
+
+fn kernel_types() -> Vec<GgmlType> {
+    let mut types: Vec<GgmlType> = MATVEC_KERNELS.iter().map(|k| k.ty).collect();
+    types.sort();
+    types.dedup();
+    types
+}
+
+#[test]
+fn no_catalog_shape_lands_on_scalar_where_subgroups_exist() {
+    for preset in PRESETS {
+        let profile = DeviceProfile::preset(preset).unwrap();
+        assert!(profile.subgroups);
+        for (model, m, k) in catalog() {
+            for ty in kernel_types() {
+                if ty.bytes_for(k).is_none() {
+                    continue; // e.g. K-quants need K % 256 == 0; SmolLM2's 576 is not
+                }
+                let r = route_matvec(&profile, ty, m, k, None)
+                    .unwrap_or_else(|e| panic!("{preset} {model} {ty} {m}x{k}: {e}"));
+                assert_eq!(
+                    r.family,
+                    Family::Coop,
+                    "{preset} {model} {ty} {m}x{k}: {}",
+                    r.reason()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn routes_respect_the_profile_limits() {
+    for preset in PRESETS {
+        let profile = DeviceProfile::preset(preset).unwrap();
+        for (model, m, k) in catalog() {
+            for ty in kernel_types() {
+                let Some(row_bytes) = ty.bytes_for(k) else {
+                    continue;
+                };
+                for force in [None, Some(Force::Family(Family::Scalar))] {
+                    let r = route_matvec(&profile, ty, m, k, force.as_ref()).unwrap();
+                    let ctx = format!("{preset} {model} {ty} {m}x{k}: {}", r.reason());
+                    // Parts tile the rows exactly, each within one binding.
+                    let mut next = 0;
+                    for p in &r.parts {
+                        assert_eq!(p.first_row, next, "{ctx}");
+                        assert!(
+                            p.rows * row_bytes <= profile.usable_binding_bytes(),
+                            "{ctx}"
+                        );
+                        assert!(
+                            p.workgroups
+                                .iter()
+                                .all(|&g| g >= 1 && g <= profile.max_workgroups_per_dim),
+                            "{ctx}"
+                        );
+                        next += p.rows;
+                    }
+                    assert_eq!(next, m, "{ctx}");
+                    if let Some(c) = r.coop {
+                        let elem = if c.x_f16 { 2 } else { 4 };
+                        assert!(
+                            c.tile as u64 * elem <= profile.workgroup_storage_bytes as u64,
+                            "{ctx}"
+                        );
+                        assert_eq!(c.tile % 256, 0, "{ctx}");
+                        assert!(c.wg <= profile.max_invocations_per_workgroup, "{ctx}");
+                        assert!(!c.x_f16 || profile.f16, "{ctx}");
+                    }
+                    assert!(!r.clauses.is_empty(), "every route says why");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_muse_lm_head_is_split_on_lavapipe_and_whole_on_the_h200() {
+    let (m, k) = (202_048, 6_656);
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let r = route_matvec(&lavapipe, GgmlType::Q5_K, m, k, None).unwrap();
+    assert_eq!(
+        r.parts.len(),
+        7,
+        "925 MB over 128 MiB bindings: {}",
+        r.reason()
+    );
+    assert!(r.reason().contains("parts"));
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let r = route_matvec(&h200, GgmlType::Q5_K, m, k, None).unwrap();
+    assert_eq!(r.parts.len(), 1, "{}", r.reason());
+    assert_eq!(r.family, Family::Coop);
+}
+
+#[test]
+fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    // 48 KiB holds 24,576 f16 values; a 65,536-wide row takes three tiles.
+    let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, None).unwrap();
+    let c = r.coop.unwrap();
+    assert_eq!(c.tile, 24_576);
+    assert!(r.reason().contains("3 tiles"), "{}", r.reason());
+}
+
+#[test]
+fn a_profile_without_subgroups_routes_scalar_and_says_why() {
+    let mut p = DeviceProfile::preset("rdna4").unwrap();
+    p.subgroups = false;
+    let r = route_matvec(&p, GgmlType::Q4_K, 4096, 4096, None).unwrap();
+    assert_eq!(r.family, Family::Scalar);
+    assert!(r.reason().contains("no subgroups"), "{}", r.reason());
+    let err = route_matvec(
+        &p,
+        GgmlType::Q4_K,
+        4096,
+        4096,
+        Some(&Force::Family(Family::Coop)),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("coop"), "{err}");
+}
+
+#[test]
+fn overrides_and_bad_shapes() {
+    let p = DeviceProfile::preset("h200").unwrap();
+    let forced: Force = "q4_k_scalar".parse().unwrap();
+    let r = route_matvec(&p, GgmlType::Q4_K, 4096, 4096, Some(&forced)).unwrap();
+    assert_eq!(r.kernel, "matvec/q4_k_scalar");
+    assert!(route_matvec(&p, GgmlType::Q6_K, 4096, 4096, Some(&forced)).is_err());
+    assert!("no_such_kernel".parse::<Force>().is_err());
+    assert!(
+        route_matvec(&p, GgmlType::Q4_K, 4096, 576, None).is_err(),
+        "576 is not a whole Q4_K block"
+    );
+    assert!(route_matvec(&p, GgmlType::IQ2_XS, 4096, 4096, None).is_err());
+    assert!(route_matvec(&p, GgmlType::Q8_0, 0, 4096, None).is_err());
+}

@@ -1,0 +1,29 @@
+//! spirv/ is what naga emits for every kernel today (stale = failure), and every
+//! kernel also translates to Metal Shading Language.
+
+use brass::kernels::spirv::{catalog, wgsl_to_msl, wgsl_to_spirv};
+
+#[test]
+fn checked_in_spirv_is_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("spirv");
+    let mut stale = Vec::new();
+    for (name, wgsl) in catalog() {
+        let words = wgsl_to_spirv(&name, &wgsl, "main", &[]).unwrap();
+        let on_disk = std::fs::read(root.join(format!("{name}.spv"))).unwrap_or_default();
+        if on_disk != bytemuck::cast_slice::<u32, u8>(&words) {
+            stale.push(name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale or missing under spirv/ (run `cargo run --example spirv`): {stale:?}"
+    );
+}
+
+#[test]
+fn every_kernel_translates_to_msl() {
+    for (name, wgsl) in catalog() {
+        let msl = wgsl_to_msl(&name, &wgsl, "main").unwrap_or_else(|e| panic!("{e}"));
+        assert!(msl.contains("kernel void"), "{name}");
+    }
+}
