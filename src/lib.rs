@@ -7,6 +7,7 @@ pub mod device;
 pub mod error;
 pub mod gguf;
 pub mod kernels;
+pub mod model;
 pub mod quant;
 pub mod router;
 pub mod sampling;

@@ -2,6 +2,7 @@
 //! here (bindings, launch geometry, requirements as data) and a CPU reference.
 
 pub mod matvec;
+pub mod ops;
 pub mod spirv;
 
 use std::collections::HashMap;

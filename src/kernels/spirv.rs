@@ -130,5 +130,8 @@ pub fn catalog() -> Vec<(String, String)> {
     for (name, wgsl) in crate::device::probe_sources() {
         out.push((name.to_string(), wgsl.to_string()));
     }
+    for (name, wgsl) in super::ops::sources() {
+        out.push((name.to_string(), wgsl.to_string()));
+    }
     out
 }

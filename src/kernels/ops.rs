@@ -1,0 +1,412 @@
+//! The non-matvec ops of a llama decode step, one WGSL file each under `wgsl/ops/`:
+//! embedding lookup, RMSNorm, RoPE, KV-cache append, decode attention (GQA), SiLU·mul,
+//! residual add and argmax. Each has a CPU reference here (f64 accumulation), the
+//! ground truth in `tests/ops.rs`.
+//!
+//! None of them needs subgroups or f16: they are a small share of a token's bytes, so
+//! the portable version is the only one until a measurement says otherwise.
+
+use crate::device::{Access, Device, Dispatch, PipelineId, Slice};
+use crate::Result;
+
+use super::{PipelineCache, PipelineTemplate};
+
+/// One op's static description: its WGSL and its bindings.
+struct OpSpec {
+    name: &'static str,
+    wgsl: &'static str,
+    params_bytes: u32,
+    storage: &'static [Access],
+}
+
+const R: Access = Access::Read;
+const RW: Access = Access::ReadWrite;
+
+const EMBED: OpSpec = OpSpec {
+    name: "ops/embed",
+    wgsl: include_str!("../../wgsl/ops/embed.wgsl"),
+    params_bytes: 16,
+    storage: &[R, R, RW],
+};
+const RMS_NORM: OpSpec = OpSpec {
+    name: "ops/rms_norm",
+    wgsl: include_str!("../../wgsl/ops/rms_norm.wgsl"),
+    params_bytes: 16,
+    storage: &[R, R, RW],
+};
+const ROPE: OpSpec = OpSpec {
+    name: "ops/rope",
+    wgsl: include_str!("../../wgsl/ops/rope.wgsl"),
+    params_bytes: 16,
+    storage: &[R, RW],
+};
+const KV_APPEND: OpSpec = OpSpec {
+    name: "ops/kv_append",
+    wgsl: include_str!("../../wgsl/ops/kv_append.wgsl"),
+    params_bytes: 16,
+    storage: &[R, R, RW, RW],
+};
+const ATTENTION: OpSpec = OpSpec {
+    name: "ops/attention",
+    wgsl: include_str!("../../wgsl/ops/attention.wgsl"),
+    params_bytes: 32,
+    storage: &[R, R, R, RW, RW],
+};
+const SILU_MUL: OpSpec = OpSpec {
+    name: "ops/silu_mul",
+    wgsl: include_str!("../../wgsl/ops/silu_mul.wgsl"),
+    params_bytes: 16,
+    storage: &[R, R, RW],
+};
+const ADD: OpSpec = OpSpec {
+    name: "ops/add",
+    wgsl: include_str!("../../wgsl/ops/add.wgsl"),
+    params_bytes: 16,
+    storage: &[RW, R],
+};
+const ARGMAX: OpSpec = OpSpec {
+    name: "ops/argmax",
+    wgsl: include_str!("../../wgsl/ops/argmax.wgsl"),
+    params_bytes: 16,
+    storage: &[R, RW],
+};
+
+/// Every op, for tools that list or precompile kernels.
+pub const OP_NAMES: &[&str] = &[
+    EMBED.name,
+    RMS_NORM.name,
+    ROPE.name,
+    KV_APPEND.name,
+    ATTENTION.name,
+    SILU_MUL.name,
+    ADD.name,
+    ARGMAX.name,
+];
+
+/// WebGPU guarantees this many workgroups per dimension; elementwise kernels loop over
+/// whatever a capped grid does not cover.
+const MAX_GROUPS: u64 = 65535;
+
+fn groups_for(n: u64, wg: u64) -> [u32; 3] {
+    [n.div_ceil(wg).clamp(1, MAX_GROUPS) as u32, 1, 1]
+}
+
+fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<PipelineId> {
+    cache.get_or_create(device, spec.name, || {
+        (
+            spec.wgsl.to_string(),
+            PipelineTemplate {
+                params_bytes: spec.params_bytes,
+                storage: spec.storage,
+                fallback_reason: None,
+            },
+        )
+    })
+}
+
+/// One row part of an embedding table: rows `first_row..first_row + rows` in `table`.
+#[derive(Clone, Copy, Debug)]
+pub struct EmbedPart {
+    pub first_row: u64,
+    pub rows: u64,
+    pub table: Slice,
+}
+
+/// The pipelines of every op, and the dispatches that run them.
+///
+/// Slices are f32 arrays unless noted; sizes are in elements.
+#[derive(Clone, Debug)]
+pub struct Ops {
+    embed: PipelineId,
+    rms_norm: PipelineId,
+    rope: PipelineId,
+    kv_append: PipelineId,
+    attention: PipelineId,
+    silu_mul: PipelineId,
+    add: PipelineId,
+    argmax: PipelineId,
+}
+
+impl Ops {
+    /// Creates (or finds in `cache`) every op's pipeline.
+    pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<Ops> {
+        Ok(Ops {
+            embed: get(device, cache, &EMBED)?,
+            rms_norm: get(device, cache, &RMS_NORM)?,
+            rope: get(device, cache, &ROPE)?,
+            kv_append: get(device, cache, &KV_APPEND)?,
+            attention: get(device, cache, &ATTENTION)?,
+            silu_mul: get(device, cache, &SILU_MUL)?,
+            add: get(device, cache, &ADD)?,
+            argmax: get(device, cache, &ARGMAX)?,
+        })
+    }
+
+    /// `out[..dim] = table[token[0]]`, `token` a u32 buffer. One dispatch per part;
+    /// the part that holds the token writes.
+    pub fn embed(&self, parts: &[EmbedPart], dim: u64, token: Slice, out: Slice) -> Vec<Dispatch> {
+        parts
+            .iter()
+            .map(|p| Dispatch {
+                pipeline: self.embed,
+                params: vec![dim as u32, p.first_row as u32, p.rows as u32, 0],
+                storage: vec![p.table, token, out],
+                workgroups: groups_for(dim, 256),
+                bytes_read: dim * 4,
+            })
+            .collect()
+    }
+
+    /// `out = x / rms(x) * w` over `n` elements.
+    pub fn rms_norm(&self, n: u64, eps: f32, x: Slice, w: Slice, out: Slice) -> Dispatch {
+        Dispatch {
+            pipeline: self.rms_norm,
+            params: vec![n as u32, eps.to_bits(), 0, 0],
+            storage: vec![x, w, out],
+            workgroups: [1, 1, 1],
+            bytes_read: n * 8,
+        }
+    }
+
+    /// Rotates `x` (`n_heads` heads of `head_dim`) in place for position `pos`;
+    /// `table` is [`rope_table`]'s output on the device.
+    pub fn rope(
+        &self,
+        n_heads: u64,
+        head_dim: u64,
+        rope_dim: u64,
+        pos: u64,
+        table: Slice,
+        x: Slice,
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self.rope,
+            params: vec![n_heads as u32, head_dim as u32, rope_dim as u32, pos as u32],
+            storage: vec![table, x],
+            workgroups: groups_for(n_heads * rope_dim / 2, 64),
+            bytes_read: n_heads * head_dim * 4 + rope_dim * 4,
+        }
+    }
+
+    /// Writes `k` and `v` (`kv_dim` each) into row `pos` of the caches.
+    pub fn kv_append(
+        &self,
+        kv_dim: u64,
+        pos: u64,
+        k: Slice,
+        v: Slice,
+        k_cache: Slice,
+        v_cache: Slice,
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self.kv_append,
+            params: vec![kv_dim as u32, pos as u32, 0, 0],
+            storage: vec![k, v, k_cache, v_cache],
+            workgroups: groups_for(kv_dim, 64),
+            bytes_read: kv_dim * 8,
+        }
+    }
+
+    /// Attention of `q` (`n_heads × head_dim`) over the first `n_pos` cache rows.
+    /// `scores` holds `n_heads × max_pos` floats of scratch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        n_heads: u64,
+        n_kv_heads: u64,
+        head_dim: u64,
+        n_pos: u64,
+        max_pos: u64,
+        q: Slice,
+        k_cache: Slice,
+        v_cache: Slice,
+        scores: Slice,
+        out: Slice,
+    ) -> Dispatch {
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        Dispatch {
+            pipeline: self.attention,
+            params: vec![
+                n_heads as u32,
+                n_kv_heads as u32,
+                head_dim as u32,
+                n_pos as u32,
+                max_pos as u32,
+                scale.to_bits(),
+                0,
+                0,
+            ],
+            storage: vec![q, k_cache, v_cache, scores, out],
+            workgroups: [n_heads as u32, 1, 1],
+            bytes_read: 2 * n_pos * n_kv_heads * head_dim * 4 + n_heads * head_dim * 4,
+        }
+    }
+
+    /// `out = silu(gate) * up` over `n` elements.
+    pub fn silu_mul(&self, n: u64, gate: Slice, up: Slice, out: Slice) -> Dispatch {
+        Dispatch {
+            pipeline: self.silu_mul,
+            params: vec![n as u32, 0, 0, 0],
+            storage: vec![gate, up, out],
+            workgroups: groups_for(n, 256),
+            bytes_read: n * 8,
+        }
+    }
+
+    /// `x += y` over `n` elements.
+    pub fn add(&self, n: u64, x: Slice, y: Slice) -> Dispatch {
+        Dispatch {
+            pipeline: self.add,
+            params: vec![n as u32, 0, 0, 0],
+            storage: vec![x, y],
+            workgroups: groups_for(n, 256),
+            bytes_read: n * 8,
+        }
+    }
+
+    /// `token[0] = argmax(logits[..n])`, lowest index on ties.
+    pub fn argmax(&self, n: u64, logits: Slice, token: Slice) -> Dispatch {
+        Dispatch {
+            pipeline: self.argmax,
+            params: vec![n as u32, 0, 0, 0],
+            storage: vec![logits, token],
+            workgroups: [1, 1, 1],
+            bytes_read: n * 4,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// CPU references (f64 accumulation).
+
+/// Row `token` of a row-major `[rows][dim]` table.
+pub fn embed_ref(table: &[f32], dim: usize, token: u32) -> Vec<f32> {
+    let start = token as usize * dim;
+    table[start..start + dim].to_vec()
+}
+
+pub fn rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / x.len() as f64;
+    let scale = 1.0 / (ms + eps as f64).sqrt();
+    x.iter()
+        .zip(w)
+        .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32)
+        .collect()
+}
+
+/// `(cos, sin)` of `pos · base^(-2i / rope_dim)` for `pos < n_pos`, `i < rope_dim / 2`,
+/// interleaved, row-major by position: the table `ops/rope` reads.
+pub fn rope_table(base: f64, rope_dim: usize, n_pos: usize) -> Vec<f32> {
+    let half = rope_dim / 2;
+    let mut out = Vec::with_capacity(n_pos * half * 2);
+    for pos in 0..n_pos {
+        for i in 0..half {
+            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
+            out.push(theta.cos() as f32);
+            out.push(theta.sin() as f32);
+        }
+    }
+    out
+}
+
+/// llama.cpp's normal-mode RoPE on adjacent pairs, in f64.
+pub fn rope_ref(
+    x: &[f32],
+    n_heads: usize,
+    head_dim: usize,
+    rope_dim: usize,
+    pos: usize,
+    base: f64,
+) -> Vec<f32> {
+    let mut out = x.to_vec();
+    for h in 0..n_heads {
+        for i in 0..rope_dim / 2 {
+            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
+            let (s, c) = theta.sin_cos();
+            let j = h * head_dim + 2 * i;
+            let (x0, x1) = (x[j] as f64, x[j + 1] as f64);
+            out[j] = (x0 * c - x1 * s) as f32;
+            out[j + 1] = (x0 * s + x1 * c) as f32;
+        }
+    }
+    out
+}
+
+/// Decode attention of one query over `n_pos` cached positions (`[pos][kv_head][d]`).
+pub fn attention_ref(
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    n_heads: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    n_pos: usize,
+) -> Vec<f32> {
+    let kv_dim = n_kv_heads * head_dim;
+    let group = n_heads / n_kv_heads;
+    let scale = 1.0 / (head_dim as f64).sqrt();
+    let mut out = vec![0f32; n_heads * head_dim];
+    for h in 0..n_heads {
+        let kvh = h / group;
+        let qh = &q[h * head_dim..(h + 1) * head_dim];
+        let scores: Vec<f64> = (0..n_pos)
+            .map(|t| {
+                let k = &k_cache[t * kv_dim + kvh * head_dim..][..head_dim];
+                qh.iter()
+                    .zip(k)
+                    .map(|(&a, &b)| a as f64 * b as f64)
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        for d in 0..head_dim {
+            let acc: f64 = (0..n_pos)
+                .map(|t| e[t] * v_cache[t * kv_dim + kvh * head_dim + d] as f64)
+                .sum();
+            out[h * head_dim + d] = (acc / sum) as f32;
+        }
+    }
+    out
+}
+
+pub fn silu_mul_ref(gate: &[f32], up: &[f32]) -> Vec<f32> {
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| {
+            let g = g as f64;
+            (g / (1.0 + (-g).exp()) * u as f64) as f32
+        })
+        .collect()
+}
+
+pub fn add_ref(x: &[f32], y: &[f32]) -> Vec<f32> {
+    x.iter().zip(y).map(|(&a, &b)| a + b).collect()
+}
+
+/// The highest value's index, the lowest index on ties; NaN never wins.
+pub fn argmax_ref(x: &[f32]) -> u32 {
+    let mut best = 0usize;
+    let mut best_v = f32::NEG_INFINITY;
+    let mut found = false;
+    for (i, &v) in x.iter().enumerate() {
+        if v > best_v || (!found && v == best_v) {
+            best = i;
+            best_v = v;
+            found = true;
+        }
+    }
+    best as u32
+}
+
+/// Every op's (name, WGSL), for tools that translate every shader (`kernels::spirv`).
+pub fn sources() -> Vec<(&'static str, &'static str)> {
+    [
+        EMBED, RMS_NORM, ROPE, KV_APPEND, ATTENTION, SILU_MUL, ADD, ARGMAX,
+    ]
+    .iter()
+    .map(|op| (op.name, op.wgsl))
+    .collect()
+}

@@ -1,0 +1,585 @@
+//! A llama-architecture model on a [`Device`]: weights uploaded once, every matvec
+//! routed by [`route_matvec`], and a decode step that records one command list for the
+//! whole token (every layer) and submits it once.
+//!
+//! The token id lives in a GPU buffer: the embedding lookup reads it, and the argmax
+//! that ends every step writes the next one there, so greedy decode needs only the
+//! 4-byte id back per token (or nothing, when the host queues ahead).
+
+mod fetch;
+mod session;
+
+pub use fetch::{cache_dir, default_model_path, DEFAULT_MODEL_FILE};
+pub use session::{Generate, Prompt, Session, Token};
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::device::{BufferUse, CommandList, Device, Slice};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::kernels::matvec;
+use crate::kernels::ops::{rope_table, EmbedPart, Ops};
+use crate::kernels::PipelineCache;
+use crate::quant::dequantize;
+use crate::router::{route_matvec, Force, Route};
+use crate::{Error, Result};
+
+/// The hyperparameters of a llama-architecture model, from GGUF metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub architecture: String,
+    pub n_layers: usize,
+    pub dim: usize,
+    pub ffn_dim: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    /// Dimensions of each head that RoPE rotates (`rope.dimension_count`).
+    pub rope_dim: usize,
+    pub rope_base: f64,
+    pub eps: f32,
+    pub vocab: usize,
+    /// The context the model was trained for.
+    pub context_length: usize,
+}
+
+/// Architectures whose tensors and forward pass are llama's.
+const LLAMA_LIKE: &[&str] = &["llama"];
+
+impl Config {
+    pub fn from_gguf(file: &GgufFile) -> Result<Config> {
+        let arch = file.architecture()?.to_string();
+        if !LLAMA_LIKE.contains(&arch.as_str()) {
+            return Err(Error::Invalid(format!(
+                "unsupported architecture `{arch}`: brass runs {}",
+                LLAMA_LIKE.join(", ")
+            )));
+        }
+        let key = |k: &str| format!("{arch}.{k}");
+        let u = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
+        let dim = u("embedding_length")?;
+        let n_heads = u("attention.head_count")?;
+        let n_kv_heads = file
+            .get_u32(&key("attention.head_count_kv"))
+            .map(|v| v as usize)
+            .unwrap_or(n_heads);
+        if n_heads == 0 || dim % n_heads != 0 {
+            return Err(Error::Metadata {
+                key: key("attention.head_count"),
+                what: format!("{n_heads} heads do not divide the embedding length {dim}"),
+            });
+        }
+        if n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+            return Err(Error::Metadata {
+                key: key("attention.head_count_kv"),
+                what: format!("{n_kv_heads} KV heads do not divide {n_heads} query heads"),
+            });
+        }
+        let head_dim = dim / n_heads;
+        let rope_dim = file
+            .get_u32(&key("rope.dimension_count"))
+            .map(|v| v as usize)
+            .unwrap_or(head_dim);
+        if rope_dim == 0 || rope_dim > head_dim || !rope_dim.is_multiple_of(2) {
+            return Err(Error::Metadata {
+                key: key("rope.dimension_count"),
+                what: format!("{rope_dim} is not an even number up to the head size {head_dim}"),
+            });
+        }
+        let token_embd = file
+            .tensor("token_embd.weight")
+            .ok_or_else(|| Error::Invalid("the model has no `token_embd.weight` tensor".into()))?;
+        Ok(Config {
+            n_layers: u("block_count")?,
+            ffn_dim: u("feed_forward_length")?,
+            dim,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            rope_dim,
+            rope_base: file
+                .get_f32(&key("rope.freq_base"))
+                .map(f64::from)
+                .unwrap_or(10_000.0),
+            eps: file
+                .get_f32(&key("attention.layer_norm_rms_epsilon"))
+                .unwrap_or(1e-5),
+            vocab: token_embd.rows() as usize,
+            context_length: u("context_length").unwrap_or(2048),
+            architecture: arch,
+        })
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+}
+
+/// Choices made at load time.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// Positions the KV cache holds; default: the model's context length, at most
+    /// [`DEFAULT_MAX_CONTEXT`].
+    pub context: Option<usize>,
+    /// Route every matvec to this family or kernel (A/B runs).
+    pub force: Option<Force>,
+}
+
+/// The default KV-cache length cap, so a 128K-context model does not allocate its whole
+/// context up front.
+pub const DEFAULT_MAX_CONTEXT: usize = 4096;
+
+/// A weight matrix, uploaded for its route.
+struct Matrix {
+    name: String,
+    route: Route,
+    pipeline: crate::device::PipelineId,
+    parts: Vec<Slice>,
+}
+
+/// One transformer block's weights.
+struct Layer {
+    attn_norm: Slice,
+    wq: Matrix,
+    wk: Matrix,
+    wv: Matrix,
+    wo: Matrix,
+    ffn_norm: Slice,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+    k_cache: Slice,
+    v_cache: Slice,
+}
+
+/// Activation buffers, reused by every layer and every token.
+struct Activations {
+    /// The residual stream.
+    x: Slice,
+    /// norm(x), the input of the matvecs.
+    xn: Slice,
+    q: Slice,
+    k: Slice,
+    v: Slice,
+    att: Slice,
+    /// A block's output before the residual add.
+    out: Slice,
+    gate: Slice,
+    up: Slice,
+    hidden: Slice,
+    scores: Slice,
+    logits: Slice,
+    /// The current token id (u32): written by the host or by argmax, read by embed.
+    token: Slice,
+}
+
+/// Where a decode step's token comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The host supplies the id (prompt tokens, sampled tokens, teacher forcing).
+    Token(u32),
+    /// The id the previous step's argmax left in the token buffer (greedy decode).
+    Previous,
+}
+
+pub struct Model {
+    device: Arc<dyn Device>,
+    config: Config,
+    ops: Ops,
+    embed: Vec<EmbedPart>,
+    layers: Vec<Layer>,
+    output_norm: Slice,
+    output: Matrix,
+    rope: Slice,
+    act: Activations,
+    n_ctx: usize,
+    /// Keeps every pipeline the model uses alive and deduplicated.
+    _pipelines: PipelineCache,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("config", &self.config)
+            .field("n_ctx", &self.n_ctx)
+            .finish()
+    }
+}
+
+fn tensor<'f>(file: &'f GgufFile, name: &str) -> Result<&'f TensorInfo> {
+    file.tensor(name)
+        .ok_or_else(|| Error::Invalid(format!("the model has no `{name}` tensor")))
+}
+
+/// A tensor as f32 values (norm weights, the embedding table), dequantized on the CPU.
+fn to_f32(file: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>> {
+    if !t.ty.can_dequantize() {
+        return Err(Error::UnsupportedType(format!(
+            "`{}` is {}, which brass cannot read",
+            t.name, t.ty
+        )));
+    }
+    let mut out = vec![0f32; t.n_elements() as usize];
+    dequantize(t.ty, file.tensor_data(t), &mut out)?;
+    Ok(out)
+}
+
+impl Model {
+    /// Opens a GGUF file and loads it.
+    pub fn load(
+        device: Arc<dyn Device>,
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+    ) -> Result<Model> {
+        let file = GgufFile::open(path)?;
+        Model::from_gguf(device, &file, options)
+    }
+
+    pub fn from_gguf(
+        device: Arc<dyn Device>,
+        file: &GgufFile,
+        options: &LoadOptions,
+    ) -> Result<Model> {
+        let config = Config::from_gguf(file)?;
+        let n_ctx = options
+            .context
+            .unwrap_or(config.context_length.min(DEFAULT_MAX_CONTEXT))
+            .max(1);
+        let dev: &dyn Device = device.as_ref();
+        let cache = PipelineCache::new();
+        let ops = Ops::new(dev, &cache)?;
+        let (dim, kv_dim) = (config.dim as u64, config.kv_dim() as u64);
+        let q_dim = (config.n_heads * config.head_dim) as u64;
+
+        let matrix = |name: &str, m: u64, k: u64| -> Result<Matrix> {
+            let t = tensor(file, name)?;
+            if t.dims.len() != 2 || t.cols() != k || t.rows() != m {
+                return Err(Error::Invalid(format!(
+                    "`{name}` has shape {:?}, expected [{k}, {m}] (columns, rows)",
+                    t.dims
+                )));
+            }
+            let route = route_matvec(dev.profile(), t.ty, m, k, options.force.as_ref()).map_err(
+                |e| match e {
+                    Error::UnsupportedType(what) => {
+                        Error::UnsupportedType(format!("`{name}`: {what}"))
+                    }
+                    other => other,
+                },
+            )?;
+            let parts = matvec::upload_weights(dev, name, &route, file.tensor_data(t))?;
+            let pipeline = matvec::pipeline(dev, &cache, &route)?;
+            Ok(Matrix {
+                name: name.to_string(),
+                route,
+                pipeline,
+                parts,
+            })
+        };
+        let vector = |name: &str, n: u64| -> Result<Slice> {
+            let t = tensor(file, name)?;
+            if t.n_elements() != n {
+                return Err(Error::Invalid(format!(
+                    "`{name}` has {} elements, expected {n}",
+                    t.n_elements()
+                )));
+            }
+            upload_f32(dev, name, &to_f32(file, t)?)
+        };
+        let storage = |name: &str, n: u64| -> Result<Slice> {
+            let bytes = n.max(1) * 4;
+            Ok(Slice::new(
+                dev.create_buffer(name, bytes, BufferUse::Storage)?,
+                0,
+                bytes,
+            ))
+        };
+
+        // The embedding table, dequantized to f32 on the CPU (exact for every type), in
+        // as many row parts as the binding limit needs.
+        let embd = tensor(file, "token_embd.weight")?;
+        if embd.cols() != dim {
+            return Err(Error::Invalid(format!(
+                "`token_embd.weight` rows have {} values, not {dim}",
+                embd.cols()
+            )));
+        }
+        let table = to_f32(file, embd)?;
+        let rows_per_part = (dev.profile().usable_binding_bytes() / (dim * 4)).max(1);
+        let vocab = config.vocab as u64;
+        let embed = (0..vocab.div_ceil(rows_per_part))
+            .map(|i| {
+                let first_row = i * rows_per_part;
+                let rows = rows_per_part.min(vocab - first_row);
+                let values =
+                    &table[(first_row * dim) as usize..((first_row + rows) * dim) as usize];
+                Ok(EmbedPart {
+                    first_row,
+                    rows,
+                    table: upload_f32(dev, "token_embd (f32)", values)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        drop(table);
+
+        let ffn = config.ffn_dim as u64;
+        let kv_bytes = n_ctx as u64 * kv_dim * 4;
+        let layers = (0..config.n_layers)
+            .map(|i| {
+                let n = |s: &str| format!("blk.{i}.{s}.weight");
+                Ok(Layer {
+                    attn_norm: vector(&n("attn_norm"), dim)?,
+                    wq: matrix(&n("attn_q"), q_dim, dim)?,
+                    wk: matrix(&n("attn_k"), kv_dim, dim)?,
+                    wv: matrix(&n("attn_v"), kv_dim, dim)?,
+                    wo: matrix(&n("attn_output"), dim, q_dim)?,
+                    ffn_norm: vector(&n("ffn_norm"), dim)?,
+                    gate: matrix(&n("ffn_gate"), ffn, dim)?,
+                    up: matrix(&n("ffn_up"), ffn, dim)?,
+                    down: matrix(&n("ffn_down"), dim, ffn)?,
+                    k_cache: storage(&format!("blk.{i} k cache"), kv_bytes / 4)?,
+                    v_cache: storage(&format!("blk.{i} v cache"), kv_bytes / 4)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let output_norm = vector("output_norm.weight", dim)?;
+        // Tied embeddings: the quantized token_embd doubles as the lm-head.
+        let output_name = if file.tensor("output.weight").is_some() {
+            "output.weight"
+        } else {
+            "token_embd.weight"
+        };
+        let output = matrix(output_name, vocab, dim)?;
+        let rope = upload_f32(
+            dev,
+            "rope cos/sin",
+            &rope_table(config.rope_base, config.rope_dim, n_ctx),
+        )?;
+
+        let act = Activations {
+            x: storage("x", dim)?,
+            xn: storage("norm(x)", dim.max(q_dim))?,
+            q: storage("q", q_dim)?,
+            k: storage("k", kv_dim)?,
+            v: storage("v", kv_dim)?,
+            att: storage("attention out", q_dim)?,
+            out: storage("block out", dim)?,
+            gate: storage("ffn gate", ffn)?,
+            up: storage("ffn up", ffn)?,
+            hidden: storage("ffn hidden", ffn)?,
+            scores: storage("attention scores", config.n_heads as u64 * n_ctx as u64)?,
+            logits: storage("logits", vocab)?,
+            token: storage("token", 1)?,
+        };
+        Ok(Model {
+            device,
+            config,
+            ops,
+            embed,
+            layers,
+            output_norm,
+            output,
+            rope,
+            act,
+            n_ctx,
+            _pipelines: cache,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+
+    /// Positions the KV cache holds.
+    pub fn context(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Every matvec tensor and its route, in forward-pass order.
+    pub fn plan(&self) -> Vec<(String, Route)> {
+        self.matrices()
+            .map(|m| (m.name.clone(), m.route.clone()))
+            .collect()
+    }
+
+    fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+            .chain([&self.output])
+    }
+
+    /// Bytes of weights one token reads: every matrix, the norms and one embedding row.
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        let matrices: u64 = self.matrices().map(|m| m.route.m * m.route.row_bytes).sum();
+        let dim = self.config.dim as u64 * 4;
+        matrices + dim * (2 * self.config.n_layers as u64 + 2)
+    }
+
+    /// Records and submits the decode step for the token at `pos`; the next token's
+    /// greedy id is left in the token buffer. Returns without waiting.
+    pub fn step(&self, input: Input, pos: usize) -> Result<()> {
+        if pos >= self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "position {pos} is beyond the context of {} tokens (raise LoadOptions::context; \
+                 the model was trained for {})",
+                self.n_ctx, self.config.context_length
+            )));
+        }
+        if let Input::Token(id) = input {
+            if id as usize >= self.config.vocab {
+                return Err(Error::Invalid(format!(
+                    "token id {id} is outside the vocabulary of {}",
+                    self.config.vocab
+                )));
+            }
+            self.device
+                .upload(self.act.token.buffer, 0, &id.to_le_bytes())?;
+        }
+        let list = self.record(pos as u64)?;
+        self.device.submit(&list)
+    }
+
+    /// One decode step; returns the greedy next token (4 bytes read back).
+    pub fn forward(&self, input: Input, pos: usize) -> Result<u32> {
+        self.step(input, pos)?;
+        let bytes = self.device.read(self.act.token.buffer, 0, 4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    /// One decode step; returns all logits (for sampling and tests).
+    pub fn forward_logits(&self, input: Input, pos: usize) -> Result<Vec<f32>> {
+        self.step(input, pos)?;
+        crate::device::read_f32(
+            self.device.as_ref(),
+            self.act.logits.buffer,
+            0,
+            self.config.vocab,
+        )
+    }
+
+    /// The whole token as one command list:
+    /// x = embed(token); per layer x += attn(norm(x)); x += ffn(norm(x));
+    /// logits = output(norm(x)); token = argmax(logits).
+    fn record(&self, pos: u64) -> Result<CommandList> {
+        let (c, a, ops) = (&self.config, &self.act, &self.ops);
+        let dim = c.dim as u64;
+        let mut list = CommandList::new();
+        for d in ops.embed(&self.embed, dim, a.token, a.x) {
+            list.dispatch(d);
+        }
+        for layer in &self.layers {
+            list.dispatch(ops.rms_norm(dim, c.eps, a.x, layer.attn_norm, a.xn));
+            self.attention(&mut list, layer, pos)?;
+            list.dispatch(ops.add(dim, a.x, a.out));
+
+            list.dispatch(ops.rms_norm(dim, c.eps, a.x, layer.ffn_norm, a.xn));
+            self.ffn(&mut list, layer)?;
+            list.dispatch(ops.add(dim, a.x, a.out));
+        }
+        list.dispatch(ops.rms_norm(dim, c.eps, a.x, self.output_norm, a.xn));
+        matvec_into(&mut list, &self.output, a.xn, a.logits)?;
+        list.dispatch(ops.argmax(c.vocab as u64, a.logits, a.token));
+        Ok(list)
+    }
+
+    /// out = Wo · attention(rope(Wq·xn), cache + rope(Wk·xn), cache + Wv·xn)
+    fn attention(&self, list: &mut CommandList, l: &Layer, pos: u64) -> Result<()> {
+        let (c, a, ops) = (&self.config, &self.act, &self.ops);
+        let (nh, nkv, hd, rd) = (
+            c.n_heads as u64,
+            c.n_kv_heads as u64,
+            c.head_dim as u64,
+            c.rope_dim as u64,
+        );
+        matvec_into(list, &l.wq, a.xn, a.q)?;
+        matvec_into(list, &l.wk, a.xn, a.k)?;
+        matvec_into(list, &l.wv, a.xn, a.v)?;
+        list.dispatch(ops.rope(nh, hd, rd, pos, self.rope, a.q));
+        list.dispatch(ops.rope(nkv, hd, rd, pos, self.rope, a.k));
+        list.dispatch(ops.kv_append(c.kv_dim() as u64, pos, a.k, a.v, l.k_cache, l.v_cache));
+        list.dispatch(ops.attention(
+            nh,
+            nkv,
+            hd,
+            pos + 1,
+            self.n_ctx as u64,
+            a.q,
+            l.k_cache,
+            l.v_cache,
+            a.scores,
+            a.att,
+        ));
+        matvec_into(list, &l.wo, a.att, a.out)
+    }
+
+    /// out = W_down · (silu(W_gate·xn) * (W_up·xn))
+    fn ffn(&self, list: &mut CommandList, l: &Layer) -> Result<()> {
+        let a = &self.act;
+        matvec_into(list, &l.gate, a.xn, a.gate)?;
+        matvec_into(list, &l.up, a.xn, a.up)?;
+        list.dispatch(
+            self.ops
+                .silu_mul(self.config.ffn_dim as u64, a.gate, a.up, a.hidden),
+        );
+        matvec_into(list, &l.down, a.hidden, a.out)
+    }
+}
+
+/// y = W · x, one dispatch per row part of W.
+fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result<()> {
+    let r = &w.route;
+    let x = Slice::new(x.buffer, x.offset, r.k * 4);
+    let y = Slice::new(y.buffer, y.offset, r.m * 4);
+    for d in matvec::dispatches(w.pipeline, r.k, r.row_bytes, &r.parts, &w.parts, x, y)? {
+        list.dispatch(d);
+    }
+    Ok(())
+}
+
+fn upload_f32(device: &dyn Device, label: &str, values: &[f32]) -> Result<Slice> {
+    let bytes = (values.len().max(1) * 4) as u64;
+    let buffer = device.create_buffer(label, bytes, BufferUse::Weights)?;
+    device.upload(buffer, 0, bytemuck::cast_slice(values))?;
+    Ok(Slice::new(buffer, 0, bytes))
+}
+
+impl Model {
+    /// Runs the step for `pos` with one GPU timestamp interval per dispatch and returns
+    /// (pipeline name, total nanoseconds, dispatches), slowest first: where a token's
+    /// time goes. Each dispatch gets its own pass, so totals include pass overhead.
+    pub fn profile_step(&self, input: Input, pos: usize) -> Result<Vec<(String, f64, usize)>> {
+        if let Input::Token(id) = input {
+            self.device
+                .upload(self.act.token.buffer, 0, &id.to_le_bytes())?;
+        }
+        let list = self.record(pos as u64)?;
+        let times = self
+            .device
+            .submit_timed(&list, crate::device::Timing::PerDispatch)?;
+        let names: std::collections::HashMap<u32, String> = self
+            .device
+            .ledger()
+            .entries
+            .into_iter()
+            .map(|e| (e.pipeline, e.name))
+            .collect();
+        let mut by_name: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
+        for (d, ns) in list.dispatches().zip(times) {
+            let name = names
+                .get(&d.pipeline.0)
+                .cloned()
+                .unwrap_or_else(|| format!("{:?}", d.pipeline));
+            let e = by_name.entry(name).or_default();
+            e.0 += ns;
+            e.1 += 1;
+        }
+        let mut out: Vec<_> = by_name.into_iter().map(|(n, (t, c))| (n, t, c)).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(out)
+    }
+}

@@ -1,0 +1,303 @@
+//! A generation session: a model, its tokenizer and a position in the KV cache.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Input, LoadOptions, Model};
+use crate::device::Device;
+use crate::gguf::GgufFile;
+use crate::sampling::{Sampler, SamplerConfig};
+use crate::tokenizer::{TokenStreamDecoder, Tokenizer};
+use crate::{Error, Result};
+
+/// One generated token and the text it completed (empty while a multi-byte character
+/// is still incomplete).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub id: u32,
+    pub text: String,
+}
+
+/// What to feed before generating.
+#[derive(Clone, Copy, Debug)]
+pub enum Prompt<'a> {
+    /// Tokenized with special tokens parsed and the model's own BOS setting.
+    Text(&'a str),
+    Ids(&'a [u32]),
+}
+
+impl<'a> From<&'a str> for Prompt<'a> {
+    fn from(s: &'a str) -> Self {
+        Prompt::Text(s)
+    }
+}
+
+impl<'a> From<&'a [u32]> for Prompt<'a> {
+    fn from(ids: &'a [u32]) -> Self {
+        Prompt::Ids(ids)
+    }
+}
+
+impl<'a> From<&'a Vec<u32>> for Prompt<'a> {
+    fn from(ids: &'a Vec<u32>) -> Self {
+        Prompt::Ids(ids)
+    }
+}
+
+/// Wall-clock counts since the session was created or reset.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub prompt_tokens: usize,
+    pub prompt_time: Duration,
+    pub generated_tokens: usize,
+    pub decode_time: Duration,
+}
+
+/// A model with a tokenizer and a conversation state.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use brass::device::{AdapterChoice, WgpuDevice};
+/// use brass::model::{default_model_path, LoadOptions, Session};
+/// use brass::sampling::{Sampler, SamplerConfig};
+///
+/// # fn main() -> brass::Result<()> {
+/// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+/// let mut session = Session::load(device, default_model_path()?, &LoadOptions::default())?;
+/// for token in session.generate("The capital of France is", 16, Sampler::new(SamplerConfig::greedy()))? {
+///     print!("{}", token?.text);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Session {
+    model: Model,
+    tokenizer: Tokenizer,
+    /// Tokens already in the KV cache.
+    pos: usize,
+    /// Every token fed or generated, for the repetition penalty.
+    history: Vec<u32>,
+    /// The last generated token, not yet fed to the model (it is fed first next time).
+    unfed: Option<u32>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("model", &self.model)
+            .field("pos", &self.pos)
+            .finish()
+    }
+}
+
+impl Session {
+    pub fn new(model: Model, tokenizer: Tokenizer) -> Session {
+        Session {
+            model,
+            tokenizer,
+            pos: 0,
+            history: Vec::new(),
+            unfed: None,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Loads the model and its tokenizer from one GGUF file.
+    pub fn load(
+        device: Arc<dyn Device>,
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+    ) -> Result<Session> {
+        let file = GgufFile::open(path)?;
+        let tokenizer = Tokenizer::from_gguf(&file)?;
+        let model = Model::from_gguf(device, &file, options)?;
+        Ok(Session::new(model, tokenizer))
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Tokens in the KV cache.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Forgets the conversation (the KV cache is overwritten from position 0).
+    pub fn reset(&mut self) {
+        self.pos = 0;
+        self.history.clear();
+        self.unfed = None;
+        self.stats = Stats::default();
+    }
+
+    /// Feeds `prompt` (after any token generated last time), then yields up to
+    /// `max_tokens` tokens, stopping early at end-of-generation. Each item costs one
+    /// decode step; the prompt is processed on the first `next()`.
+    pub fn generate<'s>(
+        &'s mut self,
+        prompt: impl Into<Prompt<'s>>,
+        max_tokens: usize,
+        sampler: Sampler,
+    ) -> Result<Generate<'s>> {
+        let mut ids: Vec<u32> = self.unfed.take().into_iter().collect();
+        match prompt.into() {
+            Prompt::Text(text) => ids.extend(self.tokenizer.encode(text, true, true)),
+            Prompt::Ids(p) => ids.extend_from_slice(p),
+        }
+        if ids.is_empty() {
+            return Err(Error::Invalid(
+                "generate needs at least one prompt token".into(),
+            ));
+        }
+        if let Some(&bad) = ids
+            .iter()
+            .find(|&&id| id as usize >= self.model.config().vocab)
+        {
+            return Err(Error::Invalid(format!(
+                "prompt token {bad} is outside the vocabulary of {}",
+                self.model.config().vocab
+            )));
+        }
+        let c = sampler.config();
+        // Plain greedy needs only the GPU argmax; anything else samples on the CPU.
+        let gpu_greedy = (c.temperature.is_nan() || c.temperature <= 0.0)
+            && (c.repetition_penalty == 1.0 || c.repeat_last_n == 0);
+        Ok(Generate {
+            model: &self.model,
+            tokenizer: &self.tokenizer,
+            decoder: self.tokenizer.stream_decoder(true),
+            pos: &mut self.pos,
+            history: &mut self.history,
+            unfed: &mut self.unfed,
+            stats: &mut self.stats,
+            prompt: ids,
+            sampler,
+            gpu_greedy,
+            max_tokens,
+            produced: 0,
+            done: max_tokens == 0,
+        })
+    }
+
+    /// Greedy decode with the default sampler settings made explicit.
+    pub fn greedy(&mut self, prompt: &[u32], max_tokens: usize) -> Result<Vec<u32>> {
+        self.generate(prompt, max_tokens, Sampler::new(SamplerConfig::greedy()))?
+            .map(|t| t.map(|t| t.id))
+            .collect()
+    }
+}
+
+/// The token stream of [`Session::generate`].
+pub struct Generate<'s> {
+    model: &'s Model,
+    tokenizer: &'s Tokenizer,
+    decoder: TokenStreamDecoder<'s>,
+    pos: &'s mut usize,
+    history: &'s mut Vec<u32>,
+    unfed: &'s mut Option<u32>,
+    stats: &'s mut Stats,
+    /// Tokens still to feed before the first generated one.
+    prompt: Vec<u32>,
+    sampler: Sampler,
+    gpu_greedy: bool,
+    max_tokens: usize,
+    produced: usize,
+    done: bool,
+}
+
+impl Generate<'_> {
+    /// Feeds the prompt and returns the first token, or feeds the last token and
+    /// returns the next.
+    fn advance(&mut self) -> Result<u32> {
+        let start = Instant::now();
+        let input = if self.produced == 0 {
+            let (last, rest) = self
+                .prompt
+                .split_last()
+                .expect("generate checked the prompt is not empty");
+            for &id in rest {
+                self.model.step(Input::Token(id), *self.pos)?;
+                *self.pos += 1;
+            }
+            self.history.extend_from_slice(&self.prompt);
+            Input::Token(*last)
+        } else {
+            let last = self.unfed.take().expect("a produced token is unfed");
+            // After a GPU argmax the id is already in the token buffer.
+            if self.gpu_greedy {
+                Input::Previous
+            } else {
+                Input::Token(last)
+            }
+        };
+        let next = if self.gpu_greedy {
+            self.model.forward(input, *self.pos)?
+        } else {
+            let logits = self.model.forward_logits(input, *self.pos)?;
+            self.sampler.sample(&logits, self.history)
+        };
+        *self.pos += 1;
+        let elapsed = start.elapsed();
+        if self.produced == 0 {
+            self.stats.prompt_tokens += self.prompt.len();
+            self.stats.prompt_time += elapsed;
+        } else {
+            self.stats.generated_tokens += 1;
+            self.stats.decode_time += elapsed;
+        }
+        Ok(next)
+    }
+}
+
+impl Iterator for Generate<'_> {
+    type Item = Result<Token>;
+
+    fn next(&mut self) -> Option<Result<Token>> {
+        if self.done {
+            return None;
+        }
+        let id = match self.advance() {
+            Ok(id) => id,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
+            }
+        };
+        *self.unfed = Some(id);
+        self.produced += 1;
+        self.history.push(id);
+        if self.tokenizer.is_eog(id) {
+            self.done = true;
+            return None;
+        }
+        if self.produced >= self.max_tokens {
+            self.done = true;
+        }
+        let mut text = match self.decoder.push(id) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
+        if self.done {
+            text.push_str(&self.decoder.finish());
+        }
+        Some(Ok(Token { id, text }))
+    }
+}
+
+/// Sessions and models move between threads (the device is `Send + Sync`).
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Session>();
+    assert_send::<Model>();
+};

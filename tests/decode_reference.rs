@@ -1,0 +1,153 @@
+//! Whole-model decode against `shared/reference/`: exact-math (`_f64`) references,
+//! teacher-forced position by position, free-running greedy tokens, and llama.cpp's
+//! output as an independent check. See that folder's README for what each file is.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use brass::device::Device;
+use brass::model::{default_model_path, Input, LoadOptions, Model};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Reference {
+    prompt_ids: Vec<u32>,
+    steps: Vec<Step>,
+    generated: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct Step {
+    pos: usize,
+    top: Vec<(u32, f32)>,
+}
+
+fn reference_dir() -> PathBuf {
+    std::env::var_os("BRASS_REFERENCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference"))
+}
+
+fn reference(name: &str) -> Reference {
+    let path = reference_dir().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn load(path: &Path) -> Model {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    Model::load(
+        device,
+        path,
+        &LoadOptions {
+            context: Some(64),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+}
+
+fn assert_no_defects(model: &Model) {
+    let ledger = model.device().ledger();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+}
+
+/// The sequence a reference processed: prompt, then every generated token but the last.
+fn sequence(r: &Reference) -> Vec<u32> {
+    let mut ids = r.prompt_ids.clone();
+    ids.extend(&r.generated[..r.generated.len() - 1]);
+    ids
+}
+
+/// Teacher-forces `r`'s sequence through `model` and checks every position: each of the
+/// reference's top-5 logits within `tol`, and the same top-1 wherever the reference's
+/// own top-2 gap exceeds `min_gap`.
+fn teacher_forced(model: &Model, r: &Reference, tol: f32, min_gap: f32) {
+    let ids = sequence(r);
+    assert_eq!(ids.len(), r.steps.len());
+    let mut worst = 0f32;
+    for (pos, (&id, step)) in ids.iter().zip(&r.steps).enumerate() {
+        assert_eq!(step.pos, pos);
+        let logits = model.forward_logits(Input::Token(id), pos).unwrap();
+        for &(tid, expected) in &step.top {
+            let err = (logits[tid as usize] - expected).abs();
+            worst = worst.max(err);
+            assert!(
+                err <= tol,
+                "pos {pos}: logit of {tid} is {}, reference {expected} (tol {tol})",
+                logits[tid as usize]
+            );
+        }
+        let gap = step.top[0].1 - step.top[1].1;
+        if gap > min_gap {
+            let top1 = brass::kernels::ops::argmax_ref(&logits);
+            assert_eq!(
+                top1, step.top[0].0,
+                "pos {pos}: top-1 (reference gap {gap})"
+            );
+        }
+    }
+    eprintln!(
+        "teacher-forced over {} positions: worst top-5 logit error {worst:.4}",
+        ids.len()
+    );
+}
+
+#[test]
+fn default_model_teacher_forced_matches_exact_math() {
+    let model = load(&default_model_path().unwrap());
+    teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.08, 0.1);
+    assert_no_defects(&model);
+}
+
+#[test]
+fn synthetic_k_quant_model_teacher_forced_matches_exact_math() {
+    let model = load(&reference_dir().join("synkq_q4_k_m.gguf"));
+    teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.01, 0.1);
+    assert_no_defects(&model);
+}
+
+#[test]
+fn default_model_greedy_reproduces_exact_math_tokens() {
+    let model = load(&default_model_path().unwrap());
+    let r = reference("smollm2_q4_1_f64.json");
+    let n = 24;
+    let (last, rest) = r.prompt_ids.split_last().unwrap();
+    for (pos, &id) in rest.iter().enumerate() {
+        model.step(Input::Token(id), pos).unwrap();
+    }
+    let mut pos = rest.len();
+    let mut generated = vec![model.forward(Input::Token(*last), pos).unwrap()];
+    while generated.len() < n {
+        pos += 1;
+        // The id argmax left on the GPU feeds the next step: no upload between tokens.
+        generated.push(model.forward(Input::Previous, pos).unwrap());
+    }
+    assert_eq!(generated, r.generated[..n]);
+    assert_no_defects(&model);
+}
+
+#[test]
+fn default_model_agrees_with_llamacpp() {
+    let model = load(&default_model_path().unwrap());
+    let r = reference("smollm2_q4_1_llamacpp.json");
+    let ids = sequence(&r);
+    let agree = ids
+        .iter()
+        .zip(&r.steps)
+        .enumerate()
+        .filter(|(pos, (&id, step))| {
+            model.forward(Input::Token(id), *pos).unwrap() == step.top[0].0
+        })
+        .count();
+    let rate = agree as f64 / ids.len() as f64;
+    eprintln!("top-1 agreement with llama.cpp: {agree} of {}", ids.len());
+    assert!(
+        rate >= 0.9,
+        "top-1 agreement with llama.cpp {agree} of {} < 90%",
+        ids.len()
+    );
+    assert_no_defects(&model);
+}

@@ -1,0 +1,113 @@
+//! The model loader's errors on a tiny hand-built llama: each names what is wrong.
+
+mod common;
+
+use std::sync::Arc;
+
+use brass::device::Device;
+use brass::gguf::{GgufBuilder, GgufFile};
+use brass::model::{Input, LoadOptions, Model};
+use brass::quant::GgmlType;
+use brass::Error;
+
+const DIM: u64 = 64;
+const FFN: u64 = 128;
+const VOCAB: u64 = 40;
+
+/// A one-layer llama with F32 weights; `q_type` is the type of `blk.0.attn_q.weight`.
+fn tiny(arch: &str, q_type: GgmlType) -> GgufFile {
+    let mut b = GgufBuilder::new();
+    b.set("general.architecture", arch);
+    for (k, v) in [
+        ("block_count", 1u32),
+        ("embedding_length", DIM as u32),
+        ("feed_forward_length", FFN as u32),
+        ("attention.head_count", 4),
+        ("attention.head_count_kv", 2),
+        ("context_length", 128),
+    ] {
+        b.set(format!("{arch}.{k}"), v);
+    }
+    let mut rng = common::Rng::new(3);
+    let mut f32_tensor = |b: &mut GgufBuilder, name: &str, dims: &[u64]| {
+        let n = dims.iter().product::<u64>() as usize;
+        let data: Vec<f32> = rng.vec(n);
+        b.add_tensor(
+            name,
+            GgmlType::F32,
+            dims,
+            bytemuck::cast_slice::<f32, u8>(&data).to_vec(),
+        )
+        .unwrap();
+    };
+    f32_tensor(&mut b, "token_embd.weight", &[DIM, VOCAB]);
+    f32_tensor(&mut b, "output_norm.weight", &[DIM]);
+    f32_tensor(&mut b, "blk.0.attn_norm.weight", &[DIM]);
+    f32_tensor(&mut b, "blk.0.ffn_norm.weight", &[DIM]);
+    let kv = DIM / 2;
+    for (name, dims) in [
+        ("attn_k", [DIM, kv]),
+        ("attn_v", [DIM, kv]),
+        ("attn_output", [DIM, DIM]),
+        ("ffn_gate", [DIM, FFN]),
+        ("ffn_up", [DIM, FFN]),
+        ("ffn_down", [FFN, DIM]),
+    ] {
+        f32_tensor(&mut b, &format!("blk.0.{name}.weight"), &dims);
+    }
+    let q_bytes = q_type.bytes_for(DIM * DIM).unwrap() as usize;
+    b.add_tensor(
+        "blk.0.attn_q.weight",
+        q_type,
+        &[DIM, DIM],
+        vec![0u8; q_bytes],
+    )
+    .unwrap();
+    GgufFile::from_bytes(b.to_bytes()).unwrap()
+}
+
+fn load(file: &GgufFile) -> brass::Result<Model> {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    Model::from_gguf(
+        device,
+        file,
+        &LoadOptions {
+            context: Some(8),
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn a_tiny_llama_runs_and_stops_at_its_context() {
+    let model = load(&tiny("llama", GgmlType::F32)).unwrap();
+    assert_eq!(model.plan().len(), 8);
+    for pos in 0..8 {
+        let logits = model.forward_logits(Input::Token(pos as u32), pos).unwrap();
+        assert_eq!(logits.len(), VOCAB as usize);
+        assert!(
+            logits.iter().all(|v| v.is_finite()),
+            "pos {pos}: {logits:?}"
+        );
+    }
+    let err = model.forward(Input::Previous, 8).unwrap_err();
+    assert!(
+        matches!(err, Error::Invalid(_)) && err.to_string().contains("beyond the context"),
+        "{err}"
+    );
+    let err = model.forward(Input::Token(VOCAB as u32), 0).unwrap_err();
+    assert!(err.to_string().contains("outside the vocabulary"), "{err}");
+}
+
+#[test]
+fn an_unsupported_architecture_is_named() {
+    let err = load(&tiny("gpt2", GgmlType::F32)).unwrap_err().to_string();
+    assert!(err.contains("unsupported architecture `gpt2`"), "{err}");
+}
+
+#[test]
+fn an_unsupported_tensor_type_names_the_tensor() {
+    let err = load(&tiny("llama", GgmlType::BF16)).unwrap_err();
+    assert!(matches!(err, Error::UnsupportedType(_)), "{err}");
+    assert!(err.to_string().contains("blk.0.attn_q.weight"), "{err}");
+}

@@ -1,0 +1,274 @@
+//! Every op kernel of `kernels::ops` against its f64 CPU reference on the GPU under
+//! test (lavapipe in CI).
+
+mod common;
+
+use brass::device::{read_f32, BufferId, BufferUse, CommandList, Device, Dispatch, Slice};
+use brass::kernels::ops::{self, EmbedPart, Ops};
+use brass::kernels::PipelineCache;
+
+struct Gpu {
+    device: brass::device::WgpuDevice,
+    ops: Ops,
+}
+
+fn setup() -> Gpu {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let ops = Ops::new(&device, &cache).unwrap();
+    Gpu { device, ops }
+}
+
+impl Gpu {
+    fn buf(&self, data: &[f32]) -> Slice {
+        let bytes = (data.len().max(1) * 4) as u64;
+        let b = self
+            .device
+            .create_buffer("t", bytes, BufferUse::Storage)
+            .unwrap();
+        if !data.is_empty() {
+            self.device
+                .upload(b, 0, bytemuck::cast_slice(data))
+                .unwrap();
+        }
+        Slice::new(b, 0, bytes)
+    }
+
+    fn zeros(&self, n: usize) -> Slice {
+        self.buf(&vec![0.0; n])
+    }
+
+    fn run(&self, ds: Vec<Dispatch>) {
+        let mut list = CommandList::new();
+        ds.into_iter().for_each(|d| list.dispatch(d));
+        self.device.submit(&list).unwrap();
+    }
+
+    fn get(&self, s: Slice) -> Vec<f32> {
+        read_f32(&self.device, s.buffer, s.offset, (s.size / 4) as usize).unwrap()
+    }
+
+    fn token(&self, s: BufferId) -> u32 {
+        let b = self.device.read(s, 0, 4).unwrap();
+        u32::from_le_bytes(b[..4].try_into().unwrap())
+    }
+}
+
+fn assert_close(what: &str, expected: &[f32], actual: &[f32], tol: f32) {
+    assert_eq!(expected.len(), actual.len(), "{what}: length");
+    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
+        let bound = tol * (1.0 + e.abs());
+        assert!((e - a).abs() <= bound, "{what}[{i}]: expected {e}, got {a}");
+    }
+}
+
+#[test]
+fn embed_reads_the_token_from_the_gpu_across_row_parts() {
+    let g = setup();
+    let (rows, dim) = (50usize, 70usize);
+    let table = common::Rng::new(1).vec(rows * dim);
+    // Two parts, as for a table beyond the binding limit.
+    let split = 23;
+    let parts = [
+        EmbedPart {
+            first_row: 0,
+            rows: split as u64,
+            table: g.buf(&table[..split * dim]),
+        },
+        EmbedPart {
+            first_row: split as u64,
+            rows: (rows - split) as u64,
+            table: g.buf(&table[split * dim..]),
+        },
+    ];
+    for token in [0u32, 22, 23, 49] {
+        let tok = g
+            .device
+            .create_buffer("tok", 4, BufferUse::Storage)
+            .unwrap();
+        g.device.upload(tok, 0, &token.to_le_bytes()).unwrap();
+        let out = g.zeros(dim);
+        g.run(g.ops.embed(&parts, dim as u64, Slice::new(tok, 0, 4), out));
+        assert_eq!(
+            g.get(out),
+            ops::embed_ref(&table, dim, token),
+            "token {token}"
+        );
+    }
+}
+
+#[test]
+fn rms_norm_matches() {
+    let g = setup();
+    for n in [1usize, 64, 576, 1000, 4096] {
+        let mut rng = common::Rng::new(n as u64);
+        let x: Vec<f32> = rng.vec(n).iter().map(|v| v * 3.0).collect();
+        let w = rng.vec(n);
+        let out = g.zeros(n);
+        g.run(vec![g.ops.rms_norm(
+            n as u64,
+            1e-5,
+            g.buf(&x),
+            g.buf(&w),
+            out,
+        )]);
+        assert_close(
+            &format!("rms_norm n={n}"),
+            &ops::rms_norm_ref(&x, &w, 1e-5),
+            &g.get(out),
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn rope_matches_adjacent_pair_reference() {
+    let g = setup();
+    let base = 100_000.0;
+    // (heads, head_dim, rope_dim): full rotation, and a partial rope_dim.
+    for (n_heads, head_dim, rope_dim) in [(9usize, 64usize, 64usize), (3, 64, 32), (2, 128, 128)] {
+        let n_pos = 300;
+        let table = g.buf(&ops::rope_table(base, rope_dim, n_pos));
+        for pos in [0usize, 1, 17, 299] {
+            let x = common::Rng::new(pos as u64 + 7).vec(n_heads * head_dim);
+            let xs = g.buf(&x);
+            g.run(vec![g.ops.rope(
+                n_heads as u64,
+                head_dim as u64,
+                rope_dim as u64,
+                pos as u64,
+                table,
+                xs,
+            )]);
+            let expected = ops::rope_ref(&x, n_heads, head_dim, rope_dim, pos, base);
+            assert_close(
+                &format!("rope {n_heads}x{head_dim}/{rope_dim} pos {pos}"),
+                &expected,
+                &g.get(xs),
+                1e-6,
+            );
+        }
+    }
+}
+
+#[test]
+fn kv_append_then_attention_matches() {
+    let g = setup();
+    // SmolLM2's heads (9 over 3 kv heads), an MHA shape, and a long context that
+    // needs several loop trips per invocation.
+    for (n_heads, n_kv, hd, n_pos) in [
+        (9usize, 3usize, 64usize, 40usize),
+        (4, 4, 32, 1),
+        (8, 2, 128, 700),
+    ] {
+        let kv_dim = n_kv * hd;
+        let max_pos = n_pos + 5;
+        let mut rng = common::Rng::new((n_heads * 1000 + n_pos) as u64);
+        let k_all = rng.vec(n_pos * kv_dim);
+        let v_all = rng.vec(n_pos * kv_dim);
+        let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|v| v * 4.0).collect();
+        let kc = g.zeros(max_pos * kv_dim);
+        let vc = g.zeros(max_pos * kv_dim);
+        // Append position by position through the kernel, as decode does.
+        let mut ds = Vec::new();
+        let mut keep = Vec::new();
+        for p in 0..n_pos {
+            let k = g.buf(&k_all[p * kv_dim..(p + 1) * kv_dim]);
+            let v = g.buf(&v_all[p * kv_dim..(p + 1) * kv_dim]);
+            ds.push(g.ops.kv_append(kv_dim as u64, p as u64, k, v, kc, vc));
+            keep.push((k, v));
+        }
+        let scores = g.zeros(n_heads * max_pos);
+        let out = g.zeros(n_heads * hd);
+        ds.push(g.ops.attention(
+            n_heads as u64,
+            n_kv as u64,
+            hd as u64,
+            n_pos as u64,
+            max_pos as u64,
+            g.buf(&q),
+            kc,
+            vc,
+            scores,
+            out,
+        ));
+        g.run(ds);
+        assert_eq!(&g.get(kc)[..n_pos * kv_dim], &k_all[..]);
+        assert_eq!(&g.get(vc)[..n_pos * kv_dim], &v_all[..]);
+        let expected = ops::attention_ref(&q, &k_all, &v_all, n_heads, n_kv, hd, n_pos);
+        assert_close(
+            &format!("attention {n_heads}/{n_kv}x{hd} over {n_pos}"),
+            &expected,
+            &g.get(out),
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn silu_mul_and_add_match() {
+    let g = setup();
+    for n in [1usize, 255, 1536, 70_000] {
+        let mut rng = common::Rng::new(n as u64 + 3);
+        let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 8.0).collect();
+        let up = rng.vec(n);
+        let out = g.zeros(n);
+        g.run(vec![g.ops.silu_mul(
+            n as u64,
+            g.buf(&gate),
+            g.buf(&up),
+            out,
+        )]);
+        assert_close(
+            &format!("silu_mul n={n}"),
+            &ops::silu_mul_ref(&gate, &up),
+            &g.get(out),
+            1e-6,
+        );
+
+        let x = g.buf(&gate);
+        g.run(vec![g.ops.add(n as u64, x, g.buf(&up))]);
+        assert_close(
+            &format!("add n={n}"),
+            &ops::add_ref(&gate, &up),
+            &g.get(x),
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn argmax_picks_the_lowest_index_on_ties() {
+    let g = setup();
+    let tok = g
+        .device
+        .create_buffer("tok", 4, BufferUse::Storage)
+        .unwrap();
+    let tok_slice = Slice::new(tok, 0, 4);
+    let mut cases: Vec<Vec<f32>> = Vec::new();
+    cases.push(common::Rng::new(11).vec(49_152));
+    // Ties: the maximum at several indices, in different invocations' strides.
+    let mut tied = common::Rng::new(12).vec(10_000);
+    for i in [9_999usize, 4_321, 777, 778] {
+        tied[i] = 5.0;
+    }
+    cases.push(tied);
+    let mut nan = vec![-1.0f32; 300];
+    nan[5] = f32::NAN;
+    nan[200] = 2.0;
+    cases.push(nan);
+    cases.push(vec![0.5]);
+    for logits in cases {
+        g.run(vec![g.ops.argmax(
+            logits.len() as u64,
+            g.buf(&logits),
+            tok_slice,
+        )]);
+        assert_eq!(
+            g.token(tok),
+            ops::argmax_ref(&logits),
+            "n = {}",
+            logits.len()
+        );
+    }
+}

@@ -1,0 +1,103 @@
+// Decode attention over the KV cache with grouped-query heads: one workgroup per
+// query head h, reading kv head h / (n_heads / n_kv_heads).
+//
+//   s[t] = q_h · k[t] * scale          for t in 0..n_pos
+//   p = softmax(s)                     (max subtracted first)
+//   out_h = sum_t p[t] * v[t]
+//
+// Scores go to a per-head scratch row in device memory, so any context length works
+// with fixed workgroup memory; the reductions are tree reductions (no subgroups).
+
+const WG: u32 = 64u;
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    n_pos: u32,      // positions in the cache, this one included
+    max_pos: u32,    // row stride of the score scratch
+    scale: f32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<f32>;
+@group(0) @binding(3) var<storage, read> v_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scores: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+var<workgroup> red: array<f32, WG>;
+
+fn reduce_max(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s /= 2u) {
+        if (lid < s) {
+            red[lid] = max(red[lid], red[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn reduce_sum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s /= 2u) {
+        if (lid < s) {
+            red[lid] += red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let hd = params.head_dim;
+    let kvh = h / (params.n_heads / params.n_kv_heads);
+    let kv_dim = params.n_kv_heads * hd;
+    let q_base = h * hd;
+    let row = h * params.max_pos;
+
+    var m = -3.4e38;
+    for (var t = lid; t < params.n_pos; t += WG) {
+        let k_base = t * kv_dim + kvh * hd;
+        var s = 0.0;
+        for (var d = 0u; d < hd; d++) {
+            s += q[q_base + d] * k_cache[k_base + d];
+        }
+        s *= params.scale;
+        scores[row + t] = s;
+        m = max(m, s);
+    }
+    m = reduce_max(lid, m);
+
+    // Each invocation rewrites only the scores it wrote itself, so no barrier is
+    // needed between the two loops.
+    var sum = 0.0;
+    for (var t = lid; t < params.n_pos; t += WG) {
+        let e = exp(scores[row + t] - m);
+        scores[row + t] = e;
+        sum += e;
+    }
+    sum = reduce_sum(lid, sum);
+    // The weighted sum reads every score: make the writes of the whole workgroup visible.
+    storageBarrier();
+
+    let inv = 1.0 / sum;
+    for (var d = lid; d < hd; d += WG) {
+        var acc = 0.0;
+        for (var t = 0u; t < params.n_pos; t++) {
+            acc += scores[row + t] * v_cache[t * kv_dim + kvh * hd + d];
+        }
+        out[q_base + d] = acc * inv;
+    }
+}

@@ -1,0 +1,40 @@
+// RMSNorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
+//
+// One workgroup; the sum of squares is a strided loop plus a tree reduction in
+// workgroup memory, so it needs no subgroup support and handles any length.
+
+const WG: u32 = 256u;
+
+struct Params {
+    n: u32,
+    eps: f32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+var<workgroup> partial: array<f32, WG>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    var acc = 0.0;
+    for (var i = lid; i < params.n; i += WG) {
+        acc += x[i] * x[i];
+    }
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if (lid < stride) {
+            partial[lid] += partial[lid + stride];
+        }
+        workgroupBarrier();
+    }
+    let scale = 1.0 / sqrt(partial[0] / f32(params.n) + params.eps);
+    for (var i = lid; i < params.n; i += WG) {
+        out[i] = x[i] * scale * w[i];
+    }
+}
