@@ -9,8 +9,10 @@
 // are applied once per unit. The quants are turned into floats by OR-ing two of them into
 // the mantissas of a pair of f16 1024.0 (0x6400) and widening with unpack2x16float,
 // which gives 1024 + q exactly for the cost of a shift and a mask per two weights:
-// int-to-float conversions run at a quarter of the FMA rate on NVIDIA. The offset folds
-// into the sum of x: sum(q * x) = sum((1024 + q) * x) - 1024 * sum(x).
+// int-to-float conversions run at a fraction of the FMA rate on NVIDIA. The offset folds
+// into the sum of x: sum(q * x) = sum((1024 + q) * x) - 1024 * sum(x). That subtraction
+// costs about 7 bits of the f32 sum (NMSE ~1e-10 with f32 x), far below what staging x
+// as f16 already costs (~5e-8).
 //
 // Every 144-byte block starts 16-byte aligned (rows are whole blocks), so all fields are
 // read as whole words. Each unit reads all 32 bytes of its qs pair and uses one nibble of
@@ -22,7 +24,8 @@
 // workgroup-memory banks (16-way conflicts with f16 x, 32-way with f32). Each lane walks
 // its unit's eight 4-element chunks starting at chunk (unit / 2) % 8 instead: the lanes
 // spread over 16 banks (f16, 2-way conflicts) or 8 (f32, 4-way), and the weights follow
-// because each chunk's word is loaded by its own index.
+// because each chunk's word is loaded by its own index. On the H200 this order alone made
+// the kernel 2.2x (f16 x) to 3.3x (f32 x) faster.
 
 fn x4(i: u32) -> vec4<f32> {
     return vec4<f32>(xv(i), xv(i + 1u), xv(i + 2u), xv(i + 3u));

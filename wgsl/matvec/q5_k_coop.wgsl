@@ -8,7 +8,7 @@
 // Algebra: sum(w * x) = d * sc * sum(q * x) - dmin * m * sum(x), so the scale and minimum
 // are applied once per unit. The 5-bit quants are assembled two at a time in the
 // mantissas of a pair of f16 1024.0 (0x6400) and widened with unpack2x16float, which gives
-// 1024 + q exactly without int-to-float conversions (a quarter of the FMA rate on
+// 1024 + q exactly without int-to-float conversions (a fraction of the FMA rate on
 // NVIDIA); the offset folds into the sum of x: sum(q * x) = sum((1024 + q) * x) - 1024 *
 // sum(x).
 //

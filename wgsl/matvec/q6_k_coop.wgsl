@@ -9,7 +9,7 @@
 // with the chunk's scale applied to its two partial sums. The quants are assembled two at
 // a time in the mantissas of a pair of f16 1024.0 (0x6400) and widened with
 // unpack2x16float, which gives 1024 + q exactly without int-to-float conversions (a
-// quarter of the FMA rate on NVIDIA), so q - 32 = (1024 + q) - 1056 and
+// fraction of the FMA rate on NVIDIA), so q - 32 = (1024 + q) - 1056 and
 // sum((q - 32) * x) = sum((1024 + q) * x) - 1056 * sum(x).
 //
 // 210-byte blocks leave odd super-blocks (and rows) only 2-byte aligned; the alignment is
