@@ -72,8 +72,14 @@ pub fn spirv_and_workgroup_size(
         })?;
     let options = naga::back::spv::Options {
         lang_version: (1, 3),
+        // Explicit flags: naga's default adds debug info in debug builds, which would
+        // make spirv/ depend on the profile that generated it.
+        flags: naga::back::spv::WriterFlags::LABEL_VARYINGS,
         // wgpu rejects modules that use 16-bit storage for inputs and outputs.
         use_storage_input_output_16: false,
+        // As wgpu's own path is configured (PipelineDesc): kernels write all the
+        // workgroup memory they read, so zeroing it is pure cost.
+        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
         ..Default::default()
     };
     let pipeline = naga::back::spv::PipelineOptions {
