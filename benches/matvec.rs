@@ -36,6 +36,13 @@ struct Args {
     json: Option<String>,
     #[arg(long)]
     adapter: Option<String>,
+    /// A/B: override the routed coop workgroup size (invocations).
+    #[arg(long)]
+    coop_wg: Option<u32>,
+    /// GPU work before each timed run, in ms: GPUs drop their clocks while the CPU
+    /// prepares the next case, and would otherwise be timed half asleep.
+    #[arg(long, default_value_t = 300)]
+    warmup_ms: u64,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -133,7 +140,12 @@ fn run(args: &Args) -> brass::Result<()> {
         let mut types: Vec<GgmlType> = MATVEC_KERNELS.iter().map(|k| k.ty).collect();
         types.dedup();
         for ty in types {
-            if only.is_some_and(|t| t != ty) || !wanted(&args.types, ty.name()) {
+            // A type whose block does not divide K cannot hold the shape (K-quants
+            // need K % 256 == 0; SmolLM2's 576 is not).
+            if only.is_some_and(|t| t != ty)
+                || !wanted(&args.types, ty.name())
+                || ty.bytes_for(k).is_none()
+            {
                 continue;
             }
             for family in [Family::Coop, Family::Scalar] {
@@ -185,7 +197,13 @@ fn bench_case(
     k: u64,
     probe_gbps: f64,
 ) -> brass::Result<Case> {
-    let route = route_matvec(device.profile(), ty, m, k, Some(&Force::Family(family)))?;
+    let mut route = route_matvec(device.profile(), ty, m, k, Some(&Force::Family(family)))?;
+    if let (Some(wg), Some(c)) = (args.coop_wg, route.coop.as_mut()) {
+        c.wg = wg;
+        route
+            .clauses
+            .push(format!("bench override: {wg} invocations"));
+    }
     let weight_bytes = m * route.row_bytes;
     let n_blocks = (m * k) as usize / ty.block_size();
     let data = random_blocks(ty, n_blocks, m ^ k);
@@ -226,6 +244,11 @@ fn bench_case(
         )? {
             list.dispatch(d);
         }
+    }
+    let warm_until = std::time::Instant::now() + std::time::Duration::from_millis(args.warmup_ms);
+    while std::time::Instant::now() < warm_until {
+        device.submit(&list)?;
+        device.wait()?;
     }
     let per_dispatch = device.submit_timed(&list, Timing::PerDispatch)?;
     // Sum split parts back into one time per matvec; drop the two warm-up iterations.

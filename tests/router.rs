@@ -129,10 +129,11 @@ fn the_muse_lm_head_is_split_on_lavapipe_and_whole_on_the_h200() {
 #[test]
 fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     let h200 = DeviceProfile::preset("h200").unwrap();
-    // 48 KiB holds 24,576 f16 values; a 65,536-wide row takes three tiles.
+    // 48 KiB holds 23,040 padded f16 values (90 quanta of 256, 544 bytes each); a
+    // 65,536-wide row takes three tiles.
     let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, None).unwrap();
     let c = r.coop.unwrap();
-    assert_eq!(c.tile, 24_576);
+    assert_eq!(c.tile, 23_040);
     assert!(r.reason().contains("3 tiles"), "{}", r.reason());
 }
 

@@ -110,6 +110,27 @@ pub struct CoopConfig {
     pub x_f16: bool,
 }
 
+impl CoopConfig {
+    /// Bytes per staged x element.
+    pub fn xs_bytes(&self) -> u64 {
+        if self.x_f16 {
+            2
+        } else {
+            4
+        }
+    }
+
+    /// Workgroup memory the staged tile takes: each 32-element unit is padded to an odd
+    /// number of words (see `wgsl/matvec/coop.wgsl`).
+    pub fn workgroup_bytes(&self) -> u64 {
+        Self::tile_bytes(self.tile as u64, self.xs_bytes())
+    }
+
+    pub fn tile_bytes(tile: u64, xs_bytes: u64) -> u64 {
+        (tile / 32) * (32 + 4 / xs_bytes) * xs_bytes
+    }
+}
+
 /// Bytes of the uniform block both drivers declare: m, k, row_bytes, y_offset.
 pub const PARAMS_BYTES: u32 = 16;
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
@@ -131,8 +152,12 @@ impl MatvecKernel {
                     ("", "f32")
                 };
                 format!(
-                    "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nalias XS = {xs};\n\n{COOP_DRIVER}\n{}",
-                    cfg.wg, cfg.tile, self.body
+                    "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst XS_BYTES: u32 = {}u;\n\
+                     alias XS = {xs};\n\n{COOP_DRIVER}\n{}",
+                    cfg.wg,
+                    cfg.tile,
+                    cfg.xs_bytes(),
+                    self.body
                 )
             }
         }

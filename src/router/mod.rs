@@ -68,6 +68,10 @@ impl Route {
 
 /// Invocations per coop workgroup: enough subgroups to share each staged x tile.
 const COOP_WG: u32 = 256;
+/// Workgroups a single-tile coop matvec is spread over (each loops over row batches):
+/// a few per compute unit on the largest GPUs brass targets (an H200 has 132 SMs and
+/// holds 8 such workgroups each). Launch geometry only: every shape still runs.
+const COOP_PERSISTENT_WORKGROUPS: u64 = 1024;
 /// Rows per scalar workgroup, fixed by `wgsl/matvec/scalar.wgsl`.
 const SCALAR_ROWS_PER_WG: u64 = 64;
 /// The coop tile is a multiple of this, so of every block size (32 and 256).
@@ -156,17 +160,25 @@ pub fn route_matvec(
         let wg = COOP_WG
             .min(profile.max_invocations_per_workgroup)
             .min(profile.max_workgroup_size_x);
-        let capacity =
-            (profile.workgroup_storage_bytes as u64 / elem) / TILE_QUANTUM * TILE_QUANTUM;
+        // The largest multiple of the quantum whose padded staging fits.
+        let quantum_bytes = CoopConfig::tile_bytes(TILE_QUANTUM, elem);
+        let capacity = profile.workgroup_storage_bytes as u64 / quantum_bytes * TILE_QUANTUM;
         let tile = capacity.min(k.next_multiple_of(TILE_QUANTUM));
         let tiles = k.div_ceil(tile);
-        clauses.push(format!(
-            "x staged as {} in {} tile{} of {tile} (workgroup memory {} KiB)",
-            if x_f16 { "f16" } else { "f32" },
-            tiles,
-            if tiles == 1 { "" } else { "s" },
-            profile.workgroup_storage_bytes / 1024
-        ));
+        clauses.push(if tiles == 1 {
+            format!(
+                "x staged once per workgroup as {} ({} of {} KiB workgroup memory)",
+                if x_f16 { "f16" } else { "f32" },
+                CoopConfig::tile_bytes(tile, elem),
+                profile.workgroup_storage_bytes / 1024
+            )
+        } else {
+            format!(
+                "x staged as {} in {tiles} tiles of {tile} (workgroup memory {} KiB)",
+                if x_f16 { "f16" } else { "f32" },
+                profile.workgroup_storage_bytes / 1024
+            )
+        });
         CoopConfig {
             wg,
             tile: tile as u32,
@@ -200,7 +212,13 @@ pub fn route_matvec(
                 // row, and the kernel's grid-stride loop covers any shortfall.
                 Some(c) => {
                     let rows_per_wg = (c.wg / profile.subgroup_max.max(1)).max(1) as u64;
-                    [rows.div_ceil(rows_per_wg).min(max_groups) as u32, 1, 1]
+                    let mut groups = rows.div_ceil(rows_per_wg).min(max_groups);
+                    if k <= c.tile as u64 {
+                        // x is staged once per workgroup: past enough workgroups to
+                        // fill the GPU, more of them only re-stage x.
+                        groups = groups.min(COOP_PERSISTENT_WORKGROUPS);
+                    }
+                    [groups as u32, 1, 1]
                 }
                 None => {
                     let groups = rows.div_ceil(SCALAR_ROWS_PER_WG);
