@@ -230,3 +230,40 @@ fn an_unknown_adapter_name_is_a_clear_error() {
         "{msg}"
     );
 }
+
+/// A read queued with a submission sees that submission's result, even when later work
+/// that overwrites the buffer was queued before the read is redeemed.
+#[test]
+fn queued_reads_see_their_own_submission() {
+    let device = common::gpu();
+    let n = 256u64;
+    let src = device
+        .create_buffer("src", n * 4, BufferUse::Storage)
+        .unwrap();
+    let dst = device
+        .create_buffer("dst", n * 4, BufferUse::Storage)
+        .unwrap();
+    let ones = vec![1.0f32; n as usize];
+    device.upload(src, 0, bytemuck::cast_slice(&ones)).unwrap();
+    let p = scale_pipeline(&device, "test/scale-queued", None);
+    let scaled = |factor: f32| {
+        let mut list = CommandList::new();
+        list.dispatch(Dispatch {
+            pipeline: p,
+            params: vec![n as u32, factor.to_bits()],
+            storage: vec![Slice::new(src, 0, n * 4), Slice::new(dst, 0, n * 4)],
+            workgroups: [(n as u32).div_ceil(64), 1, 1],
+            bytes_read: n * 4,
+        });
+        list
+    };
+    let first = device
+        .submit_read(&scaled(2.0), Slice::new(dst, 0, 16))
+        .unwrap();
+    let second = device
+        .submit_read(&scaled(5.0), Slice::new(dst, 0, 16))
+        .unwrap();
+    let as_f32 = |b: Vec<u8>| -> Vec<f32> { bytemuck::pod_collect_to_vec(&b) };
+    assert_eq!(as_f32(device.finish_read(first).unwrap()), [2.0; 4]);
+    assert_eq!(as_f32(device.finish_read(second).unwrap()), [5.0; 4]);
+}

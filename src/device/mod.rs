@@ -137,6 +137,11 @@ impl CommandList {
     }
 }
 
+/// A read-back queued behind a submission, redeemed with `Device::finish_read`.
+#[derive(Debug)]
+#[must_use = "a ticket holds a staging buffer until it is redeemed"]
+pub struct ReadTicket(pub(crate) u64);
+
 /// How `Device::submit_timed` measures a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Timing {
@@ -171,6 +176,14 @@ pub trait Device: Send + Sync {
     /// one per dispatch for `Timing::PerDispatch`. Errors if the device has no
     /// timestamp support.
     fn submit_timed(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>>;
+
+    /// Queues `list` followed by a copy of `src` for reading back, and returns without
+    /// waiting: the CPU can queue more work before it needs the bytes.
+    fn submit_read(&self, list: &CommandList, src: Slice) -> Result<ReadTicket>;
+
+    /// Waits for the submission `ticket` came from (not for work queued after it) and
+    /// returns the bytes it read.
+    fn finish_read(&self, ticket: ReadTicket) -> Result<Vec<u8>>;
 
     /// Waits for all queued work, then returns `len` bytes of `buffer` from `offset`.
     fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>>;

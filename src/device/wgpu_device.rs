@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::ledger::Ledger;
 use super::{
     Access, Backend, BufferId, BufferUse, Command, CommandList, Device, DeviceProfile,
-    LedgerReport, PipelineDesc, PipelineId, Slice, Timing, Vendor,
+    LedgerReport, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, Vendor,
 };
 use crate::{Error, Result};
 
@@ -145,6 +145,16 @@ struct State {
     ledger: Ledger,
     /// Uniform parameter blocks of one submission, one aligned slot per dispatch.
     arena: Option<wgpu::Buffer>,
+    /// Read-backs queued by `submit_read`, by ticket.
+    pending_reads: HashMap<u64, PendingRead>,
+    next_ticket: u64,
+}
+
+struct PendingRead {
+    staging: wgpu::Buffer,
+    len: u64,
+    submission: wgpu::SubmissionIndex,
+    mapped: std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>,
 }
 
 /// A wgpu device with brass's bookkeeping.
@@ -266,6 +276,8 @@ impl WgpuDevice {
                 bind_groups: HashMap::new(),
                 ledger: Ledger::default(),
                 arena: None,
+                pending_reads: HashMap::new(),
+                next_ticket: 0,
             }),
         })
     }
@@ -564,6 +576,29 @@ impl WgpuDevice {
             .collect())
     }
 
+    fn staging_buffer(&self, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("brass readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// The source of a read-back of `len` bytes at `offset`, checked.
+    fn read_source(&self, buffer: BufferId, offset: u64, len: u64) -> Result<(wgpu::Buffer, u64)> {
+        let padded = len.next_multiple_of(4).max(4);
+        let state = lock(&self.state);
+        let e = self.buffer_entry(&state, buffer)?;
+        if !offset.is_multiple_of(4) || offset.checked_add(padded).is_none_or(|end| end > e.size) {
+            return Err(Error::Invalid(format!(
+                "read of {len} bytes at offset {offset} from a {}-byte buffer",
+                e.size
+            )));
+        }
+        Ok((e.buffer.clone(), padded))
+    }
+
     fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
         let (tx, rx) = std::sync::mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
@@ -855,31 +890,69 @@ impl Device for WgpuDevice {
 
     fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>> {
         self.check()?;
-        let padded = len.next_multiple_of(4).max(4);
-        let source = {
-            let state = lock(&self.state);
-            let e = self.buffer_entry(&state, buffer)?;
-            if !offset.is_multiple_of(4)
-                || offset.checked_add(padded).is_none_or(|end| end > e.size)
-            {
-                return Err(Error::Invalid(format!(
-                    "read of {len} bytes at offset {offset} from a {}-byte buffer",
-                    e.size
-                )));
-            }
-            e.buffer.clone()
-        };
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("brass readback"),
-            size: padded,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let (source, padded) = self.read_source(buffer, offset, len)?;
+        let staging = self.staging_buffer(padded);
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&source, offset, &staging, 0, padded);
         self.queue.submit([encoder.finish()]);
         let mut data = self.map_read(&staging)?;
         data.truncate(len as usize);
+        Ok(data)
+    }
+
+    fn submit_read(&self, list: &CommandList, src: Slice) -> Result<ReadTicket> {
+        self.check()?;
+        let (source, padded) = self.read_source(src.buffer, src.offset, src.size)?;
+        let staging = self.staging_buffer(padded);
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let mut state = lock(&self.state);
+        self.encode(&mut state, &mut encoder, list, None)?;
+        encoder.copy_buffer_to_buffer(&source, src.offset, &staging, 0, padded);
+        let submission = self.queue.submit([encoder.finish()]);
+        let (tx, mapped) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.pending_reads.insert(
+            ticket,
+            PendingRead {
+                staging,
+                len: src.size,
+                submission,
+                mapped,
+            },
+        );
+        drop(state);
+        self.check()?;
+        Ok(ReadTicket(ticket))
+    }
+
+    fn finish_read(&self, ticket: ReadTicket) -> Result<Vec<u8>> {
+        let pending = lock(&self.state)
+            .pending_reads
+            .remove(&ticket.0)
+            .ok_or_else(|| Error::Invalid(format!("unknown read ticket {}", ticket.0)))?;
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(pending.submission),
+                timeout: Some(GPU_WAIT),
+            })
+            .map_err(|e| Error::Device(format!("waiting for a read-back: {e}")))?;
+        self.check()?;
+        pending
+            .mapped
+            .recv_timeout(Duration::from_secs(1))
+            .map_err(|_| Error::Device("buffer mapping never completed".into()))?
+            .map_err(|e| Error::Device(format!("map_async: {e}")))?;
+        let mut data = pending
+            .staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::Device(format!("get_mapped_range: {e}")))?
+            .to_vec();
+        pending.staging.unmap();
+        data.truncate(pending.len as usize);
         Ok(data)
     }
 

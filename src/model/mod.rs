@@ -8,6 +8,7 @@
 
 mod fetch;
 mod session;
+pub mod synthetic;
 
 pub use fetch::{cache_dir, default_model_path, DEFAULT_MODEL_FILE};
 pub use session::{Generate, Prompt, Session, Token};
@@ -15,7 +16,7 @@ pub use session::{Generate, Prompt, Session, Token};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::device::{BufferUse, CommandList, Device, Slice};
+use crate::device::{BufferUse, CommandList, Device, ReadTicket, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec;
 use crate::kernels::ops::{rope_table, EmbedPart, Ops};
@@ -423,6 +424,26 @@ impl Model {
     /// Records and submits the decode step for the token at `pos`; the next token's
     /// greedy id is left in the token buffer. Returns without waiting.
     pub fn step(&self, input: Input, pos: usize) -> Result<()> {
+        let list = self.prepare(input, pos)?;
+        self.device.submit(&list)
+    }
+
+    /// Like `step`, and queues a read-back of the greedy id it produces. Redeem the
+    /// ticket with `token`; meanwhile the next step can already be queued with
+    /// `Input::Previous`, so the GPU never waits for the CPU between tokens.
+    pub fn step_read(&self, input: Input, pos: usize) -> Result<ReadTicket> {
+        let list = self.prepare(input, pos)?;
+        self.device.submit_read(&list, self.act.token)
+    }
+
+    /// The greedy id a `step_read` produced (waits for that step only).
+    pub fn token(&self, ticket: ReadTicket) -> Result<u32> {
+        let bytes = self.device.finish_read(ticket)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    /// Checks the position and input, uploads an explicit token, records the step.
+    fn prepare(&self, input: Input, pos: usize) -> Result<CommandList> {
         if pos >= self.n_ctx {
             return Err(Error::Invalid(format!(
                 "position {pos} is beyond the context of {} tokens (raise LoadOptions::context; \
@@ -440,15 +461,13 @@ impl Model {
             self.device
                 .upload(self.act.token.buffer, 0, &id.to_le_bytes())?;
         }
-        let list = self.record(pos as u64)?;
-        self.device.submit(&list)
+        self.record(pos as u64)
     }
 
     /// One decode step; returns the greedy next token (4 bytes read back).
     pub fn forward(&self, input: Input, pos: usize) -> Result<u32> {
-        self.step(input, pos)?;
-        let bytes = self.device.read(self.act.token.buffer, 0, 4)?;
-        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+        let ticket = self.step_read(input, pos)?;
+        self.token(ticket)
     }
 
     /// One decode step; returns all logits (for sampling and tests).

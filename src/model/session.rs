@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Input, LoadOptions, Model};
-use crate::device::Device;
+use crate::device::{Device, ReadTicket};
 use crate::gguf::GgufFile;
 use crate::sampling::{Sampler, SamplerConfig};
 use crate::tokenizer::{TokenStreamDecoder, Tokenizer};
@@ -184,6 +184,7 @@ impl Session {
             prompt: ids,
             sampler,
             gpu_greedy,
+            in_flight: None,
             max_tokens,
             produced: 0,
             done: max_tokens == 0,
@@ -211,6 +212,9 @@ pub struct Generate<'s> {
     prompt: Vec<u32>,
     sampler: Sampler,
     gpu_greedy: bool,
+    /// With GPU greedy decoding: the step for position `*pos`, queued (speculatively)
+    /// before the previous token was read back.
+    in_flight: Option<ReadTicket>,
     max_tokens: usize,
     produced: usize,
     done: bool,
@@ -242,7 +246,19 @@ impl Generate<'_> {
             }
         };
         let next = if self.gpu_greedy {
-            self.model.forward(input, *self.pos)?
+            let ticket = match self.in_flight.take() {
+                Some(queued) => queued,
+                None => self.model.step_read(input, *self.pos)?,
+            };
+            // Queue the following step before waiting for this one: the GPU takes the
+            // id it just produced from the token buffer while the CPU reads it back.
+            // If this token ends generation, the queued step is dropped; it only wrote
+            // the cache slot that the next real token overwrites.
+            let more = self.produced + 1 < self.max_tokens && *self.pos + 1 < self.model.context();
+            if more {
+                self.in_flight = Some(self.model.step_read(Input::Previous, *self.pos + 1)?);
+            }
+            self.model.token(ticket)?
         } else {
             let logits = self.model.forward_logits(input, *self.pos)?;
             self.sampler.sample(&logits, self.history)
@@ -257,6 +273,15 @@ impl Generate<'_> {
             self.stats.decode_time += elapsed;
         }
         Ok(next)
+    }
+}
+
+impl Drop for Generate<'_> {
+    /// Redeems a step queued past the end, so its staging buffer is released.
+    fn drop(&mut self) {
+        if let Some(ticket) = self.in_flight.take() {
+            let _ = self.model.device().finish_read(ticket);
+        }
     }
 }
 
