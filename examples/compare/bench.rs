@@ -1,0 +1,107 @@
+//! Timing one matvec route with GPU timestamps, the way `benches/matvec.rs` does it:
+//! distinct weight copies rotated so no dispatch finds its weights in the last-level
+//! cache, a warm-up so the GPU is at its clocks, then one timestamp interval per
+//! dispatch.
+
+use std::time::{Duration, Instant};
+
+use brass::device::{BufferUse, CommandList, Device, Slice, Timing};
+use brass::kernels::matvec;
+use brass::kernels::PipelineCache;
+use brass::quant::random_blocks;
+use brass::router::Route;
+
+/// How hard to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Effort {
+    /// Timed iterations after the warm-up (at least one pass over the copies).
+    pub iters: usize,
+    /// Bytes of distinct weight copies to rotate through: several times the L2.
+    pub rotate_bytes: u64,
+    /// GPU work before the timed run: GPUs drop their clocks while the CPU prepares a
+    /// case and would otherwise be timed half asleep.
+    pub warmup: Duration,
+}
+
+/// Per-matvec GPU time, in µs.
+#[derive(Clone, Copy, Debug)]
+pub struct Times {
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+}
+
+/// Times `route` (a matvec of its M × K) on random weights of its type.
+pub fn time_route(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    route: &Route,
+    effort: Effort,
+) -> brass::Result<Times> {
+    let (m, k) = (route.m, route.k);
+    let weight_bytes = m * route.row_bytes;
+    let n_blocks = (m * k) as usize / route.ty.block_size();
+    let data = random_blocks(route.ty, n_blocks, m ^ k);
+    let copies = effort.rotate_bytes.div_ceil(weight_bytes).clamp(1, 512) as usize;
+    let first = matvec::upload_weights(device, "matvec weights", route, &data)?;
+    drop(data);
+    let mut sets = vec![first.clone()];
+    let mut fill = CommandList::new();
+    for _ in 1..copies {
+        let mut set = Vec::new();
+        for s in &first {
+            let b = device.create_buffer("weight copy", s.size, BufferUse::Storage)?;
+            fill.copy(*s, b, 0);
+            set.push(Slice::new(b, 0, s.size));
+        }
+        sets.push(set);
+    }
+    device.submit(&fill)?;
+    let xb = device.create_buffer("x", k * 4, BufferUse::Storage)?;
+    device.upload(xb, 0, bytemuck::cast_slice(&vec![0.5f32; k as usize]))?;
+    let yb = device.create_buffer("y", m * 4, BufferUse::Storage)?;
+    let pipeline = matvec::pipeline(device, cache, route)?;
+    let (x, y) = (Slice::new(xb, 0, k * 4), Slice::new(yb, 0, m * 4));
+
+    // Two untimed iterations first: the first dispatches of a list pay for binding.
+    const SKIP: usize = 2;
+    let iters = effort.iters.max(copies.min(64));
+    let mut list = CommandList::new();
+    for i in 0..iters + SKIP {
+        let weights = &sets[i % copies];
+        for d in matvec::dispatches(pipeline, k, route.row_bytes, &route.parts, weights, x, y)? {
+            list.dispatch(d);
+        }
+    }
+    let warm_until = Instant::now() + effort.warmup;
+    loop {
+        device.submit(&list)?;
+        device.wait()?;
+        if Instant::now() >= warm_until {
+            break;
+        }
+    }
+    let per_dispatch = device.submit_timed(&list, Timing::PerDispatch)?;
+    // A tensor split over several bindings is one matvec: sum its parts.
+    let mut times: Vec<f64> = per_dispatch
+        .chunks(route.parts.len())
+        .skip(SKIP)
+        .map(|c| c.iter().sum::<f64>() / 1e3)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    for s in sets.iter().flatten() {
+        device.destroy_buffer(s.buffer)?;
+    }
+    device.destroy_buffer(xb)?;
+    device.destroy_buffer(yb)?;
+    Ok(Times {
+        median_us: times[times.len() / 2],
+        min_us: times[0],
+        max_us: times[times.len() - 1],
+    })
+}
+
+/// Bytes one matvec moves: the weights, x and y.
+pub fn matvec_bytes(route: &Route) -> u64 {
+    route.m * route.row_bytes + route.k * 4 + route.m * 4
+}

@@ -1,0 +1,286 @@
+//! Cross-GPU comparison runs: for each adapter, the bandwidth probe, a matvec suite
+//! (coop and scalar, real shapes) and a decode benchmark, written as one versioned
+//! JSON file (`brass-compare/1`); `--merge` turns several such files into a Markdown
+//! report with SVG charts.
+//!
+//! ```text
+//! cargo run --release --example compare -- [--adapter NAME] [--quick] [-n 64] \
+//!     [--model PATH | --synthetic llama3-8b [--layers N]] -o results/h200.json
+//! cargo run --release --example compare -- --merge results/*.json -o results/
+//! ```
+//!
+//! The lm-head / rest split of a token comes from `Model::profile_step` (GPU time per
+//! pipeline). When the lm-head's pipeline serves no other tensor its profiled time is
+//! exact; when it is shared (a tied Q4_1 embedding on SmolLM2, a Q6_K output next to
+//! Q6_K `ffn_down`s), the lm-head matvec is timed alone with the same route.
+
+mod bench;
+mod report;
+mod result;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use brass::device::{list_adapters, AdapterChoice, Device, WgpuDevice};
+use brass::gguf::GgufFile;
+use brass::model::default_model_path;
+use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+use clap::Parser;
+
+use result::{CompareFile, DeviceRun, FORMAT};
+
+#[derive(Parser, Debug)]
+#[command(about = "brass cross-GPU comparison: bandwidth probe, matvec suite, decode")]
+struct Args {
+    /// Only adapters whose name contains this (default: every adapter).
+    #[arg(long)]
+    adapter: Option<String>,
+    /// Small suite and few tokens: for lavapipe and smoke tests.
+    #[arg(long)]
+    quick: bool,
+    /// Decode this GGUF model (default: the default model).
+    #[arg(long, conflicts_with = "synthetic")]
+    model: Option<PathBuf>,
+    /// Decode a synthetic model of this preset, written to the cache first.
+    #[arg(long)]
+    synthetic: Option<String>,
+    /// Layers of the synthetic model (default: the preset's).
+    #[arg(long, requires = "synthetic")]
+    layers: Option<u64>,
+    /// Quant mix of the synthetic model (default: q4_k_m).
+    #[arg(long, requires = "synthetic")]
+    mix: Option<QuantMix>,
+    /// Tokens to decode (default 64, 4 with --quick).
+    #[arg(short = 'n', long)]
+    tokens: Option<usize>,
+    #[arg(long)]
+    skip_matvec: bool,
+    #[arg(long)]
+    skip_decode: bool,
+    /// Merge these result files into a report instead of measuring.
+    #[arg(long, num_args = 1..)]
+    merge: Vec<PathBuf>,
+    /// Result file (default: compare.json), or with --merge the report directory.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = if args.merge.is_empty() {
+        measure(&args)
+    } else {
+        merge(&args)
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn merge(args: &Args) -> Result<(), String> {
+    let files = args
+        .merge
+        .iter()
+        .map(|p| report::read(p).map(|f| (p, f)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let entries: Vec<report::Entry> = files
+        .iter()
+        .flat_map(|(path, file)| {
+            file.devices.iter().map(move |run| report::Entry {
+                source: path.display().to_string(),
+                file,
+                run,
+            })
+        })
+        .collect();
+    let dir = args.output.clone().unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+        Ok::<(), String>(())
+    };
+    write("report.md", report::markdown(&entries))?;
+    write("decode_split.svg", report::decode_split_svg(&entries))?;
+    write("bandwidth.svg", report::bandwidth_svg(&entries))
+}
+
+/// The model to decode, and its name in the results.
+fn model_path(args: &Args) -> brass::Result<(PathBuf, String)> {
+    let Some(preset) = &args.synthetic else {
+        let path = match &args.model {
+            Some(p) => p.clone(),
+            None => default_model_path()?,
+        };
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        return Ok((path, name));
+    };
+    let mut spec = SyntheticSpec::preset(preset)?;
+    if let Some(layers) = args.layers {
+        spec.layers = layers;
+    }
+    if let Some(mix) = args.mix {
+        spec.mix = mix;
+    }
+    let name = format!("synthetic:{}:{}:{}L", spec.name, spec.mix, spec.layers);
+    // Cached by everything that decides the content, so reruns skip the writing.
+    let dir = brass::model::cache_dir()?.join("synthetic");
+    let file = format!(
+        "{}-{}-{}L-{:x}.gguf",
+        spec.name,
+        spec.mix.to_string().to_lowercase(),
+        spec.layers,
+        spec.seed
+    );
+    let path = dir.join(file);
+    if !path.is_file() {
+        std::fs::create_dir_all(&dir).map_err(|source| brass::Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        eprintln!(
+            "writing {} ({:.2} GB)",
+            path.display(),
+            spec.tensor_bytes() as f64 / 1e9
+        );
+        let mut last = 0;
+        write_synthetic(&spec, &path, |done, total| {
+            let pct = done * 10 / total.max(1);
+            if pct != last {
+                last = pct;
+                eprint!("{}% ", pct * 10);
+            }
+        })?;
+        eprintln!();
+    }
+    Ok((path, name))
+}
+
+fn measure(args: &Args) -> Result<(), String> {
+    let tokens = args
+        .tokens
+        .unwrap_or(if args.quick { 4 } else { 64 })
+        .max(1);
+    let model = if args.skip_decode {
+        None
+    } else {
+        let (path, name) = model_path(args).map_err(|e| e.to_string())?;
+        let file = GgufFile::open(&path).map_err(|e| e.to_string())?;
+        Some((file, name))
+    };
+    let adapters: Vec<_> = list_adapters()
+        .into_iter()
+        .filter(|a| {
+            args.adapter
+                .as_ref()
+                .is_none_or(|n| a.name.to_lowercase().contains(&n.to_lowercase()))
+        })
+        .collect();
+    if adapters.is_empty() {
+        return Err("no adapter matches".into());
+    }
+    let mut devices = Vec::new();
+    for a in adapters {
+        eprintln!("{} ({:?}, {})", a.name, a.backend, a.driver);
+        let choice = AdapterChoice {
+            index: Some(a.index),
+            ..Default::default()
+        };
+        let device: Arc<dyn Device> =
+            Arc::new(WgpuDevice::open(&choice).map_err(|e| e.to_string())?);
+        let run = measure_device(args, device, model.as_ref(), tokens)
+            .map_err(|e| format!("{}: {e}", a.name))?;
+        devices.push(run);
+    }
+    let out = CompareFile {
+        format: FORMAT.to_string(),
+        brass_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        quick: args.quick,
+        devices,
+    };
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("compare.json"));
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&out).expect("plain values");
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn measure_device(
+    args: &Args,
+    device: Arc<dyn Device>,
+    model: Option<&(GgufFile, String)>,
+    tokens: usize,
+) -> brass::Result<DeviceRun> {
+    let profile = device.profile().clone();
+    let probe = run::probe(device.as_ref(), args.quick)?;
+    let mut notes = Vec::new();
+    // Matvec cases and the decode split need GPU timestamps.
+    let timed = profile.timestamps;
+    if !timed {
+        notes.push("no GPU timestamps: matvec suite and decode split skipped".into());
+    }
+    let matvec = if timed && !args.skip_matvec {
+        run::matvec_suite(device.as_ref(), args.quick, probe.gbps)?
+    } else {
+        Vec::new()
+    };
+    let decode = match model {
+        Some((file, name)) if timed => Some(run::decode(
+            device, file, name, tokens, args.quick, probe.gbps,
+        )?),
+        _ => None,
+    };
+    Ok(DeviceRun {
+        vendor_peak_gbps: result::vendor_peak(&profile),
+        profile,
+        probe,
+        matvec,
+        decode,
+        notes,
+    })
+}
+
+/// The commit measured: `BRASS_GIT_COMMIT` at build time, else `git rev-parse HEAD`
+/// in the source tree now (with `-dirty` when it has uncommitted changes).
+fn git_commit() -> Option<String> {
+    if let Some(c) = option_env!("BRASS_GIT_COMMIT") {
+        return Some(c.to_string());
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    };
+    let head = git(&["rev-parse", "HEAD"])?;
+    let mut commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|o| !o.stdout.is_empty());
+    if dirty {
+        commit.push_str("-dirty");
+    }
+    Some(commit)
+}

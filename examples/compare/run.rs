@@ -1,0 +1,203 @@
+//! One device's measurements: the bandwidth probe, the matvec suite and decode.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brass::device::{bandwidth_probe, Device};
+use brass::gguf::GgufFile;
+use brass::kernels::matvec::{self, Family};
+use brass::kernels::PipelineCache;
+use brass::model::{Input, LoadOptions, Model};
+use brass::quant::GgmlType;
+use brass::router::{route_matvec, Force};
+
+use crate::bench::{matvec_bytes, time_route, Effort};
+use crate::result::{Decode, MatvecCase, Probe};
+
+/// (label, M, K, types): real shapes, few enough that a full run takes a minute or so.
+type Shape = (&'static str, u64, u64, &'static [GgmlType]);
+
+const FULL: &[Shape] = {
+    use GgmlType::*;
+    &[
+        ("smollm2 ffn_up 1536x576", 1536, 576, &[Q4_1, Q8_0]),
+        ("smollm2 lm_head 49152x576", 49_152, 576, &[Q4_1, Q8_0]),
+        ("llama3 attn_q 4096x4096", 4096, 4096, &[Q4_K, Q8_0]),
+        (
+            "llama3 ffn_up 14336x4096",
+            14_336,
+            4096,
+            &[Q4_K, Q5_K, Q6_K, Q8_0, F16],
+        ),
+        ("llama3 ffn_down 4096x14336", 4096, 14_336, &[Q4_K, Q6_K]),
+        ("llama3 lm_head 128256x4096", 128_256, 4096, &[Q6_K]),
+        ("muse lm_head 202048x6656", 202_048, 6656, &[Q5_K]),
+    ]
+};
+
+/// For lavapipe (a CPU): small shapes, a few iterations.
+const QUICK: &[Shape] = {
+    use GgmlType::*;
+    &[
+        ("smollm2 ffn_up 1536x576", 1536, 576, &[Q4_1, Q8_0]),
+        ("llama3 attn_q 4096x4096", 4096, 4096, &[Q4_K, Q6_K]),
+    ]
+};
+
+pub fn probe(device: &dyn Device, quick: bool) -> brass::Result<Probe> {
+    let p = bandwidth_probe(device, if quick { 3 } else { 10 })?;
+    eprintln!("  {p}");
+    Ok(Probe {
+        gbps: p.gbps,
+        median_gbps: p.median_gbps,
+        bytes: p.bytes,
+        runs: p.runs,
+        timer: p.timer.to_string(),
+    })
+}
+
+pub fn effort(quick: bool) -> Effort {
+    if quick {
+        Effort {
+            iters: 5,
+            rotate_bytes: 32 << 20,
+            warmup: Duration::ZERO,
+        }
+    } else {
+        Effort {
+            iters: 30,
+            rotate_bytes: 256 << 20,
+            warmup: Duration::from_millis(300),
+        }
+    }
+}
+
+/// Every shape × type × family (coop, then scalar) that has a kernel.
+pub fn matvec_suite(
+    device: &dyn Device,
+    quick: bool,
+    probe_gbps: f64,
+) -> brass::Result<Vec<MatvecCase>> {
+    let cache = PipelineCache::new();
+    let mut cases = Vec::new();
+    for &(label, m, k, types) in if quick { QUICK } else { FULL } {
+        for &ty in types {
+            for family in [Family::Coop, Family::Scalar] {
+                if matvec::find(ty, family).is_none() {
+                    continue;
+                }
+                let force = Force::Family(family);
+                let route = route_matvec(device.profile(), ty, m, k, Some(&force))?;
+                let t = time_route(device, &cache, &route, effort(quick))?;
+                let bytes = matvec_bytes(&route);
+                let gbps = bytes as f64 / (t.median_us * 1e3);
+                let case = MatvecCase {
+                    shape: label.to_string(),
+                    ty: ty.name().to_string(),
+                    family: family.name().to_string(),
+                    kernel: route.pipeline_key(),
+                    m,
+                    k,
+                    bytes,
+                    median_us: t.median_us,
+                    min_us: t.min_us,
+                    max_us: t.max_us,
+                    gbps,
+                    pct_of_probe: 100.0 * gbps / probe_gbps,
+                };
+                eprintln!(
+                    "  {:<28} {:<5} {:<7} {:>10.1} µs {:>8.1} GB/s {:>5.1}%",
+                    case.shape, case.ty, case.family, case.median_us, gbps, case.pct_of_probe
+                );
+                cases.push(case);
+            }
+        }
+    }
+    Ok(cases)
+}
+
+/// Greedy decode of `tokens` tokens after two warm-up steps, then one profiled step
+/// for the lm-head / rest split.
+pub fn decode(
+    device: Arc<dyn Device>,
+    file: &GgufFile,
+    model_name: &str,
+    tokens: usize,
+    quick: bool,
+    probe_gbps: f64,
+) -> brass::Result<Decode> {
+    const WARMUP: usize = 2;
+    let options = LoadOptions {
+        context: Some(WARMUP + tokens + 2),
+        ..Default::default()
+    };
+    let t = Instant::now();
+    let model = Model::from_gguf(device.clone(), file, &options)?;
+    eprintln!(
+        "  loaded {model_name} in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    // Token 1 is a valid id in any vocabulary; what it means does not matter here.
+    model.forward(Input::Token(1), 0)?;
+    for pos in 1..WARMUP {
+        model.forward(Input::Previous, pos)?;
+    }
+    // As Session decodes greedily: each step is queued before the previous token is
+    // read back, so the GPU never waits for the CPU between tokens.
+    let t = Instant::now();
+    let mut in_flight = model.step_read(Input::Previous, WARMUP)?;
+    for pos in WARMUP + 1..WARMUP + tokens {
+        let next = model.step_read(Input::Previous, pos)?;
+        model.token(in_flight)?;
+        in_flight = next;
+    }
+    model.token(in_flight)?;
+    let seconds = t.elapsed().as_secs_f64();
+    let ms_per_token = seconds * 1e3 / tokens as f64;
+
+    let profiled = model.profile_step(Input::Previous, WARMUP + tokens)?;
+    let total_ns: f64 = profiled.iter().map(|p| p.1).sum();
+    let plan = model.plan();
+    let (lm_name, lm_route) = plan.last().expect("a model has an lm-head").clone();
+    let lm_key = lm_route.pipeline_key();
+    let shared = plan[..plan.len() - 1]
+        .iter()
+        .any(|(_, r)| r.pipeline_key() == lm_key);
+    let (lm_ns, method) = if shared {
+        let cache = PipelineCache::new();
+        let t = time_route(device.as_ref(), &cache, &lm_route, effort(quick))?;
+        (t.median_us * 1e3, "isolated")
+    } else {
+        let ns = profiled.iter().find(|p| p.0 == lm_key).map_or(0.0, |p| p.1);
+        (ns, "pipeline")
+    };
+    let lm_share = (lm_ns / total_ns).clamp(0.0, 1.0);
+    let bytes = model.weight_bytes_per_token();
+    let effective_gbps = bytes as f64 / (ms_per_token * 1e6);
+    let d = Decode {
+        model: model_name.to_string(),
+        layers: model.config().n_layers,
+        weight_bytes_per_token: bytes,
+        tokens,
+        tok_per_s: tokens as f64 / seconds,
+        ms_per_token,
+        lm_head_ms: ms_per_token * lm_share,
+        rest_ms: ms_per_token * (1.0 - lm_share),
+        profile_total_ms: total_ns / 1e6,
+        profile_lm_head_ms: lm_ns / 1e6,
+        lm_head_method: method.to_string(),
+        lm_head_tensor: lm_name,
+        lm_head_type: lm_route.ty.name().to_string(),
+        effective_gbps,
+        pct_of_probe: 100.0 * effective_gbps / probe_gbps,
+        pipelines: profiled
+            .into_iter()
+            .map(|(name, ns, n)| (name, ns / 1e6, n))
+            .collect(),
+    };
+    eprintln!(
+        "  decode: {:.2} tok/s, {:.2} ms/token (lm-head {:.2}, rest {:.2}; {}), {:.1} GB/s = {:.1}% of probe",
+        d.tok_per_s, d.ms_per_token, d.lm_head_ms, d.rest_ms, method, effective_gbps, d.pct_of_probe
+    );
+    Ok(d)
+}

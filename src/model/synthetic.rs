@@ -1,0 +1,441 @@
+//! Synthetic llama models: the tensor table and metadata of a real model shape, filled
+//! with random (but valid) quantized blocks, so decode can be benchmarked at shapes whose
+//! real weights are not at hand (a 30B-class model, a 12,288-wide one).
+//!
+//! The weights mean nothing, so the generated text is noise; what matters is that every
+//! tensor has the type and shape the real model would have, which is all a decode step's
+//! timing depends on. Files are streamed to disk tensor by tensor
+//! ([`GgufBuilder::write_streaming`]): an 8B model never sits in memory.
+//!
+//! ```no_run
+//! use brass::model::synthetic::{write_synthetic, SyntheticSpec};
+//!
+//! let mut spec = SyntheticSpec::preset("llama3-8b").unwrap();
+//! spec.layers = 2; // a quick run
+//! write_synthetic(&spec, "/tmp/llama3-8b-2l.gguf", |done, total| {
+//!     eprint!("\r{done}/{total} bytes");
+//! })?;
+//! # Ok::<(), brass::Error>(())
+//! ```
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::gguf::GgufBuilder;
+use crate::quant::{random_blocks, GgmlType};
+use crate::{Error, Result};
+
+/// How a model's tensors are quantized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantMix {
+    /// llama.cpp's `Q4_K_M`: Q4_K everywhere (token embedding included) except Q6_K for
+    /// the lm-head and for `attn_v` / `ffn_down` in the layers llama.cpp's
+    /// `use_more_bits` picks (the first and last eighth, and every third in between:
+    /// half of them).
+    Q4KM,
+    /// One type for every matrix and the token embedding.
+    Single(GgmlType),
+}
+
+impl fmt::Display for QuantMix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuantMix::Q4KM => f.write_str("Q4_K_M"),
+            QuantMix::Single(ty) => f.write_str(ty.name()),
+        }
+    }
+}
+
+impl FromStr for QuantMix {
+    type Err = Error;
+
+    /// `q4_k_m`, or any single type name (`q8_0`, `Q4_K`, `f16`), case-insensitive.
+    fn from_str(s: &str) -> Result<QuantMix> {
+        if s.eq_ignore_ascii_case("q4_k_m") {
+            return Ok(QuantMix::Q4KM);
+        }
+        GgmlType::from_name(s)
+            .filter(|ty| ty.can_dequantize())
+            .map(QuantMix::Single)
+            .ok_or_else(|| Error::Invalid(format!("unknown quant mix `{s}` (q4_k_m or a type)")))
+    }
+}
+
+/// A llama-architecture model shape. Head size is `hidden / heads`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyntheticSpec {
+    /// `general.name`, and the file-name stem tools use.
+    pub name: String,
+    pub hidden: u64,
+    pub ffn: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub vocab: u64,
+    pub context: u64,
+    pub rope_base: f32,
+    pub mix: QuantMix,
+    /// Overrides the mix's type for the lm-head (`output.weight`).
+    pub lm_head: Option<GgmlType>,
+    /// Seeds the random weights; the same spec and seed give the same file.
+    pub seed: u64,
+}
+
+/// The names [`SyntheticSpec::preset`] accepts.
+pub const PRESETS: [&str; 4] = ["smollm2-135m", "llama3-8b", "muse-30b", "hidden-12288"];
+
+impl SyntheticSpec {
+    /// A named model shape, Q4_K_M:
+    ///
+    /// | preset | hidden | FFN | layers | heads | KV heads | vocab |
+    /// |---|---|---|---|---|---|---|
+    /// | `smollm2-135m` | 576 | 1,536 | 30 | 9 | 3 | 49,152 |
+    /// | `llama3-8b` | 4,096 | 14,336 | 32 | 32 | 8 | 128,256 |
+    /// | `muse-30b` | 6,656 | 17,920 | 60 | 52 | 4 | 202,048 |
+    /// | `hidden-12288` | 12,288 | 49,152 | 4 | 96 | 8 | 128,256 |
+    ///
+    /// `muse-30b` is a 30B-class shape (about 29.9 B parameters) built around the two
+    /// figures brass must handle without shape caps: hidden size 6,656 (LLaMA-30B's) and
+    /// a 202,048-token vocabulary with a Q5_K lm-head. Its 52 heads of 128 share 4 KV
+    /// heads (GQA needs a divisor of 52; 4 keeps the KV cache small as 8 would on a
+    /// power-of-two head count). `hidden-12288` stands in for a 70B-and-up width; it has
+    /// only 4 layers by default so it fits anywhere, set `layers` for more.
+    pub fn preset(name: &str) -> Result<SyntheticSpec> {
+        let spec = |hidden, ffn, layers, heads, kv_heads, vocab| SyntheticSpec {
+            name: name.to_string(),
+            hidden,
+            ffn,
+            layers,
+            heads,
+            kv_heads,
+            vocab,
+            context: 8192,
+            rope_base: 500_000.0,
+            mix: QuantMix::Q4KM,
+            lm_head: None,
+            seed: 0x5eed,
+        };
+        Ok(match name {
+            "smollm2-135m" => SyntheticSpec {
+                context: 8192,
+                rope_base: 100_000.0,
+                ..spec(576, 1536, 30, 9, 3, 49_152)
+            },
+            "llama3-8b" => spec(4096, 14_336, 32, 32, 8, 128_256),
+            "muse-30b" => SyntheticSpec {
+                lm_head: Some(GgmlType::Q5_K),
+                ..spec(6656, 17_920, 60, 52, 4, 202_048)
+            },
+            "hidden-12288" => spec(12_288, 4 * 12_288, 4, 96, 8, 128_256),
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "unknown synthetic preset `{name}` (one of {})",
+                    PRESETS.join(", ")
+                )))
+            }
+        })
+    }
+
+    pub fn head_dim(&self) -> u64 {
+        self.hidden / self.heads.max(1)
+    }
+
+    /// Every tensor in file order (llama.cpp's): `(name, type, dims)`, dims in ggml
+    /// order (`dims[0]` is the row length).
+    pub fn tensors(&self) -> Vec<(String, GgmlType, Vec<u64>)> {
+        let (h, f) = (self.hidden, self.ffn);
+        let kv = self.kv_heads * self.head_dim();
+        let q = self.heads * self.head_dim();
+        let mut out = vec![(
+            "token_embd.weight".to_string(),
+            self.matrix_type(Role::TokenEmbd, h),
+            vec![h, self.vocab],
+        )];
+        for i in 0..self.layers {
+            let n = |s: &str| format!("blk.{i}.{s}.weight");
+            let more_bits = use_more_bits(i, self.layers);
+            let m = |role, cols| self.matrix_type(role, cols);
+            out.extend([
+                (n("attn_norm"), GgmlType::F32, vec![h]),
+                (n("attn_q"), m(Role::Plain, h), vec![h, q]),
+                (n("attn_k"), m(Role::Plain, h), vec![h, kv]),
+                (n("attn_v"), m(Role::MoreBits(more_bits), h), vec![h, kv]),
+                (n("attn_output"), m(Role::Plain, q), vec![q, h]),
+                (n("ffn_norm"), GgmlType::F32, vec![h]),
+                (n("ffn_gate"), m(Role::Plain, h), vec![h, f]),
+                (n("ffn_up"), m(Role::Plain, h), vec![h, f]),
+                (n("ffn_down"), m(Role::MoreBits(more_bits), f), vec![f, h]),
+            ]);
+        }
+        out.push(("output_norm.weight".into(), GgmlType::F32, vec![h]));
+        out.push((
+            "output.weight".into(),
+            self.matrix_type(Role::Output, h),
+            vec![h, self.vocab],
+        ));
+        out
+    }
+
+    /// Bytes of tensor data (the file is this plus its header and padding).
+    pub fn tensor_bytes(&self) -> u64 {
+        self.tensors()
+            .iter()
+            .map(|(_, ty, dims)| ty.bytes_for(dims.iter().product()).unwrap_or(0))
+            .sum()
+    }
+
+    /// The type of a matrix whose rows are `cols` long, falling back like llama.cpp's
+    /// quantizer when the type's block does not divide the row (K-quants need 256; e.g.
+    /// SmolLM2's 576).
+    fn matrix_type(&self, role: Role, cols: u64) -> GgmlType {
+        let ty = match (self.mix, role) {
+            (_, Role::Output) if self.lm_head.is_some() => self.lm_head.unwrap(),
+            (QuantMix::Q4KM, Role::Output | Role::MoreBits(true)) => GgmlType::Q6_K,
+            (QuantMix::Q4KM, _) => GgmlType::Q4_K,
+            (QuantMix::Single(ty), _) => ty,
+        };
+        if cols.is_multiple_of(ty.block_size() as u64) {
+            return ty;
+        }
+        // llama.cpp's `llama_tensor_get_type` fallbacks for rows that are not a whole
+        // number of 256-value super-blocks.
+        match ty {
+            GgmlType::Q2_K | GgmlType::Q3_K => GgmlType::Q4_0,
+            GgmlType::Q4_K => GgmlType::Q5_0,
+            GgmlType::Q5_K => GgmlType::Q5_1,
+            GgmlType::Q6_K => GgmlType::Q8_0,
+            _ => GgmlType::F16,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Invalid(format!("synthetic `{}`: {what}", self.name)));
+        if self.hidden == 0 || self.ffn == 0 || self.layers == 0 || self.vocab == 0 {
+            return bad("hidden, ffn, layers and vocab must be nonzero".into());
+        }
+        if self.heads == 0 || !self.hidden.is_multiple_of(self.heads) {
+            return bad(format!(
+                "{} heads do not divide {}",
+                self.heads, self.hidden
+            ));
+        }
+        if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
+            return bad(format!(
+                "{} KV heads do not divide {} heads",
+                self.kv_heads, self.heads
+            ));
+        }
+        if !self.head_dim().is_multiple_of(2) {
+            return bad(format!("head size {} is odd (RoPE)", self.head_dim()));
+        }
+        if self.vocab < MIN_VOCAB {
+            return bad(format!(
+                "vocab {} is below {MIN_VOCAB} (bytes + EOS)",
+                self.vocab
+            ));
+        }
+        Ok(())
+    }
+
+    /// The builder with all metadata and every tensor deferred.
+    pub fn builder(&self) -> Result<GgufBuilder> {
+        self.check()?;
+        let mut b = GgufBuilder::new();
+        let u32_of = |v: u64, what: &str| {
+            u32::try_from(v).map_err(|_| Error::Invalid(format!("{what} {v} exceeds u32")))
+        };
+        b.set("general.architecture", "llama")
+            .set("general.name", self.name.as_str())
+            .set(
+                "general.description",
+                format!("brass synthetic model, {} (random weights)", self.mix).as_str(),
+            )
+            .set("llama.block_count", u32_of(self.layers, "layers")?)
+            .set("llama.context_length", u32_of(self.context, "context")?)
+            .set("llama.embedding_length", u32_of(self.hidden, "hidden")?)
+            .set("llama.feed_forward_length", u32_of(self.ffn, "ffn")?)
+            .set("llama.attention.head_count", u32_of(self.heads, "heads")?)
+            .set(
+                "llama.attention.head_count_kv",
+                u32_of(self.kv_heads, "kv_heads")?,
+            )
+            .set("llama.rope.freq_base", self.rope_base)
+            .set(
+                "llama.rope.dimension_count",
+                u32_of(self.head_dim(), "head size")?,
+            )
+            .set("llama.attention.layer_norm_rms_epsilon", 1e-5f32)
+            .set("llama.vocab_size", u32_of(self.vocab, "vocab")?);
+        let vocab = synthetic_vocab(self.vocab as usize);
+        b.set("tokenizer.ggml.model", "gpt2")
+            .set("tokenizer.ggml.pre", "default")
+            .set_array(
+                "tokenizer.ggml.tokens",
+                vocab.tokens.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+            .set_array("tokenizer.ggml.token_type", vocab.types)
+            .set_array(
+                "tokenizer.ggml.merges",
+                vocab.merges.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+            .set("tokenizer.ggml.bos_token_id", EOS_ID)
+            .set("tokenizer.ggml.eos_token_id", EOS_ID)
+            .set("tokenizer.ggml.add_bos_token", false);
+        for (name, ty, dims) in self.tensors() {
+            b.add_tensor_deferred(name, ty, &dims)?;
+        }
+        Ok(b)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Role {
+    TokenEmbd,
+    Plain,
+    /// `attn_v` / `ffn_down`: Q6_K in Q4_K_M when `use_more_bits` says so.
+    MoreBits(bool),
+    Output,
+}
+
+/// llama.cpp's `use_more_bits(i_layer, n_layers)`.
+fn use_more_bits(i: u64, n: u64) -> bool {
+    // `i - n / 8` cannot underflow: the first clause took every smaller i.
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+}
+
+/// `<|endoftext|>`, right after the 256 byte tokens: BOS and EOS.
+const EOS_ID: u32 = 256;
+const MIN_VOCAB: u64 = 257;
+
+struct Vocab {
+    tokens: Vec<String>,
+    types: Vec<i32>,
+    merges: Vec<String>,
+}
+
+/// A byte-level BPE vocabulary of exactly `n` tokens: the 256 byte tokens in GPT-2's
+/// byte-to-unicode spelling (so any text encodes), `<|endoftext|>`, two-letter merges
+/// (`Ġt`, `th`, ... so English text makes some merged tokens), and `<|synthetic_N|>`
+/// fillers typed *unused* (llama.cpp type 5), which keeps them out of special-token
+/// matching: a 200K vocabulary of control tokens would make every encode scan them all.
+fn synthetic_vocab(n: usize) -> Vocab {
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
+    let mut types = vec![1i32; 256];
+    tokens.push("<|endoftext|>".into());
+    types.push(3);
+    let firsts = std::iter::once('Ġ').chain('a'..='z');
+    let pairs = firsts.flat_map(|a| ('a'..='z').map(move |b| (a, b)));
+    let mut merges = Vec::new();
+    for (a, b) in pairs.take(n.saturating_sub(tokens.len())) {
+        merges.push(format!("{a} {b}"));
+        tokens.push(format!("{a}{b}"));
+        types.push(1);
+    }
+    let fillers = tokens.len()..n;
+    tokens.extend(fillers.clone().map(|i| format!("<|synthetic_{i}|>")));
+    types.extend(fillers.map(|_| 5));
+    Vocab {
+        tokens,
+        types,
+        merges,
+    }
+}
+
+/// GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the rest
+/// (controls, space, ...) are shifted to U+0100 and up, in byte order.
+fn byte_char(b: u8) -> char {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    if printable(b) {
+        return char::from(b);
+    }
+    let shifted = (0..b).filter(|&x| !printable(x)).count() as u32;
+    char::from_u32(256 + shifted).expect("below U+0200")
+}
+
+/// Blocks generated per `random_blocks` call: bounded memory (a few MB) whatever the
+/// tensor size.
+const CHUNK_BLOCKS: usize = 1 << 14;
+
+/// Writes the model to `path` (through a temporary file renamed at the end, so an
+/// interrupted run never leaves a truncated model behind), calling
+/// `progress(bytes_written, file_size)` after each chunk.
+pub fn write_synthetic(
+    spec: &SyntheticSpec,
+    path: impl AsRef<Path>,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<()> {
+    let path = path.as_ref();
+    let builder = spec.builder()?;
+    let total = builder.file_size();
+    let tensors = spec.tensors();
+    let io_err = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| Error::Io { path: p, source }
+    };
+    let tmp = path.with_extension(format!("partial-{}", std::process::id()));
+    let file = File::create(&tmp).map_err(io_err(&tmp))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let header = total - spec.tensor_bytes();
+    let mut done = 0u64;
+    let result = builder.write_streaming(&mut w, |index, out: &mut dyn Write| {
+        let (_, ty, dims) = &tensors[index];
+        let n_blocks = (dims.iter().product::<u64>() / ty.block_size() as u64) as usize;
+        if *ty == GgmlType::F32 {
+            // Norm weights: 1.0, as an untrained norm is.
+            let ones: Vec<u8> = (0..n_blocks).flat_map(|_| 1f32.to_le_bytes()).collect();
+            out.write_all(&ones)?;
+            done += ones.len() as u64;
+        } else {
+            for (c, first) in (0..n_blocks).step_by(CHUNK_BLOCKS).enumerate() {
+                let seed = spec.seed ^ ((index as u64) << 32) ^ c as u64;
+                let data = random_blocks(*ty, CHUNK_BLOCKS.min(n_blocks - first), seed);
+                out.write_all(&data)?;
+                done += data.len() as u64;
+                progress((header + done).min(total), total);
+            }
+        }
+        progress((header + done).min(total), total);
+        Ok(())
+    });
+    let result = result.and_then(|()| w.into_inner().map_err(io::IntoInnerError::into_error));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_err(path)(e));
+    }
+    std::fs::rename(&tmp, path).map_err(io_err(path))?;
+    progress(total, total);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_map_is_gpt2s() {
+        assert_eq!(byte_char(b'A'), 'A');
+        assert_eq!(byte_char(b' '), 'Ġ');
+        assert_eq!(byte_char(b'\n'), 'Ċ');
+        assert_eq!(byte_char(0), '\u{100}');
+        assert_eq!(byte_char(0xAD), '\u{143}');
+        let all: std::collections::HashSet<char> = (0..=255u8).map(byte_char).collect();
+        assert_eq!(all.len(), 256);
+    }
+
+    #[test]
+    fn more_bits_is_half_of_32_layers() {
+        assert_eq!((0..32).filter(|&i| use_more_bits(i, 32)).count(), 16);
+    }
+
+    #[test]
+    fn vocab_has_the_requested_size() {
+        for n in [257, 300, 1024, 49_152] {
+            let v = synthetic_vocab(n);
+            assert_eq!(v.tokens.len(), n);
+            assert_eq!(v.types.len(), n);
+        }
+    }
+}
