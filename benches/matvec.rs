@@ -5,12 +5,11 @@
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar]
 //!     [--shapes llama3-8b,muse] [--iters 30] [--json out.json] [--adapter NAME]
 
-use brass::device::{
-    bandwidth_probe, AdapterChoice, BufferUse, CommandList, Device, Slice, Timing, WgpuDevice,
-};
+use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::kernels::matvec::{self, Family, MATVEC_KERNELS};
+use brass::kernels::timing::{matvec_bytes, time_matvec, Effort};
 use brass::kernels::PipelineCache;
-use brass::quant::{random_blocks, GgmlType};
+use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force};
 use clap::Parser;
 use serde::Serialize;
@@ -204,71 +203,18 @@ fn bench_case(
             .clauses
             .push(format!("bench override: {wg} invocations"));
     }
-    let weight_bytes = m * route.row_bytes;
-    let n_blocks = (m * k) as usize / ty.block_size();
-    let data = random_blocks(ty, n_blocks, m ^ k);
-    // Distinct copies so consecutive dispatches never find the weights in cache.
-    let copies = ((args.rotate_mb * 1_000_000).div_ceil(weight_bytes) as usize).clamp(1, 512);
-    let first = matvec::upload_weights(device, label, &route, &data)?;
-    drop(data);
-    let mut sets = vec![first.clone()];
-    let mut fill = CommandList::new();
-    for _ in 1..copies {
-        let mut set = Vec::new();
-        for s in &first {
-            let b = device.create_buffer("weight copy", s.size, BufferUse::Storage)?;
-            fill.copy(*s, b, 0);
-            set.push(Slice::new(b, 0, s.size));
-        }
-        sets.push(set);
-    }
-    device.submit(&fill)?;
-    let xb = device.create_buffer("x", k * 4, BufferUse::Storage)?;
-    device.upload(xb, 0, bytemuck::cast_slice(&vec![0.5f32; k as usize]))?;
-    let yb = device.create_buffer("y", m * 4, BufferUse::Storage)?;
-    let pipeline = matvec::pipeline(device, cache, &route)?;
-    let x = Slice::new(xb, 0, k * 4);
-    let y = Slice::new(yb, 0, m * 4);
-
-    let iters = args.iters.max(copies.min(64));
-    let mut list = CommandList::new();
-    for i in 0..iters + 2 {
-        for d in matvec::dispatches(
-            pipeline,
-            k,
-            route.row_bytes,
-            &route.parts,
-            &sets[i % copies],
-            x,
-            y,
-        )? {
-            list.dispatch(d);
-        }
-    }
-    let warm_until = std::time::Instant::now() + std::time::Duration::from_millis(args.warmup_ms);
-    while std::time::Instant::now() < warm_until {
-        device.submit(&list)?;
-        device.wait()?;
-    }
-    let per_dispatch = device.submit_timed(&list, Timing::PerDispatch)?;
-    // Sum split parts back into one time per matvec; drop the two warm-up iterations.
-    let parts = route.parts.len();
-    let mut times: Vec<f64> = per_dispatch
-        .chunks(parts)
-        .skip(2)
-        .map(|c| c.iter().sum::<f64>() / 1e3)
-        .collect();
-    times.sort_by(f64::total_cmp);
-    for set in &sets {
-        for s in set {
-            device.destroy_buffer(s.buffer)?;
-        }
-    }
-    device.destroy_buffer(xb)?;
-    device.destroy_buffer(yb)?;
-    let median_us = times[times.len() / 2];
-    let bytes = weight_bytes + k * 4 + m * 4;
-    let gbps = bytes as f64 / (median_us * 1e3);
+    let t = time_matvec(
+        device,
+        cache,
+        &route,
+        Effort {
+            iters: args.iters,
+            rotate_bytes: args.rotate_mb * 1_000_000,
+            warmup: std::time::Duration::from_millis(args.warmup_ms),
+        },
+    )?;
+    let bytes = matvec_bytes(&route);
+    let gbps = bytes as f64 / (t.median_us * 1e3);
     Ok(Case {
         shape: label.to_string(),
         ty,
@@ -277,10 +223,10 @@ fn bench_case(
         m,
         k,
         bytes,
-        copies,
-        median_us,
-        min_us: times[0],
-        max_us: times[times.len() - 1],
+        copies: t.copies,
+        median_us: t.median_us,
+        min_us: t.min_us,
+        max_us: t.max_us,
         gbps,
         pct_of_probe: 100.0 * gbps / probe_gbps,
         route: route.reason(),

@@ -14,7 +14,6 @@
 //! exact; when it is shared (a tied Q4_1 embedding on SmolLM2, a Q6_K output next to
 //! Q6_K `ffn_down`s), the lm-head matvec is timed alone with the same route.
 
-mod bench;
 mod report;
 mod result;
 mod run;

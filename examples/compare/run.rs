@@ -11,8 +11,8 @@ use brass::model::{Input, LoadOptions, Model};
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force};
 
-use crate::bench::{matvec_bytes, time_route, Effort};
 use crate::result::{Decode, MatvecCase, Probe};
+use brass::kernels::timing::{matvec_bytes, time_matvec, Effort};
 
 /// (label, M, K, types): real shapes, few enough that a full run takes a minute or so.
 type Shape = (&'static str, u64, u64, &'static [GgmlType]);
@@ -88,7 +88,7 @@ pub fn matvec_suite(
                 }
                 let force = Force::Family(family);
                 let route = route_matvec(device.profile(), ty, m, k, Some(&force))?;
-                let t = time_route(device, &cache, &route, effort(quick))?;
+                let t = time_matvec(device, &cache, &route, effort(quick))?;
                 let bytes = matvec_bytes(&route);
                 let gbps = bytes as f64 / (t.median_us * 1e3);
                 let case = MatvecCase {
@@ -165,7 +165,7 @@ pub fn decode(
         .any(|(_, r)| r.pipeline_key() == lm_key);
     let (lm_ns, method) = if shared {
         let cache = PipelineCache::new();
-        let t = time_route(device.as_ref(), &cache, &lm_route, effort(quick))?;
+        let t = time_matvec(device.as_ref(), &cache, &lm_route, effort(quick))?;
         (t.median_us * 1e3, "isolated")
     } else {
         let ns = profiled.iter().find(|p| p.0 == lm_key).map_or(0.0, |p| p.1);

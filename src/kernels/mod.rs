@@ -4,6 +4,7 @@
 pub mod matvec;
 pub mod ops;
 pub mod spirv;
+pub mod timing;
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,15 +1,15 @@
-//! Timing one matvec route with GPU timestamps, the way `benches/matvec.rs` does it:
-//! distinct weight copies rotated so no dispatch finds its weights in the last-level
-//! cache, a warm-up so the GPU is at its clocks, then one timestamp interval per
-//! dispatch.
+//! Timing one matvec route with GPU timestamps, shared by `benches/matvec.rs` and
+//! `examples/compare`: distinct weight copies rotated so no dispatch finds its weights
+//! in the last-level cache, a warm-up so the GPU is at its clocks, then one timestamp
+//! interval per dispatch.
 
 use std::time::{Duration, Instant};
 
-use brass::device::{BufferUse, CommandList, Device, Slice, Timing};
-use brass::kernels::matvec;
-use brass::kernels::PipelineCache;
-use brass::quant::random_blocks;
-use brass::router::Route;
+use crate::device::{BufferUse, CommandList, Device, Slice, Timing};
+use crate::kernels::matvec;
+use crate::kernels::PipelineCache;
+use crate::quant::random_blocks;
+use crate::router::Route;
 
 /// How hard to measure.
 #[derive(Clone, Copy, Debug)]
@@ -23,21 +23,22 @@ pub struct Effort {
     pub warmup: Duration,
 }
 
-/// Per-matvec GPU time, in µs.
+/// Per-matvec GPU time, in µs, and how many weight copies were rotated.
 #[derive(Clone, Copy, Debug)]
 pub struct Times {
+    pub copies: usize,
     pub median_us: f64,
     pub min_us: f64,
     pub max_us: f64,
 }
 
 /// Times `route` (a matvec of its M × K) on random weights of its type.
-pub fn time_route(
+pub fn time_matvec(
     device: &dyn Device,
     cache: &PipelineCache,
     route: &Route,
     effort: Effort,
-) -> brass::Result<Times> {
+) -> crate::Result<Times> {
     let (m, k) = (route.m, route.k);
     let weight_bytes = m * route.row_bytes;
     let n_blocks = (m * k) as usize / route.ty.block_size();
@@ -95,6 +96,7 @@ pub fn time_route(
     device.destroy_buffer(xb)?;
     device.destroy_buffer(yb)?;
     Ok(Times {
+        copies,
         median_us: times[times.len() / 2],
         min_us: times[0],
         max_us: times[times.len() - 1],
