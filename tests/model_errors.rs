@@ -111,3 +111,28 @@ fn an_unsupported_tensor_type_names_the_tensor() {
     assert!(matches!(err, Error::UnsupportedType(_)), "{err}");
     assert!(err.to_string().contains("blk.0.attn_q.weight"), "{err}");
 }
+
+/// A prompt longer than the context is refused before anything runs, and the session
+/// carries on as if it had not been asked.
+#[test]
+fn a_prompt_longer_than_the_context_is_refused_and_loses_nothing() {
+    use brass::model::Session;
+    use brass::tokenizer::{Tokenizer, TokenizerData};
+    let model = load(&tiny("llama", GgmlType::F32)).unwrap();
+    let tokenizer = || {
+        let tokens = (0..VOCAB).map(|i| format!("t{i}")).collect();
+        Tokenizer::new(TokenizerData::bpe(tokens, Vec::new(), "default")).unwrap()
+    };
+    let mut session = Session::new(model, tokenizer());
+    session.greedy(&[1, 2, 3], 2).unwrap();
+    let at = session.position();
+    let err = session.greedy(&[1; 9], 1).unwrap_err();
+    assert!(err.to_string().contains("context has room"), "{err}");
+    assert_eq!(session.position(), at);
+    let after_refusal = session.greedy(&[4], 2).unwrap();
+
+    // The same conversation without the refused prompt.
+    let mut plain = Session::new(load(&tiny("llama", GgmlType::F32)).unwrap(), tokenizer());
+    plain.greedy(&[1, 2, 3], 2).unwrap();
+    assert_eq!(plain.greedy(&[4], 2).unwrap(), after_refusal);
+}

@@ -150,7 +150,7 @@ impl Session {
         max_tokens: usize,
         sampler: Sampler,
     ) -> Result<Generate<'s>> {
-        let mut ids: Vec<u32> = self.unfed.take().into_iter().collect();
+        let mut ids: Vec<u32> = self.unfed.into_iter().collect();
         match prompt.into() {
             Prompt::Text(text) => ids.extend(self.tokenizer.encode(text, true, true)),
             Prompt::Ids(p) => ids.extend_from_slice(p),
@@ -169,6 +169,18 @@ impl Session {
                 self.model.config().vocab
             )));
         }
+        // Checked before anything runs, so a prompt that cannot fit leaves the session
+        // as it was.
+        let room = self.model.context() - self.pos;
+        if ids.len() > room {
+            return Err(Error::Invalid(format!(
+                "the prompt has {} tokens but the context has room for {room} more \
+                 ({} in all; raise LoadOptions::context or reset the session)",
+                ids.len(),
+                self.model.context()
+            )));
+        }
+        self.unfed = None;
         let c = sampler.config();
         // Plain greedy needs only the GPU argmax; anything else samples on the CPU.
         let gpu_greedy = (c.temperature.is_nan() || c.temperature <= 0.0)
