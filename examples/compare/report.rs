@@ -81,6 +81,8 @@ pub fn markdown(entries: &[Entry]) -> String {
         );
     }
 
+    reference_figures(w, entries);
+
     // Matvec cases side by side: one row per (shape, type, family), one column per device.
     let mut keys: Vec<(String, String, String)> = Vec::new();
     for e in entries {
@@ -211,6 +213,48 @@ pub fn markdown(entries: &[Entry]) -> String {
         }
     }
     md
+}
+
+/// llama.cpp's decode figures for the same model shapes on the same GPU, as the project
+/// recorded them (DESIGN.md, "Performance facts"): measured outside brass, shown so
+/// brass's rows can be read beside them. (device name fragment, model shape, backend,
+/// tg128 tok/s)
+const LLAMA_CPP_TG128: &[(&str, &str, &str, f64)] = &[
+    ("H200", "SmolLM2-135M shape, Q4_1", "llama.cpp CUDA", 964.0),
+    (
+        "H200",
+        "SmolLM2-135M shape, Q4_1",
+        "llama.cpp Vulkan",
+        496.0,
+    ),
+    ("H200", "Llama-3-8B shape, Q4_K_M", "llama.cpp CUDA", 274.0),
+    (
+        "H200",
+        "Llama-3-8B shape, Q4_K_M",
+        "llama.cpp Vulkan",
+        217.0,
+    ),
+];
+
+fn reference_figures(w: &mut String, entries: &[Entry]) {
+    let rows: Vec<_> = LLAMA_CPP_TG128
+        .iter()
+        .filter(|(device, ..)| entries.iter().any(|e| e.run.profile.name.contains(device)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "\n### Reference: llama.cpp on the same GPUs (tg128, measured outside brass)\n"
+    );
+    let _ = writeln!(
+        w,
+        "| device | model shape | engine | tok/s |\n|---|---|---|---|"
+    );
+    for (device, shape, engine, tok_s) in rows {
+        let _ = writeln!(w, "| {device} | {shape} | {engine} | {tok_s:.0} |");
+    }
 }
 
 fn esc(s: &str) -> String {
