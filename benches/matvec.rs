@@ -38,6 +38,9 @@ struct Args {
     /// A/B: override the routed coop workgroup size (invocations).
     #[arg(long)]
     coop_wg: Option<u32>,
+    /// A/B: override the routed coop rows per subgroup (1 or 2).
+    #[arg(long)]
+    coop_rows: Option<u32>,
     /// GPU work before each timed run, in ms: GPUs drop their clocks while the CPU
     /// prepares the next case, and would otherwise be timed half asleep.
     #[arg(long, default_value_t = 300)]
@@ -202,6 +205,12 @@ fn bench_case(
         route
             .clauses
             .push(format!("bench override: {wg} invocations"));
+    }
+    if let (Some(rows), Some(c)) = (args.coop_rows, route.coop.as_mut()) {
+        c.rows = rows;
+        route
+            .clauses
+            .push(format!("bench override: {rows} rows per subgroup"));
     }
     let t = time_matvec(
         device,

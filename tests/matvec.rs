@@ -56,10 +56,14 @@ fn check(
     profile: &DeviceProfile,
     ty: GgmlType,
     family: Family,
-    m: u64,
-    k: u64,
+    (m, k): (u64, u64),
+    rows_per_subgroup: u32,
 ) {
-    let route = route_matvec(profile, ty, m, k, Some(&Force::Family(family))).unwrap();
+    let mut route = route_matvec(profile, ty, m, k, Some(&Force::Family(family))).unwrap();
+    if let Some(c) = route.coop.as_mut() {
+        // The router pairs rows only for very tall matrices; test the pairing on small ones.
+        c.rows = rows_per_subgroup;
+    }
     let seed = m * 31 + k * 7 + ty.id() as u64;
     let w = weights(ty, m, k, seed);
     let x = common::Rng::new(seed).vec(k as usize);
@@ -93,11 +97,32 @@ fn every_kernel_matches_its_cpu_reference() {
             (130, 576u64.next_multiple_of(unit)),
             (3, 16384),
         ] {
-            check(&device, &cache, &profile, ty, kernel.family, m, k);
+            check(&device, &cache, &profile, ty, kernel.family, (m, k), 1);
         }
         if kernel.family == Family::Coop {
             // 1280 = 2.5 tiles of 512 (f16) or 5 tiles of 256 (f32).
-            check(&device, &cache, &small_tiles, ty, kernel.family, 45, 1280);
+            check(
+                &device,
+                &cache,
+                &small_tiles,
+                ty,
+                kernel.family,
+                (45, 1280),
+                1,
+            );
+            // Two rows per subgroup: odd and even M, one tile and several.
+            for (m, k) in [(1, 256), (67, 256), (130, 576u64.next_multiple_of(unit))] {
+                check(&device, &cache, &profile, ty, kernel.family, (m, k), 2);
+            }
+            check(
+                &device,
+                &cache,
+                &small_tiles,
+                ty,
+                kernel.family,
+                (45, 1280),
+                2,
+            );
         }
     }
 }

@@ -108,6 +108,9 @@ pub struct CoopConfig {
     pub tile: u32,
     /// Stage x as f16 (needs SHADER_F16).
     pub x_f16: bool,
+    /// Rows per subgroup (1 or 2): two rows share every x read and overlap their
+    /// weight loads, at the price of half as many subgroups in flight.
+    pub rows: u32,
 }
 
 impl CoopConfig {
@@ -145,6 +148,7 @@ impl MatvecKernel {
                     wg: 256,
                     tile: 4096,
                     x_f16: false,
+                    rows: 1,
                 });
                 let (enable, xs) = if cfg.x_f16 {
                     ("enable f16;\n", "f16")
@@ -152,10 +156,11 @@ impl MatvecKernel {
                     ("", "f32")
                 };
                 format!(
-                    "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst XS_BYTES: u32 = {}u;\n\
-                     alias XS = {xs};\n\n{COOP_DRIVER}\n{}",
+                    "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst ROWS: u32 = {}u;\n\
+                     const XS_BYTES: u32 = {}u;\nalias XS = {xs};\n\n{COOP_DRIVER}\n{}",
                     cfg.wg,
                     cfg.tile,
+                    cfg.rows,
                     cfg.xs_bytes(),
                     self.body
                 )
@@ -167,11 +172,16 @@ impl MatvecKernel {
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
         match (self.family, coop) {
             (Family::Coop, Some(c)) => format!(
-                "{} wg{} tile{}{}",
+                "{} wg{} tile{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
-                if c.x_f16 { " xf16" } else { "" }
+                if c.x_f16 { " xf16" } else { "" },
+                if c.rows > 1 {
+                    format!(" r{}", c.rows)
+                } else {
+                    String::new()
+                }
             ),
             _ => self.name.to_string(),
         }

@@ -125,6 +125,7 @@ pub fn catalog() -> Vec<(String, String)> {
         wg: 256,
         tile: 4096,
         x_f16: true,
+        rows: 1,
     };
     let mut out: Vec<(String, String)> = MATVEC_KERNELS
         .iter()

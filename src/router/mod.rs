@@ -179,10 +179,16 @@ pub fn route_matvec(
                 profile.workgroup_storage_bytes / 1024
             )
         });
+        // One row per subgroup. The driver can pair rows (`rows: 2`: shared x reads,
+        // overlapped weight loads), but on the H200 that won for Q4_1 and Q4_K heads
+        // (-13%, -14%) and lost for Q8_0 (3x slower) and Q6_K (+24%): it stays an A/B
+        // option of benches/matvec.rs (--coop-rows) until a rule explains both.
+        let rows = 1;
         CoopConfig {
             wg,
             tile: tile as u32,
             x_f16,
+            rows,
         }
     });
 
@@ -211,7 +217,8 @@ pub fn route_matvec(
                 // Plan for the largest subgroup the device may run: each subgroup takes a
                 // row, and the kernel's grid-stride loop covers any shortfall.
                 Some(c) => {
-                    let rows_per_wg = (c.wg / profile.subgroup_max.max(1)).max(1) as u64;
+                    let rows_per_wg =
+                        (c.wg / profile.subgroup_max.max(1)).max(1) as u64 * c.rows as u64;
                     let mut groups = rows.div_ceil(rows_per_wg).min(max_groups);
                     if k <= c.tile as u64 {
                         // x is staged once per workgroup: past enough workgroups to
