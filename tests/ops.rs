@@ -154,12 +154,15 @@ fn rope_matches_adjacent_pair_reference() {
 #[test]
 fn kv_append_then_attention_matches() {
     let g = setup();
-    // SmolLM2's heads (9 over 3 kv heads), an MHA shape, and a long context that
-    // needs several loop trips per invocation.
+    // SmolLM2's heads (9 over 3 kv heads), an MHA shape, a long context that needs
+    // several loop trips per invocation, a head size that does not divide the
+    // workgroup (80: three groups, idle invocations) and one larger than it (512).
     for (n_heads, n_kv, hd, n_pos) in [
         (9usize, 3usize, 64usize, 40usize),
         (4, 4, 32, 1),
         (8, 2, 128, 700),
+        (2, 1, 80, 300),
+        (2, 2, 512, 20),
     ] {
         let kv_dim = n_kv * hd;
         let max_pos = n_pos + 5;

@@ -1,5 +1,8 @@
-// Decode attention over the KV cache with grouped-query heads: one workgroup per
-// query head h, reading kv head h / (n_heads / n_kv_heads).
+// Decode attention over the KV cache with grouped-query heads: one workgroup of 256
+// invocations per query head h, reading kv head h / (n_heads / n_kv_heads). Scores
+// take one invocation per position; the weighted sum of V splits the positions over
+// WG / head_dim groups of head_dim invocations (coalesced V reads), whose partial sums
+// meet in workgroup memory.
 //
 //   s[t] = q_h · k[t] * scale          for t in 0..n_pos
 //   p = softmax(s)                     (max subtracted first)
@@ -8,7 +11,7 @@
 // Scores go to a per-head scratch row in device memory, so any context length works
 // with fixed workgroup memory; the reductions are tree reductions (no subgroups).
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
     n_heads: u32,
@@ -58,7 +61,7 @@ fn reduce_sum(lid: u32, v: f32) -> f32 {
     return r;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
     let hd = params.head_dim;
@@ -93,11 +96,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     storageBarrier();
 
     let inv = 1.0 / sum;
-    for (var d = lid; d < hd; d += WG) {
+    // Invocation lid owns dimension d0 + lid % lanes for positions g, g + groups, ...
+    let lanes = min(hd, WG);
+    let groups = WG / lanes;
+    let g = lid / lanes;
+    let dl = lid % lanes;
+    for (var d0 = 0u; d0 < hd; d0 += lanes) {
+        let d = d0 + dl;
         var acc = 0.0;
-        for (var t = 0u; t < params.n_pos; t++) {
-            acc += scores[row + t] * v_cache[t * kv_dim + kvh * hd + d];
+        if (g < groups && d < hd) {
+            let v_base = kvh * hd + d;
+            for (var t = g; t < params.n_pos; t += groups) {
+                acc += scores[row + t] * v_cache[t * kv_dim + v_base];
+            }
         }
-        out[q_base + d] = acc * inv;
+        red[lid] = acc;
+        workgroupBarrier();
+        if (g == 0u && d < hd) {
+            var total = 0.0;
+            for (var j = 0u; j < groups; j++) {
+                total += red[j * lanes + dl];
+            }
+            out[q_base + d] = total * inv;
+        }
+        workgroupBarrier();
     }
 }
