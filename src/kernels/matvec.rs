@@ -45,6 +45,8 @@ pub struct MatvecKernel {
     pub family: Family,
     /// `matvec/<type>_<family>`, also the WGSL file's path under `wgsl/`.
     pub name: &'static str,
+    /// WGSL functions shared with sibling kernels, placed before `body`.
+    helpers: &'static str,
     body: &'static str,
 }
 
@@ -53,14 +55,22 @@ const COOP_DRIVER: &str = include_str!("../../wgsl/matvec/coop.wgsl");
 
 macro_rules! kernel {
     ($ty:ident, $family:ident, $file:literal) => {
+        kernel!($ty, $family, $file, "")
+    };
+    ($ty:ident, $family:ident, $file:literal, $helpers:expr) => {
         MatvecKernel {
             ty: GgmlType::$ty,
             family: Family::$family,
             name: concat!("matvec/", $file),
+            helpers: $helpers,
             body: include_str!(concat!("../../wgsl/matvec/", $file, ".wgsl")),
         }
     };
 }
+
+/// WGSL shared by the kernels of the K-quants with packed 6-bit scales (Q4_K, Q5_K).
+const K_SCALE_MIN_SCALAR: &str = include_str!("../../wgsl/matvec/k_scale_min_scalar.wgsl");
+const K_SCALE_MIN_COOP: &str = include_str!("../../wgsl/matvec/k_scale_min_coop.wgsl");
 
 /// Every matvec kernel brass has: the dispatch table, one line per kernel.
 pub const MATVEC_KERNELS: &[MatvecKernel] = &[
@@ -78,10 +88,10 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(Q5_1, Coop, "q5_1_coop"),
     kernel!(Q4_1, Scalar, "q4_1_scalar"),
     kernel!(Q4_1, Coop, "q4_1_coop"),
-    kernel!(Q4_K, Scalar, "q4_k_scalar"),
-    kernel!(Q4_K, Coop, "q4_k_coop"),
-    kernel!(Q5_K, Scalar, "q5_k_scalar"),
-    kernel!(Q5_K, Coop, "q5_k_coop"),
+    kernel!(Q4_K, Scalar, "q4_k_scalar", K_SCALE_MIN_SCALAR),
+    kernel!(Q4_K, Coop, "q4_k_coop", K_SCALE_MIN_COOP),
+    kernel!(Q5_K, Scalar, "q5_k_scalar", K_SCALE_MIN_SCALAR),
+    kernel!(Q5_K, Coop, "q5_k_coop", K_SCALE_MIN_COOP),
     kernel!(Q6_K, Scalar, "q6_k_scalar"),
     kernel!(Q6_K, Coop, "q6_k_coop"),
 ];
@@ -142,7 +152,7 @@ impl MatvecKernel {
     /// The complete WGSL source.
     pub fn source(&self, coop: Option<CoopConfig>) -> String {
         match (self.family, coop) {
-            (Family::Scalar, _) => format!("{SCALAR_DRIVER}\n{}", self.body),
+            (Family::Scalar, _) => format!("{SCALAR_DRIVER}\n{}\n{}", self.helpers, self.body),
             (Family::Coop, cfg) => {
                 let cfg = cfg.unwrap_or(CoopConfig {
                     wg: 256,
@@ -157,11 +167,12 @@ impl MatvecKernel {
                 };
                 format!(
                     "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst ROWS: u32 = {}u;\n\
-                     const XS_BYTES: u32 = {}u;\nalias XS = {xs};\n\n{COOP_DRIVER}\n{}",
+                     const XS_BYTES: u32 = {}u;\nalias XS = {xs};\n\n{COOP_DRIVER}\n{}\n{}",
                     cfg.wg,
                     cfg.tile,
                     cfg.rows,
                     cfg.xs_bytes(),
+                    self.helpers,
                     self.body
                 )
             }

@@ -52,14 +52,9 @@ fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32 {
     // Written as a multiple of 4 words so the compiler may see 16-byte alignment.
     let blk = ((row_byte >> 4u) + (unit >> 3u) * 9u) << 2u;
     let dm = unpack2x16float(w[blk]);
-    // Byte s % 4 of each scales word: scales[s % 4], scales[s % 4 + 4], scales[s % 4 + 8].
-    let sh = 8u * (s & 3u);
-    let a = w[blk + 1u] >> sh;
-    let b = w[blk + 2u] >> sh;
-    let c = w[blk + 3u] >> sh;
-    let upper = s >= 4u;
-    let sc = select(a & 63u, (c & 15u) | ((a >> 2u) & 48u), upper);
-    let m = select(b & 63u, ((c >> 4u) & 15u) | ((b >> 2u) & 48u), upper);
+    let sm = k_scale_min(blk, s);
+    let sc = sm.x;
+    let m = sm.y;
 
     let qs = blk + 4u + 8u * (s >> 1u);
     let n = 4u * (s & 1u);

@@ -7,19 +7,6 @@
 // Deliberately naive, like the baseline it stands for: every weight is dequantized on its
 // own from single-byte reads and multiplied by x straight from device memory.
 
-// (sc, m) of sub-block j of the super-block at byte b.
-fn scale_min(b: u32, j: u32) -> vec2<u32> {
-    let scales = b + 4u;
-    if (j < 4u) {
-        return vec2<u32>(load_byte(scales + j) & 63u, load_byte(scales + j + 4u) & 63u);
-    }
-    let low = load_byte(scales + j + 4u);
-    return vec2<u32>(
-        (low & 15u) | ((load_byte(scales + j - 4u) >> 6u) << 4u),
-        (low >> 4u) | ((load_byte(scales + j) >> 6u) << 4u),
-    );
-}
-
 fn row_dot(row_byte: u32) -> f32 {
     var acc = 0.0;
     for (var sb = 0u; sb < params.k / 256u; sb++) {
