@@ -4,8 +4,8 @@
 mod common;
 
 use brass::device::{
-    bandwidth_probe, read_f32, Access, BufferUse, CommandList, Device, Dispatch, PipelineDesc,
-    Slice, Timing,
+    bandwidth_probe, read_f32, Access, BufferId, BufferUse, CommandList, Device, Dispatch,
+    PipelineDesc, PipelineId, Slice, Timing,
 };
 use brass::Error;
 
@@ -37,6 +37,17 @@ fn scale_pipeline(
         .unwrap()
 }
 
+/// `dst[i] = src[i] * factor` over `n` floats.
+fn scale(p: PipelineId, src: BufferId, dst: BufferId, n: u64, factor: f32) -> Dispatch {
+    Dispatch {
+        pipeline: p,
+        params: vec![n as u32, factor.to_bits()],
+        storage: vec![Slice::new(src, 0, n * 4), Slice::new(dst, 0, n * 4)],
+        workgroups: [(n as u32).div_ceil(64), 1, 1],
+        bytes_read: n * 4,
+    }
+}
+
 #[test]
 fn upload_dispatch_read_round_trip_and_ledger() {
     let device = common::gpu();
@@ -55,13 +66,7 @@ fn upload_dispatch_read_round_trip_and_ledger() {
 
     let mut list = CommandList::new();
     for factor in [2.0f32, 3.0] {
-        list.dispatch(Dispatch {
-            pipeline: used,
-            params: vec![n as u32, factor.to_bits()],
-            storage: vec![Slice::new(src, 0, n * 4), Slice::new(dst, 0, n * 4)],
-            workgroups: [(n as u32).div_ceil(64), 1, 1],
-            bytes_read: n * 4,
-        });
+        list.dispatch(scale(used, src, dst, n, factor));
         // A copy between dispatches: the second reads what the first wrote.
         list.copy(Slice::new(dst, 0, n * 4), src, 0);
     }
@@ -144,13 +149,7 @@ fn timestamps_and_the_bandwidth_probe() {
             .unwrap();
         let mut list = CommandList::new();
         for _ in 0..3 {
-            list.dispatch(Dispatch {
-                pipeline: p,
-                params: vec![512, 1f32.to_bits()],
-                storage: vec![Slice::new(a, 0, 2048), Slice::new(b, 0, 2048)],
-                workgroups: [8, 1, 1],
-                bytes_read: 2048,
-            });
+            list.dispatch(scale(p, a, b, 512, 1.0));
         }
         let per = device.submit_timed(&list, Timing::PerDispatch).unwrap();
         assert_eq!(per.len(), 3);
@@ -248,13 +247,7 @@ fn queued_reads_see_their_own_submission() {
     let p = scale_pipeline(&device, "test/scale-queued", None);
     let scaled = |factor: f32| {
         let mut list = CommandList::new();
-        list.dispatch(Dispatch {
-            pipeline: p,
-            params: vec![n as u32, factor.to_bits()],
-            storage: vec![Slice::new(src, 0, n * 4), Slice::new(dst, 0, n * 4)],
-            workgroups: [(n as u32).div_ceil(64), 1, 1],
-            bytes_read: n * 4,
-        });
+        list.dispatch(scale(p, src, dst, n, factor));
         list
     };
     let first = device
