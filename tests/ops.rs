@@ -209,7 +209,7 @@ fn kv_append_then_attention_matches() {
 }
 
 #[test]
-fn silu_mul_and_add_match() {
+fn silu_mul_and_add_rms_norm_match() {
     let g = setup();
     for n in [1usize, 255, 1536, 70_000] {
         let mut rng = common::Rng::new(n as u64 + 3);
@@ -229,13 +229,26 @@ fn silu_mul_and_add_match() {
             1e-6,
         );
 
+        // The residual add fused with the norm after it: x is updated in place (the
+        // same f32 sums as the reference), out gets the normed copy.
         let x = g.buf(&gate);
-        g.run(vec![g.ops.add(n as u64, x, g.buf(&up))]);
+        let w = rng.vec(n);
+        let normed = g.zeros(n);
+        g.run(vec![g.ops.add_rms_norm(
+            n as u64,
+            1e-5,
+            x,
+            g.buf(&up),
+            g.buf(&w),
+            normed,
+        )]);
+        let (sum, expected) = ops::add_rms_norm_ref(&gate, &up, &w, 1e-5);
+        assert_close(&format!("add n={n}"), &sum, &g.get(x), 0.0);
         assert_close(
-            &format!("add n={n}"),
-            &ops::add_ref(&gate, &up),
-            &g.get(x),
-            0.0,
+            &format!("add_rms_norm n={n}"),
+            &expected,
+            &g.get(normed),
+            1e-5,
         );
     }
 }

@@ -1,6 +1,6 @@
 //! The non-matvec ops of a llama decode step, one WGSL file each under `wgsl/ops/`:
 //! embedding lookup, RMSNorm, RoPE, KV-cache append, decode attention (GQA), SiLU·mul,
-//! residual add and argmax. Each has a CPU reference here (f64 accumulation), the
+//! residual add fused with the RMSNorm that follows it, and argmax. Each has a CPU reference here (f64 accumulation), the
 //! ground truth in `tests/ops.rs`.
 //!
 //! None of them needs subgroups or f16: they are a small share of a token's bytes, so
@@ -58,11 +58,11 @@ const SILU_MUL: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
 };
-const ADD: OpSpec = OpSpec {
-    name: "ops/add",
-    wgsl: include_str!("../../wgsl/ops/add.wgsl"),
+const ADD_RMS_NORM: OpSpec = OpSpec {
+    name: "ops/add_rms_norm",
+    wgsl: include_str!("../../wgsl/ops/add_rms_norm.wgsl"),
     params_bytes: 16,
-    storage: &[RW, R],
+    storage: &[RW, R, R, RW],
 };
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
@@ -79,7 +79,7 @@ pub const OP_NAMES: &[&str] = &[
     KV_APPEND.name,
     ATTENTION.name,
     SILU_MUL.name,
-    ADD.name,
+    ADD_RMS_NORM.name,
     ARGMAX.name,
 ];
 
@@ -123,7 +123,7 @@ pub struct Ops {
     kv_append: PipelineId,
     attention: PipelineId,
     silu_mul: PipelineId,
-    add: PipelineId,
+    add_rms_norm: PipelineId,
     argmax: PipelineId,
 }
 
@@ -137,7 +137,7 @@ impl Ops {
             kv_append: get(device, cache, &KV_APPEND)?,
             attention: get(device, cache, &ATTENTION)?,
             silu_mul: get(device, cache, &SILU_MUL)?,
-            add: get(device, cache, &ADD)?,
+            add_rms_norm: get(device, cache, &ADD_RMS_NORM)?,
             argmax: get(device, cache, &ARGMAX)?,
         })
     }
@@ -253,14 +253,22 @@ impl Ops {
         }
     }
 
-    /// `x += y` over `n` elements.
-    pub fn add(&self, n: u64, x: Slice, y: Slice) -> Dispatch {
+    /// `x += y`, then `out = x / rms(x) * w`, over `n` elements.
+    pub fn add_rms_norm(
+        &self,
+        n: u64,
+        eps: f32,
+        x: Slice,
+        y: Slice,
+        w: Slice,
+        out: Slice,
+    ) -> Dispatch {
         Dispatch {
-            pipeline: self.add,
-            params: vec![n as u32, 0, 0, 0],
-            storage: vec![x, y],
-            workgroups: groups_for(n, 256),
-            bytes_read: n * 8,
+            pipeline: self.add_rms_norm,
+            params: vec![n as u32, eps.to_bits(), 0, 0],
+            storage: vec![x, y, w, out],
+            workgroups: [1, 1, 1],
+            bytes_read: n * 12,
         }
     }
 
@@ -382,8 +390,11 @@ pub fn silu_mul_ref(gate: &[f32], up: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-pub fn add_ref(x: &[f32], y: &[f32]) -> Vec<f32> {
-    x.iter().zip(y).map(|(&a, &b)| a + b).collect()
+/// `(x + y, rms_norm(x + y, w))`: the updated residual and the normed copy.
+pub fn add_rms_norm_ref(x: &[f32], y: &[f32], w: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>) {
+    let sum: Vec<f32> = x.iter().zip(y).map(|(&a, &b)| a + b).collect();
+    let normed = rms_norm_ref(&sum, w, eps);
+    (sum, normed)
 }
 
 /// The highest value's index, the lowest index on ties; NaN never wins.
@@ -404,7 +415,14 @@ pub fn argmax_ref(x: &[f32]) -> u32 {
 /// Every op's (name, WGSL), for tools that translate every shader (`kernels::spirv`).
 pub fn sources() -> Vec<(&'static str, &'static str)> {
     [
-        EMBED, RMS_NORM, ROPE, KV_APPEND, ATTENTION, SILU_MUL, ADD, ARGMAX,
+        EMBED,
+        RMS_NORM,
+        ROPE,
+        KV_APPEND,
+        ATTENTION,
+        SILU_MUL,
+        ADD_RMS_NORM,
+        ARGMAX,
     ]
     .iter()
     .map(|op| (op.name, op.wgsl))

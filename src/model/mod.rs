@@ -484,6 +484,10 @@ impl Model {
     /// The whole token as one command list:
     /// x = embed(token); per layer x += attn(norm(x)); x += ffn(norm(x));
     /// logits = output(norm(x)); token = argmax(logits).
+    ///
+    /// Each residual add is fused with the norm that follows it (`add_rms_norm`: the
+    /// next block's input norm, or the output norm after the last layer), so xn always
+    /// holds norm(x) for the block about to run.
     fn record(&self, pos: u64) -> Result<CommandList> {
         let (c, a, ops) = (&self.config, &self.act, &self.ops);
         let dim = c.dim as u64;
@@ -491,16 +495,21 @@ impl Model {
         for d in ops.embed(&self.embed, dim, a.token, a.x) {
             list.dispatch(d);
         }
-        for layer in &self.layers {
-            list.dispatch(ops.rms_norm(dim, c.eps, a.x, layer.attn_norm, a.xn));
+        let first_norm = self
+            .layers
+            .first()
+            .map_or(self.output_norm, |l| l.attn_norm);
+        list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn));
+        for (i, layer) in self.layers.iter().enumerate() {
+            let next_norm = self
+                .layers
+                .get(i + 1)
+                .map_or(self.output_norm, |l| l.attn_norm);
             self.attention(&mut list, layer, pos)?;
-            list.dispatch(ops.add(dim, a.x, a.out));
-
-            list.dispatch(ops.rms_norm(dim, c.eps, a.x, layer.ffn_norm, a.xn));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn));
             self.ffn(&mut list, layer)?;
-            list.dispatch(ops.add(dim, a.x, a.out));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn));
         }
-        list.dispatch(ops.rms_norm(dim, c.eps, a.x, self.output_norm, a.xn));
         matvec_into(&mut list, &self.output, a.xn, a.logits)?;
         list.dispatch(ops.argmax(c.vocab as u64, a.logits, a.token));
         Ok(list)
