@@ -133,12 +133,20 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         Some(name) => AdapterChoice::by_name(name),
         None => AdapterChoice::from_env(),
     };
-    let device: Arc<dyn Device> = Arc::new(WgpuDevice::open(&choice).map_err(|e| {
+    let wgpu_device = WgpuDevice::open(&choice).map_err(|e| {
         brass::Error::NoAdapter(format!(
             "{e}\nbrass needs a GPU through Vulkan or Metal; on Linux without one, install Mesa's \
              lavapipe (apt-get install mesa-vulkan-drivers)"
         ))
-    })?);
+    })?;
+    if wgpu_device.is_software() {
+        eprintln!(
+            "note: no GPU adapter in use; {} runs the kernels on the CPU (expect about a \
+             token per second; see examples/devices for the adapters wgpu sees)",
+            wgpu_device.adapter_name()
+        );
+    }
+    let device: Arc<dyn Device> = Arc::new(wgpu_device);
     let force = args.force.as_deref().map(str::parse::<Force>).transpose()?;
     let options = LoadOptions {
         context: args.context,

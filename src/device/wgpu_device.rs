@@ -162,6 +162,8 @@ pub struct WgpuDevice {
     device: wgpu::Device,
     queue: wgpu::Queue,
     profile: DeviceProfile,
+    /// The adapter is a CPU implementation (lavapipe, SwiftShader, WARP).
+    software: bool,
     spirv_passthrough: bool,
     uniform_align: u64,
     lost: Arc<Mutex<Option<String>>>,
@@ -266,6 +268,7 @@ impl WgpuDevice {
             device,
             queue,
             profile,
+            software: info.device_type == wgpu::DeviceType::Cpu,
             spirv_passthrough: passthrough,
             uniform_align: limits.min_uniform_buffer_offset_alignment.max(16) as u64,
             lost,
@@ -284,6 +287,11 @@ impl WgpuDevice {
 
     pub fn adapter_name(&self) -> &str {
         &self.profile.name
+    }
+
+    /// Whether the adapter runs on the CPU (lavapipe and the like) rather than a GPU.
+    pub fn is_software(&self) -> bool {
+        self.software
     }
 
     /// Whether kernels reach the driver as naga's SPIR-V through passthrough.
