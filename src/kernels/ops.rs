@@ -71,16 +71,16 @@ const ARGMAX: OpSpec = OpSpec {
     storage: &[R, RW],
 };
 
-/// Every op, for tools that list or precompile kernels.
-pub const OP_NAMES: &[&str] = &[
-    EMBED.name,
-    RMS_NORM.name,
-    ROPE.name,
-    KV_APPEND.name,
-    ATTENTION.name,
-    SILU_MUL.name,
-    ADD_RMS_NORM.name,
-    ARGMAX.name,
+/// Every op, for tools that list, precompile or translate kernels.
+const ALL_OPS: [OpSpec; 8] = [
+    EMBED,
+    RMS_NORM,
+    ROPE,
+    KV_APPEND,
+    ATTENTION,
+    SILU_MUL,
+    ADD_RMS_NORM,
+    ARGMAX,
 ];
 
 /// WebGPU guarantees this many workgroups per dimension; elementwise kernels loop over
@@ -414,17 +414,5 @@ pub fn argmax_ref(x: &[f32]) -> u32 {
 
 /// Every op's (name, WGSL), for tools that translate every shader (`kernels::spirv`).
 pub fn sources() -> Vec<(&'static str, &'static str)> {
-    [
-        EMBED,
-        RMS_NORM,
-        ROPE,
-        KV_APPEND,
-        ATTENTION,
-        SILU_MUL,
-        ADD_RMS_NORM,
-        ARGMAX,
-    ]
-    .iter()
-    .map(|op| (op.name, op.wgsl))
-    .collect()
+    ALL_OPS.iter().map(|op| (op.name, op.wgsl)).collect()
 }
