@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::result::{CompareFile, DeviceRun, FORMAT};
+use crate::result::{CompareFile, DeviceRun, MatvecCase, FORMAT};
 
 pub fn read(path: &Path) -> Result<CompareFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -56,12 +56,7 @@ pub fn markdown(entries: &[Entry]) -> String {
     let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for e in entries {
         let r = e.run;
-        let best = r
-            .matvec
-            .iter()
-            .filter(|c| c.family == "coop")
-            .map(|c| c.pct_of_probe)
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
+        let best = best_coop(r, |c| c.pct_of_probe);
         let d = r.decode.as_ref();
         let _ = writeln!(
             w,
@@ -257,6 +252,15 @@ fn reference_figures(w: &mut String, entries: &[Entry]) {
     }
 }
 
+/// The best figure any coop matvec case of `run` reached, by `figure`.
+fn best_coop(run: &DeviceRun, figure: impl Fn(&MatvecCase) -> f64) -> Option<f64> {
+    run.matvec
+        .iter()
+        .filter(|c| c.family == "coop")
+        .map(figure)
+        .fold(None, |best, v| Some(best.map_or(v, |b: f64| b.max(v))))
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -339,12 +343,7 @@ pub fn bandwidth_svg(entries: &[Entry]) -> String {
     let mut y = 55.0;
     for e in entries {
         let r = e.run;
-        let best = r
-            .matvec
-            .iter()
-            .filter(|c| c.family == "coop")
-            .map(|c| c.gbps)
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
+        let best = best_coop(r, |c| c.gbps);
         let values = [
             best,
             r.decode.as_ref().map(|d| d.effective_gbps),
