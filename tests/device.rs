@@ -48,18 +48,25 @@ fn scale(p: PipelineId, src: BufferId, dst: BufferId, n: u64, factor: f32) -> Di
     }
 }
 
+/// A source buffer holding `data` and a destination of the same size.
+fn src_and_dst(device: &dyn Device, data: &[f32]) -> (BufferId, BufferId) {
+    let bytes = data.len() as u64 * 4;
+    let src = device
+        .create_buffer("src", bytes, BufferUse::Storage)
+        .unwrap();
+    let dst = device
+        .create_buffer("dst", bytes, BufferUse::Storage)
+        .unwrap();
+    device.upload(src, 0, bytemuck::cast_slice(data)).unwrap();
+    (src, dst)
+}
+
 #[test]
 fn upload_dispatch_read_round_trip_and_ledger() {
     let device = common::gpu();
     let n = 1000u64;
-    let src = device
-        .create_buffer("src", n * 4, BufferUse::Storage)
-        .unwrap();
-    let dst = device
-        .create_buffer("dst", n * 4, BufferUse::Storage)
-        .unwrap();
     let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    device.upload(src, 0, bytemuck::cast_slice(&data)).unwrap();
+    let (src, dst) = src_and_dst(&device, &data);
     let used = scale_pipeline(&device, "test/scale", None);
     let _unused = scale_pipeline(&device, "test/never-dispatched", None);
     let _declared = scale_pipeline(&device, "test/fallback", Some("kept for devices without X"));
@@ -236,14 +243,7 @@ fn an_unknown_adapter_name_is_a_clear_error() {
 fn queued_reads_see_their_own_submission() {
     let device = common::gpu();
     let n = 256u64;
-    let src = device
-        .create_buffer("src", n * 4, BufferUse::Storage)
-        .unwrap();
-    let dst = device
-        .create_buffer("dst", n * 4, BufferUse::Storage)
-        .unwrap();
-    let ones = vec![1.0f32; n as usize];
-    device.upload(src, 0, bytemuck::cast_slice(&ones)).unwrap();
+    let (src, dst) = src_and_dst(&device, &vec![1.0f32; n as usize]);
     let p = scale_pipeline(&device, "test/scale-queued", None);
     let scaled = |factor: f32| {
         let mut list = CommandList::new();
