@@ -2,11 +2,11 @@
 //! defeat the last-level cache, reported as median µs, GB/s and % of the device's own
 //! streaming-read bandwidth (the probe), as a table and as JSON.
 //!
-//! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar]
+//! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
 //!     [--shapes llama3-8b,muse] [--iters 30] [--json out.json] [--adapter NAME]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::matvec::{self, Family, MATVEC_KERNELS};
+use brass::kernels::matvec::{Family, MatvecKernel, MATVEC_KERNELS};
 use brass::kernels::timing::{matvec_bytes, time_matvec, Effort};
 use brass::kernels::PipelineCache;
 use brass::quant::GgmlType;
@@ -22,6 +22,9 @@ struct Args {
     /// Families (default: coop,scalar).
     #[arg(long, value_delimiter = ',')]
     families: Vec<String>,
+    /// Kernels by name, e.g. q4_k_dot4 (default: every kernel of the families).
+    #[arg(long, value_delimiter = ',')]
+    kernels: Vec<String>,
     /// Shape groups: smollm2, llama3-8b, muse (default: all).
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
@@ -41,6 +44,9 @@ struct Args {
     /// A/B: override the routed coop rows per subgroup (1 or 2).
     #[arg(long)]
     coop_rows: Option<u32>,
+    /// A/B: override the routed cap on workgroups of a single-tile coop/dot4 matvec.
+    #[arg(long)]
+    coop_groups: Option<u32>,
     /// GPU work before each timed run, in ms: GPUs drop their clocks while the CPU
     /// prepares the next case, and would otherwise be timed half asleep.
     #[arg(long, default_value_t = 300)]
@@ -139,8 +145,12 @@ fn run(args: &Args) -> brass::Result<()> {
         if !wanted(&args.shapes, group) {
             continue;
         }
-        let mut types: Vec<GgmlType> = MATVEC_KERNELS.iter().map(|k| k.ty).collect();
-        types.dedup();
+        let mut types: Vec<GgmlType> = Vec::new();
+        for k in MATVEC_KERNELS {
+            if !types.contains(&k.ty) {
+                types.push(k.ty);
+            }
+        }
         for ty in types {
             // A type whose block does not divide K cannot hold the shape (K-quants
             // need K % 256 == 0; SmolLM2's 576 is not).
@@ -150,11 +160,12 @@ fn run(args: &Args) -> brass::Result<()> {
             {
                 continue;
             }
-            for family in [Family::Coop, Family::Scalar] {
-                if !wanted(&args.families, family.name()) || matvec::find(ty, family).is_none() {
+            for kernel in MATVEC_KERNELS.iter().filter(|k| k.ty == ty) {
+                let short = kernel.name.trim_start_matches("matvec/");
+                if !wanted(&args.families, kernel.family.name()) || !wanted(&args.kernels, short) {
                     continue;
                 }
-                let case = bench_case(&device, &cache, args, label, ty, family, m, k, probe.gbps)?;
+                let case = bench_case(&device, &cache, args, label, kernel, m, k, probe.gbps)?;
                 println!(
                     "{:<32} {:<6} {:<18} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}%",
                     label,
@@ -193,13 +204,14 @@ fn bench_case(
     cache: &PipelineCache,
     args: &Args,
     label: &str,
-    ty: GgmlType,
-    family: Family,
+    kernel: &MatvecKernel,
     m: u64,
     k: u64,
     probe_gbps: f64,
 ) -> brass::Result<Case> {
-    let mut route = route_matvec(device.profile(), ty, m, k, Some(&Force::Family(family)))?;
+    let (ty, family) = (kernel.ty, kernel.family);
+    let force = Force::Kernel(kernel.name.to_string());
+    let mut route = route_matvec(device.profile(), ty, m, k, Some(&force))?;
     if let (Some(wg), Some(c)) = (args.coop_wg, route.coop.as_mut()) {
         c.wg = wg;
         route
@@ -211,6 +223,15 @@ fn bench_case(
         route
             .clauses
             .push(format!("bench override: {rows} rows per subgroup"));
+    }
+    if let (Some(cap), Some(c)) = (args.coop_groups, route.coop) {
+        let rows_per_wg = (c.wg / device.profile().subgroup_max.max(1)).max(1) as u64;
+        for p in &mut route.parts {
+            p.workgroups[0] = p.rows.div_ceil(rows_per_wg).min(cap as u64) as u32;
+        }
+        route
+            .clauses
+            .push(format!("bench override: at most {cap} workgroups"));
     }
     let t = time_matvec(
         device,

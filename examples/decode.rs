@@ -56,7 +56,7 @@ struct Args {
     /// Adapter name substring (default: BRASS_ADAPTER, else the best adapter).
     #[arg(long)]
     adapter: Option<String>,
-    /// Force a matvec family (`scalar`, `coop`) or kernel (`q4_1_coop`) for every tensor.
+    /// Force a matvec family (`dot4`, `coop` for exact activations, `scalar`) or kernel (`q4_1_coop`) for every tensor.
     #[arg(long)]
     force: Option<String>,
     /// KV-cache positions (default: the model's context, at most 4096).

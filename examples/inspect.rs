@@ -37,7 +37,7 @@ struct Args {
     #[arg(long, requires = "plan")]
     profile: Option<String>,
 
-    /// With --plan: force a family (scalar, coop) or a kernel, as an A/B run would.
+    /// With --plan: force a family (dot4, coop, scalar) or a kernel, as an A/B run would.
     #[arg(long, requires = "plan")]
     force: Option<String>,
 }

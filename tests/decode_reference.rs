@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::kernels::matvec::Family;
 use brass::model::{default_model_path, Input, LoadOptions, Model};
+use brass::router::Force;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -36,14 +38,16 @@ fn reference(name: &str) -> Reference {
     serde_json::from_str(&text).unwrap()
 }
 
-fn load(path: &Path) -> Model {
+/// Loads a model on the test GPU with every matvec in `family`: `coop` keeps
+/// activations exact (the `_f64` oracle), `dot4` rounds them to int8 as llama.cpp does.
+fn load(path: &Path, family: Family) -> Model {
     let device: Arc<dyn Device> = Arc::new(common::gpu());
     Model::load(
         device,
         path,
         &LoadOptions {
             context: Some(64),
-            ..Default::default()
+            force: Some(Force::Family(family)),
         },
     )
     .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
@@ -97,23 +101,20 @@ fn teacher_forced(model: &Model, r: &Reference, tol: f32, min_gap: f32) {
 
 #[test]
 fn default_model_teacher_forced_matches_exact_math() {
-    let model = load(&default_model_path().unwrap());
+    let model = load(&default_model_path().unwrap(), Family::Coop);
     teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.08, 0.1);
     assert_no_defects(&model);
 }
 
 #[test]
 fn synthetic_k_quant_model_teacher_forced_matches_exact_math() {
-    let model = load(&reference_dir().join("synkq_q4_k_m.gguf"));
+    let model = load(&reference_dir().join("synkq_q4_k_m.gguf"), Family::Coop);
     teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.01, 0.1);
     assert_no_defects(&model);
 }
 
-#[test]
-fn default_model_greedy_reproduces_exact_math_tokens() {
-    let model = load(&default_model_path().unwrap());
-    let r = reference("smollm2_q4_1_f64.json");
-    let n = 24;
+/// Greedy decode of `n` tokens after `r`'s prompt.
+fn greedy(model: &Model, r: &Reference, n: usize) -> Vec<u32> {
     let (last, rest) = r.prompt_ids.split_last().unwrap();
     for (pos, &id) in rest.iter().enumerate() {
         model.step(Input::Token(id), pos).unwrap();
@@ -125,13 +126,20 @@ fn default_model_greedy_reproduces_exact_math_tokens() {
         // The id argmax left on the GPU feeds the next step: no upload between tokens.
         generated.push(model.forward(Input::Previous, pos).unwrap());
     }
-    assert_eq!(generated, r.generated[..n]);
-    assert_no_defects(&model);
+    generated
 }
 
 #[test]
-fn default_model_agrees_with_llamacpp() {
-    let model = load(&default_model_path().unwrap());
+fn default_model_greedy_reproduces_exact_math_tokens() {
+    let model = load(&default_model_path().unwrap(), Family::Coop);
+    let r = reference("smollm2_q4_1_f64.json");
+    assert_eq!(greedy(&model, &r, 24), r.generated[..24]);
+    assert_no_defects(&model);
+}
+
+/// Top-1 agreement with llama.cpp, teacher-forced along its own sequence.
+fn agreement_with_llamacpp(family: Family) {
+    let model = load(&default_model_path().unwrap(), family);
     let r = reference("smollm2_q4_1_llamacpp.json");
     let ids = sequence(&r);
     let agree = ids
@@ -143,11 +151,60 @@ fn default_model_agrees_with_llamacpp() {
         })
         .count();
     let rate = agree as f64 / ids.len() as f64;
-    eprintln!("top-1 agreement with llama.cpp: {agree} of {}", ids.len());
+    eprintln!(
+        "{}: top-1 agreement with llama.cpp: {agree} of {}",
+        family.name(),
+        ids.len()
+    );
     assert!(
         rate >= 0.9,
         "top-1 agreement with llama.cpp {agree} of {} < 90%",
         ids.len()
     );
+    assert_no_defects(&model);
+}
+
+#[test]
+fn default_model_agrees_with_llamacpp() {
+    agreement_with_llamacpp(Family::Coop);
+}
+
+// dot4 rounds activations to int8 groups as llama.cpp's CPU backend does (Q8_1 / Q8_K).
+// Its logits then move from exact math about as far as llama.cpp's do (the reference
+// README: up to 0.55 on the default model, 0.04 on the synthetic one; brass's dot4
+// measured 0.67 and 0.031 on lavapipe), and its greedy tokens follow llama.cpp's.
+
+#[test]
+fn dot4_default_model_error_is_llamacpp_class() {
+    let model = load(&default_model_path().unwrap(), Family::Dot4);
+    teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.8, 0.5);
+    // Along llama.cpp's own sequence: its top-1 wherever its top-2 gap exceeds 0.1.
+    teacher_forced(&model, &reference("smollm2_q4_1_llamacpp.json"), 1.0, 0.1);
+    assert_no_defects(&model);
+}
+
+#[test]
+fn dot4_synthetic_k_quant_model_error_is_llamacpp_class() {
+    let model = load(&reference_dir().join("synkq_q4_k_m.gguf"), Family::Dot4);
+    teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.05, 0.1);
+    teacher_forced(&model, &reference("synkq_q4_k_m_llamacpp.json"), 0.1, 0.1);
+    assert_no_defects(&model);
+}
+
+#[test]
+fn dot4_default_model_greedy_matches_llamacpp_up_to_its_first_near_tie() {
+    let model = load(&default_model_path().unwrap(), Family::Dot4);
+    let r = reference("smollm2_q4_1_llamacpp.json");
+    // Where llama.cpp's own top-2 gap is under 0.1 either token is a fair greedy pick.
+    let first_step = r.prompt_ids.len() - 1;
+    let n = r.steps[first_step..]
+        .iter()
+        .take(r.generated.len())
+        .position(|s| s.top[0].1 - s.top[1].1 < 0.1)
+        .unwrap_or(r.generated.len());
+    assert!(n >= 8, "the reference's first near-tie is at token {n}");
+    let generated = greedy(&model, &r, r.generated.len());
+    eprintln!("dot4 greedy: {generated:?}\nllama.cpp:   {:?}", r.generated);
+    assert_eq!(generated[..n], r.generated[..n], "first {n} tokens");
     assert_no_defects(&model);
 }

@@ -1,7 +1,7 @@
 //! The router over a catalog of real shapes × every preset profile. Pure: no GPU.
 
 use brass::device::{DeviceProfile, PRESETS};
-use brass::kernels::matvec::{Family, MATVEC_KERNELS};
+use brass::kernels::matvec::{Family, XStage, MATVEC_KERNELS};
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force};
 
@@ -51,9 +51,15 @@ fn no_catalog_shape_lands_on_scalar_where_subgroups_exist() {
                 }
                 let r = route_matvec(&profile, ty, m, k, None)
                     .unwrap_or_else(|e| panic!("{preset} {model} {ty} {m}x{k}: {e}"));
+                // Quant weights take dot4, float weights coop.
+                let expected = if !matches!(ty, GgmlType::F32 | GgmlType::F16) {
+                    Family::Dot4
+                } else {
+                    Family::Coop
+                };
                 assert_eq!(
                     r.family,
-                    Family::Coop,
+                    expected,
                     "{preset} {model} {ty} {m}x{k}: {}",
                     r.reason()
                 );
@@ -92,14 +98,13 @@ fn routes_respect_the_profile_limits() {
                     }
                     assert_eq!(next, m, "{ctx}");
                     if let Some(c) = r.coop {
-                        let elem = if c.x_f16 { 2 } else { 4 };
                         assert!(
-                            c.tile as u64 * elem <= profile.workgroup_storage_bytes as u64,
+                            c.workgroup_bytes() <= profile.workgroup_storage_bytes as u64,
                             "{ctx}"
                         );
                         assert_eq!(c.tile % 256, 0, "{ctx}");
                         assert!(c.wg <= profile.max_invocations_per_workgroup, "{ctx}");
-                        assert!(!c.x_f16 || profile.f16, "{ctx}");
+                        assert!(c.x != XStage::F16 || profile.f16, "{ctx}");
                     }
                     assert!(!r.clauses.is_empty(), "every route says why");
                 }
@@ -123,7 +128,7 @@ fn the_muse_lm_head_is_split_on_lavapipe_and_whole_on_the_h200() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     let r = route_matvec(&h200, GgmlType::Q5_K, m, k, None).unwrap();
     assert_eq!(r.parts.len(), 1, "{}", r.reason());
-    assert_eq!(r.family, Family::Coop);
+    assert_eq!(r.family, Family::Dot4);
 }
 
 #[test]
@@ -131,10 +136,16 @@ fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     // 48 KiB holds 23,040 padded f16 values (90 quanta of 256, 544 bytes each); a
     // 65,536-wide row takes three tiles.
-    let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, None).unwrap();
+    let coop = Force::Family(Family::Coop);
+    let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, Some(&coop)).unwrap();
     let c = r.coop.unwrap();
     assert_eq!(c.tile, 23_040);
     assert!(r.reason().contains("3 tiles"), "{}", r.reason());
+    // As int8 with a scale and sum per 32 (336 bytes per quantum) it holds 37,376: two.
+    let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, None).unwrap();
+    let c = r.coop.unwrap();
+    assert_eq!((c.x, c.tile), (XStage::Int8, 37_376));
+    assert!(r.reason().contains("2 tiles"), "{}", r.reason());
 }
 
 #[test]

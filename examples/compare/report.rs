@@ -51,12 +51,12 @@ pub fn markdown(entries: &[Entry]) -> String {
     let _ = writeln!(w, "## All devices\n");
     let _ = writeln!(
         w,
-        "| device | backend | probe GB/s | vendor peak GB/s | model | tok/s | ms/token | lm-head ms | rest ms | decode GB/s | % probe | best coop matvec % probe |"
+        "| device | backend | probe GB/s | vendor peak GB/s | model | tok/s | ms/token | lm-head ms | rest ms | decode GB/s | % probe | best subgroup matvec % probe |"
     );
     let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for e in entries {
         let r = e.run;
-        let best = best_coop(r, |c| c.pct_of_probe);
+        let best = best_subgroup(r, |c| c.pct_of_probe);
         let d = r.decode.as_ref();
         let _ = writeln!(
             w,
@@ -252,11 +252,11 @@ fn reference_figures(w: &mut String, entries: &[Entry]) {
     }
 }
 
-/// The best figure any coop matvec case of `run` reached, by `figure`.
-fn best_coop(run: &DeviceRun, figure: impl Fn(&MatvecCase) -> f64) -> Option<f64> {
+/// The best figure any subgroup (coop or dot4) matvec case of `run` reached, by `figure`.
+fn best_subgroup(run: &DeviceRun, figure: impl Fn(&MatvecCase) -> f64) -> Option<f64> {
     run.matvec
         .iter()
-        .filter(|c| c.family == "coop")
+        .filter(|c| c.family != "scalar")
         .map(figure)
         .fold(None, |best, v| Some(best.map_or(v, |b: f64| b.max(v))))
 }
@@ -330,11 +330,11 @@ pub fn decode_split_svg(entries: &[Entry]) -> String {
     )
 }
 
-/// Per device: best coop matvec GB/s, decode GB/s, the probe and the vendor peak, on
+/// Per device: best subgroup matvec GB/s, decode GB/s, the probe and the vendor peak, on
 /// that device's own scale.
 pub fn bandwidth_svg(entries: &[Entry]) -> String {
     const SERIES: [(&str, &str); 4] = [
-        ("best coop matvec", "#5b8ff9"),
+        ("best subgroup matvec", "#5b8ff9"),
         ("decode", "#61c46e"),
         ("probe", "#f6bd16"),
         ("vendor peak", "#999999"),
@@ -343,7 +343,7 @@ pub fn bandwidth_svg(entries: &[Entry]) -> String {
     let mut y = 55.0;
     for e in entries {
         let r = e.run;
-        let best = best_coop(r, |c| c.gbps);
+        let best = best_subgroup(r, |c| c.gbps);
         let values = [
             best,
             r.decode.as_ref().map(|d| d.effective_gbps),

@@ -72,7 +72,7 @@ pub fn effort(quick: bool) -> Effort {
     }
 }
 
-/// Every shape × type × family (coop, then scalar) that has a kernel.
+/// Every shape × type × family (dot4, coop, scalar) that has a kernel.
 pub fn matvec_suite(
     device: &dyn Device,
     quick: bool,
@@ -82,7 +82,7 @@ pub fn matvec_suite(
     let mut cases = Vec::new();
     for &(label, m, k, types) in if quick { QUICK } else { FULL } {
         for &ty in types {
-            for family in [Family::Coop, Family::Scalar] {
+            for family in Family::ALL {
                 if matvec::find(ty, family).is_none() {
                     continue;
                 }

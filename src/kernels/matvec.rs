@@ -1,12 +1,16 @@
 //! Matvec kernels: y = W·x with W stored as in GGUF (row-major, rows of quant blocks),
 //! x and y f32.
 //!
-//! Two families per weight type (see DESIGN.md, "Kernels"):
+//! Families (see DESIGN.md, "Kernels"):
 //! - `Scalar`: one invocation per row, byte-at-a-time reads; core WGSL only.
-//! - `Coop`: one subgroup per row, x staged per workgroup in K-tiles.
+//! - `Coop`: one subgroup per row, x staged per workgroup as f16 or f32 in K-tiles, the
+//!   dot in floats: exact activations.
+//! - `Dot4`: one subgroup per row, x rounded to int8 groups of 32 while staging (as
+//!   llama.cpp rounds activations to Q8_1), the dot on packed 4x8-bit integer dot
+//!   products; each lane reads 16-byte pieces of the row. Quant types only.
 //!
-//! A kernel's WGSL is a family driver (`wgsl/matvec/scalar.wgsl`, `coop.wgsl`) followed by
-//! the per-type file (`wgsl/matvec/<type>_<family>.wgsl`).
+//! A kernel's WGSL is its family's driver (`wgsl/matvec/scalar.wgsl`, `coop.wgsl`,
+//! `dot4.wgsl`) followed by the per-type file (`wgsl/matvec/<type>_<family>.wgsl`).
 
 use serde::Serialize;
 
@@ -19,22 +23,39 @@ use super::PipelineTemplate;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Family {
     Scalar,
+    /// Subgroup-cooperative, x staged as floats: the exact-activation path.
     Coop,
+    /// Subgroup-cooperative, x rounded to int8 while staging and multiplied on packed
+    /// integer dot products, as llama.cpp's Q8_1 activations.
+    Dot4,
 }
 
 impl Family {
+    pub const ALL: [Family; 3] = [Family::Dot4, Family::Coop, Family::Scalar];
+
     pub fn name(self) -> &'static str {
         match self {
             Family::Scalar => "scalar",
             Family::Coop => "coop",
+            Family::Dot4 => "dot4",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "scalar" => Some(Family::Scalar),
-            "coop" => Some(Family::Coop),
-            _ => None,
+        Self::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// Whether kernels of this family run one subgroup per row (and take a
+    /// [`CoopConfig`]).
+    pub fn cooperative(self) -> bool {
+        self != Family::Scalar
+    }
+
+    fn driver(self) -> &'static str {
+        match self {
+            Family::Scalar => SCALAR_DRIVER,
+            Family::Coop => COOP_DRIVER,
+            Family::Dot4 => DOT4_DRIVER,
         }
     }
 }
@@ -52,6 +73,7 @@ pub struct MatvecKernel {
 
 const SCALAR_DRIVER: &str = include_str!("../../wgsl/matvec/scalar.wgsl");
 const COOP_DRIVER: &str = include_str!("../../wgsl/matvec/coop.wgsl");
+const DOT4_DRIVER: &str = include_str!("../../wgsl/matvec/dot4.wgsl");
 
 macro_rules! kernel {
     ($ty:ident, $family:ident, $file:literal) => {
@@ -71,6 +93,9 @@ macro_rules! kernel {
 /// WGSL shared by the kernels of the K-quants with packed 6-bit scales (Q4_K, Q5_K).
 const K_SCALE_MIN_SCALAR: &str = include_str!("../../wgsl/matvec/k_scale_min_scalar.wgsl");
 const K_SCALE_MIN_COOP: &str = include_str!("../../wgsl/matvec/k_scale_min_coop.wgsl");
+const K_SCALE_MIN_DOT4: &str = include_str!("../../wgsl/matvec/k_scale_min_dot4.wgsl");
+/// WGSL shared by the dot4 kernels that read weights as 2-byte-aligned words.
+const BYTES_DOT4: &str = include_str!("../../wgsl/matvec/bytes_dot4.wgsl");
 
 /// Every matvec kernel brass has: the dispatch table, one line per kernel.
 pub const MATVEC_KERNELS: &[MatvecKernel] = &[
@@ -80,20 +105,28 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(F16, Coop, "f16_coop"),
     kernel!(Q8_0, Scalar, "q8_0_scalar"),
     kernel!(Q8_0, Coop, "q8_0_coop"),
+    kernel!(Q8_0, Dot4, "q8_0_dot4", BYTES_DOT4),
     kernel!(Q4_0, Scalar, "q4_0_scalar"),
     kernel!(Q4_0, Coop, "q4_0_coop"),
+    kernel!(Q4_0, Dot4, "q4_0_dot4", BYTES_DOT4),
     kernel!(Q5_0, Scalar, "q5_0_scalar"),
     kernel!(Q5_0, Coop, "q5_0_coop"),
+    kernel!(Q5_0, Dot4, "q5_0_dot4", BYTES_DOT4),
     kernel!(Q5_1, Scalar, "q5_1_scalar"),
     kernel!(Q5_1, Coop, "q5_1_coop"),
+    kernel!(Q5_1, Dot4, "q5_1_dot4", BYTES_DOT4),
     kernel!(Q4_1, Scalar, "q4_1_scalar"),
     kernel!(Q4_1, Coop, "q4_1_coop"),
+    kernel!(Q4_1, Dot4, "q4_1_dot4"),
     kernel!(Q4_K, Scalar, "q4_k_scalar", K_SCALE_MIN_SCALAR),
     kernel!(Q4_K, Coop, "q4_k_coop", K_SCALE_MIN_COOP),
+    kernel!(Q4_K, Dot4, "q4_k_dot4", K_SCALE_MIN_DOT4),
     kernel!(Q5_K, Scalar, "q5_k_scalar", K_SCALE_MIN_SCALAR),
     kernel!(Q5_K, Coop, "q5_k_coop", K_SCALE_MIN_COOP),
+    kernel!(Q5_K, Dot4, "q5_k_dot4", K_SCALE_MIN_DOT4),
     kernel!(Q6_K, Scalar, "q6_k_scalar"),
     kernel!(Q6_K, Coop, "q6_k_coop"),
+    kernel!(Q6_K, Dot4, "q6_k_dot4", BYTES_DOT4),
 ];
 
 pub fn find(ty: GgmlType, family: Family) -> Option<&'static MatvecKernel> {
@@ -109,6 +142,38 @@ pub fn find_by_name(name: &str) -> Option<&'static MatvecKernel> {
         .find(|k| &k.name["matvec/".len()..] == name)
 }
 
+/// How a coop kernel stages x in workgroup memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum XStage {
+    F32,
+    /// Needs SHADER_F16.
+    F16,
+    /// int8 groups of 32 with an f32 scale and sum each (the `dot4` driver).
+    Int8,
+}
+
+impl XStage {
+    pub fn name(self) -> &'static str {
+        match self {
+            XStage::F32 => "f32",
+            XStage::F16 => "f16",
+            XStage::Int8 => "int8",
+        }
+    }
+
+    /// Workgroup memory a tile of `tile` elements takes. Float tiles pad each
+    /// 32-element unit to an odd number of words (see `wgsl/matvec/coop.wgsl`); int8
+    /// tiles add a scale and a sum per 32 elements and one padding slot
+    /// (`wgsl/matvec/dot4.wgsl`).
+    pub fn tile_bytes(self, tile: u64) -> u64 {
+        match self {
+            XStage::F32 => (tile / 32) * 33 * 4,
+            XStage::F16 => (tile / 32) * 34 * 2,
+            XStage::Int8 => tile + 16 + (tile / 32) * 8,
+        }
+    }
+}
+
 /// Launch-time choices for a coop kernel (the scalar family has none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct CoopConfig {
@@ -116,31 +181,18 @@ pub struct CoopConfig {
     pub wg: u32,
     /// Elements of x staged per tile; a multiple of 256, so of every block size.
     pub tile: u32,
-    /// Stage x as f16 (needs SHADER_F16).
-    pub x_f16: bool,
-    /// Rows per subgroup (1 or 2): two rows share every x read and overlap their
-    /// weight loads, at the price of half as many subgroups in flight.
+    /// How x is staged: fixed to int8 by the `dot4` driver, f16 or f32 by the device
+    /// for the `coop` driver.
+    pub x: XStage,
+    /// Rows per subgroup (1 or 2; the `coop` driver only): two rows share every x read
+    /// and overlap their weight loads, at the price of half as many subgroups in flight.
     pub rows: u32,
 }
 
 impl CoopConfig {
-    /// Bytes per staged x element.
-    pub fn xs_bytes(&self) -> u64 {
-        if self.x_f16 {
-            2
-        } else {
-            4
-        }
-    }
-
-    /// Workgroup memory the staged tile takes: each 32-element unit is padded to an odd
-    /// number of words (see `wgsl/matvec/coop.wgsl`).
+    /// Workgroup memory the staged tile takes.
     pub fn workgroup_bytes(&self) -> u64 {
-        Self::tile_bytes(self.tile as u64, self.xs_bytes())
-    }
-
-    pub fn tile_bytes(tile: u64, xs_bytes: u64) -> u64 {
-        (tile / 32) * (32 + 4 / xs_bytes) * xs_bytes
+        self.x.tile_bytes(self.tile as u64)
     }
 }
 
@@ -151,43 +203,52 @@ const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 impl MatvecKernel {
     /// The complete WGSL source.
     pub fn source(&self, coop: Option<CoopConfig>) -> String {
-        match (self.family, coop) {
-            (Family::Scalar, _) => format!("{SCALAR_DRIVER}\n{}\n{}", self.helpers, self.body),
-            (Family::Coop, cfg) => {
-                let cfg = cfg.unwrap_or(CoopConfig {
-                    wg: 256,
-                    tile: 4096,
-                    x_f16: false,
-                    rows: 1,
-                });
-                let (enable, xs) = if cfg.x_f16 {
-                    ("enable f16;\n", "f16")
-                } else {
-                    ("", "f32")
+        let (driver, helpers, body) = (self.family.driver(), self.helpers, self.body);
+        let cfg = coop.unwrap_or(CoopConfig {
+            wg: 256,
+            tile: 4096,
+            x: self.x_stage(false),
+            rows: 1,
+        });
+        match self.family {
+            Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
+            Family::Dot4 => format!(
+                "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\n\n{driver}\n{helpers}\n{body}",
+                cfg.wg, cfg.tile
+            ),
+            Family::Coop => {
+                let (enable, xs, xs_bytes) = match cfg.x {
+                    XStage::F16 => ("enable f16;\n", "f16", 2),
+                    _ => ("", "f32", 4),
                 };
                 format!(
                     "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst ROWS: u32 = {}u;\n\
-                     const XS_BYTES: u32 = {}u;\nalias XS = {xs};\n\n{COOP_DRIVER}\n{}\n{}",
-                    cfg.wg,
-                    cfg.tile,
-                    cfg.rows,
-                    cfg.xs_bytes(),
-                    self.helpers,
-                    self.body
+                     const XS_BYTES: u32 = {xs_bytes}u;\nalias XS = {xs};\n\n{driver}\n{helpers}\n{body}",
+                    cfg.wg, cfg.tile, cfg.rows,
                 )
             }
         }
     }
 
+    /// The x staging this kernel's driver uses on a device with (`f16`) or without
+    /// SHADER_F16.
+    pub fn x_stage(&self, f16: bool) -> XStage {
+        match (self.family, f16) {
+            (Family::Dot4, _) => XStage::Int8,
+            (_, true) => XStage::F16,
+            (_, false) => XStage::F32,
+        }
+    }
+
     /// The pipeline's ledger name: kernel plus whatever changes its code.
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
-        match (self.family, coop) {
-            (Family::Coop, Some(c)) => format!(
+        match coop {
+            Some(c) if self.family.cooperative() => format!(
                 "{} wg{} tile{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
-                if c.x_f16 { " xf16" } else { "" },
+                if c.x == XStage::F16 { " xf16" } else { "" },
                 if c.rows > 1 {
                     format!(" r{}", c.rows)
                 } else {
@@ -215,9 +276,12 @@ pub struct RowPart {
     pub workgroups: [u32; 3],
 }
 
-/// The dispatches computing y = W·x for weights bound part by part.
+/// The dispatches computing y[y_first + i] = (W·x)[i] for weights bound part by part.
 ///
-/// `weights[i]` holds the rows of `parts[i]`; `x` holds K floats, `y` at least M.
+/// `weights[i]` holds the rows of `parts[i]`; `x` holds K floats, `y` at least
+/// `y_first` + M. `y_first` lets matvecs that share an input write side by side into
+/// one buffer at any element offset (a binding offset would have to be aligned).
+#[allow(clippy::too_many_arguments)]
 pub fn dispatches(
     pipeline: PipelineId,
     k: u64,
@@ -226,6 +290,7 @@ pub fn dispatches(
     weights: &[Slice],
     x: Slice,
     y: Slice,
+    y_first: u64,
 ) -> Result<Vec<Dispatch>> {
     if parts.len() != weights.len() {
         return Err(Error::Invalid(format!(
@@ -247,7 +312,7 @@ pub fn dispatches(
                     u32_of(p.rows, "rows")?,
                     u32_of(k, "K")?,
                     u32_of(row_bytes, "row bytes")?,
-                    u32_of(p.first_row, "first row")?,
+                    u32_of(y_first + p.first_row, "first output")?,
                 ],
                 storage: vec![*w, x, y],
                 workgroups: p.workgroups,
@@ -265,6 +330,23 @@ pub fn cpu_reference(
     k: usize,
     x: &[f32],
 ) -> Result<Vec<f32>> {
+    for_each_row(ty, weights, m, k, x, |row| {
+        row.iter()
+            .zip(x)
+            .map(|(&w, &x)| w as f64 * x as f64)
+            .sum::<f64>() as f32
+    })
+}
+
+/// `f` of each dequantized row of an M x K matrix, after checking the sizes.
+fn for_each_row<T>(
+    ty: GgmlType,
+    weights: &[u8],
+    m: usize,
+    k: usize,
+    x: &[f32],
+    mut f: impl FnMut(&[f32]) -> T,
+) -> Result<Vec<T>> {
     let row_bytes = ty
         .bytes_for(k as u64)
         .ok_or_else(|| Error::Invalid(format!("K = {k} is not a whole number of {ty} blocks")))?
@@ -280,13 +362,35 @@ pub fn cpu_reference(
     (0..m)
         .map(|r| {
             dequantize(ty, &weights[r * row_bytes..(r + 1) * row_bytes], &mut row)?;
-            Ok(row
-                .iter()
-                .zip(x)
-                .map(|(&w, &x)| w as f64 * x as f64)
-                .sum::<f64>() as f32)
+            Ok(f(&row))
         })
         .collect()
+}
+
+/// Per row, the most that quantizing x to int8 (the `dot4` driver: groups of 32 with
+/// scale amax / 127, round to nearest) can move y: sum |w_i| * scale_i / 2. An exact
+/// kernel stays within it whatever the data, so a test can hold every output to it,
+/// including a single row, where NMSE is one noisy sample.
+pub fn int8_x_error_bound(
+    ty: GgmlType,
+    weights: &[u8],
+    m: usize,
+    k: usize,
+    x: &[f32],
+) -> Result<Vec<f64>> {
+    let half_steps: Vec<f64> = x[..k.min(x.len())]
+        .chunks(32)
+        .flat_map(|g| {
+            let amax = g.iter().fold(0f32, |a, v| a.max(v.abs()));
+            std::iter::repeat_n(amax as f64 / 127.0 / 2.0, g.len())
+        })
+        .collect();
+    for_each_row(ty, weights, m, k, x, |row| {
+        row.iter()
+            .zip(&half_steps)
+            .map(|(&w, &h)| (w as f64).abs() * h)
+            .sum()
+    })
 }
 
 /// Normalized mean squared error, the bound llama.cpp's backend tests put on MUL_MAT.

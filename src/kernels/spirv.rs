@@ -121,16 +121,15 @@ pub fn wgsl_to_msl(name: &str, wgsl: &str, entry: &str) -> Result<String> {
 /// tile, x staged as f16 (the H200's route for K = 4,096).
 pub fn catalog() -> Vec<(String, String)> {
     use super::matvec::{CoopConfig, Family, MATVEC_KERNELS};
-    let canonical = CoopConfig {
-        wg: 256,
-        tile: 4096,
-        x_f16: true,
-        rows: 1,
-    };
     let mut out: Vec<(String, String)> = MATVEC_KERNELS
         .iter()
         .map(|k| {
-            let coop = (k.family == Family::Coop).then_some(canonical);
+            let coop = (k.family == Family::Coop).then_some(CoopConfig {
+                wg: 256,
+                tile: 4096,
+                x: k.x_stage(true),
+                rows: 1,
+            });
             (k.name.to_string(), k.source(coop))
         })
         .collect();

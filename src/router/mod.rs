@@ -54,7 +54,7 @@ pub struct Route {
 
 impl Route {
     pub fn matvec_kernel(&self) -> &'static MatvecKernel {
-        matvec::find(self.ty, self.family).expect("routes name existing kernels")
+        matvec::find_by_name(self.kernel).expect("routes name existing kernels")
     }
 
     pub fn pipeline_key(&self) -> String {
@@ -102,12 +102,19 @@ pub fn route_matvec(
     }
 
     // Clause 1: the family.
-    let coop_fits = profile.subgroups
+    let cooperative_fits = profile.subgroups
         && profile.subgroup_min >= 4
         && profile.workgroup_storage_bytes as u64 >= TILE_QUANTUM * 2
-        && profile.max_invocations_per_workgroup >= 64
-        && matvec::find(ty, Family::Coop).is_some();
+        && profile.max_invocations_per_workgroup >= 64;
+    let has = |f: Family| matvec::find(ty, f).is_some();
+    let mut forced_kernel = None;
     let family = match force {
+        Some(Force::Family(Family::Dot4)) if !has(Family::Dot4) => {
+            clauses.push(format!(
+                "forced family dot4 has no {ty} kernel (x stays float for float weights): coop"
+            ));
+            Family::Coop
+        }
         Some(Force::Family(f)) => {
             clauses.push(format!("forced family {}", f.name()));
             *f
@@ -121,9 +128,20 @@ pub fn route_matvec(
                 )));
             }
             clauses.push(format!("forced kernel {name}"));
+            forced_kernel = Some(kernel);
             kernel.family
         }
-        None if coop_fits => {
+        None if cooperative_fits && has(Family::Dot4) => {
+            clauses.push(format!(
+                "subgroups {}..{} and {} KiB workgroup memory: dot4 (x rounded to int8 \
+                 groups, as llama.cpp's Q8_1; force coop for exact activations)",
+                profile.subgroup_min,
+                profile.subgroup_max,
+                profile.workgroup_storage_bytes / 1024
+            ));
+            Family::Dot4
+        }
+        None if cooperative_fits && has(Family::Coop) => {
             clauses.push(format!(
                 "subgroups {}..{} and {} KiB workgroup memory: coop",
                 profile.subgroup_min,
@@ -135,7 +153,7 @@ pub fn route_matvec(
         None => {
             clauses.push(if !profile.subgroups {
                 "no subgroups: scalar".to_string()
-            } else if matvec::find(ty, Family::Coop).is_none() {
+            } else if !has(Family::Coop) {
                 format!("no coop kernel for {ty}: scalar")
             } else {
                 "subgroups too small or too little workgroup memory: scalar".to_string()
@@ -143,43 +161,48 @@ pub fn route_matvec(
             Family::Scalar
         }
     };
-    if family == Family::Coop && !coop_fits {
+    if family.cooperative() && !cooperative_fits {
         return Err(Error::Invalid(format!(
-            "the coop family cannot run {ty} on {} (subgroups: {}, {} B workgroup memory)",
-            profile.name, profile.subgroups, profile.workgroup_storage_bytes
+            "the {} family cannot run {ty} on {} (subgroups: {}, {} B workgroup memory)",
+            family.name(),
+            profile.name,
+            profile.subgroups,
+            profile.workgroup_storage_bytes
         )));
     }
-    let kernel = matvec::find(ty, family).ok_or_else(|| {
-        Error::UnsupportedType(format!("no {} matvec kernel for {ty}", family.name()))
-    })?;
+    let kernel = match forced_kernel {
+        Some(k) => k,
+        None => matvec::find(ty, family).ok_or_else(|| {
+            Error::UnsupportedType(format!("no {} matvec kernel for {ty}", family.name()))
+        })?,
+    };
 
     // Clause 2: coop geometry, from the device's limits.
-    let coop = (family == Family::Coop).then(|| {
-        let x_f16 = profile.f16;
-        let elem = if x_f16 { 2 } else { 4 };
+    let coop = family.cooperative().then(|| {
+        let x = kernel.x_stage(profile.f16);
         let wg = COOP_WG
             .min(profile.max_invocations_per_workgroup)
             .min(profile.max_workgroup_size_x);
-        // The largest multiple of the quantum whose padded staging fits.
-        let quantum_bytes = CoopConfig::tile_bytes(TILE_QUANTUM, elem);
+        // The largest multiple of the quantum whose staging fits.
+        let quantum_bytes = x.tile_bytes(TILE_QUANTUM);
         let capacity = profile.workgroup_storage_bytes as u64 / quantum_bytes * TILE_QUANTUM;
         let tile = capacity.min(k.next_multiple_of(TILE_QUANTUM));
         let tiles = k.div_ceil(tile);
         clauses.push(if tiles == 1 {
             format!(
                 "x staged once per workgroup as {} ({} of {} KiB workgroup memory)",
-                if x_f16 { "f16" } else { "f32" },
-                CoopConfig::tile_bytes(tile, elem),
+                x.name(),
+                x.tile_bytes(tile),
                 profile.workgroup_storage_bytes / 1024
             )
         } else {
             format!(
                 "x staged as {} in {tiles} tiles of {tile} (workgroup memory {} KiB)",
-                if x_f16 { "f16" } else { "f32" },
+                x.name(),
                 profile.workgroup_storage_bytes / 1024
             )
         });
-        // One row per subgroup. The driver can pair rows (`rows: 2`: shared x reads,
+        // One row per subgroup. The coop driver can pair rows (`rows: 2`: shared x reads,
         // overlapped weight loads), but on the H200 that won for Q4_1 and Q4_K heads
         // (-13%, -14%) and lost for Q8_0 (3x slower) and Q6_K (+24%): it stays an A/B
         // option of benches/matvec.rs (--coop-rows) until a rule explains both.
@@ -187,7 +210,7 @@ pub fn route_matvec(
         CoopConfig {
             wg,
             tile: tile as u32,
-            x_f16,
+            x,
             rows,
         }
     });

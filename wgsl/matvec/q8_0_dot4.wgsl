@@ -1,0 +1,13 @@
+// Q8_0 with int8 x: 32 weights per 34-byte block {d: f16, qs: [i8; 32]},
+// value d * q. One block per lane (a slice is the whole block): the lanes of a subgroup
+// read consecutive blocks. Blocks are 2-byte aligned; see bytes_dot4.wgsl.
+
+alias W = u32;
+const BLOCK: u32 = 32u;
+const SLICES: u32 = 1u;
+
+fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+    let o = row_byte + blk * 34u;
+    let s = dot16(piece(o + 2u), xq16(g, 0u)) + dot16(piece(o + 18u), xq16(g, 1u));
+    return f16_at(o) * xd[g] * f32(s);
+}
