@@ -130,24 +130,28 @@ pub struct LoadOptions {
 /// context up front.
 pub const DEFAULT_MAX_CONTEXT: usize = 4096;
 
-/// A weight matrix, uploaded for its route.
+/// A weight matrix, uploaded for its route: one GGUF tensor, or several stacked row-wise
+/// when they share an input and a type (Q, K and V; gate and up), so that one dispatch
+/// computes them all.
 struct Matrix {
     name: String,
     route: Route,
     pipeline: crate::device::PipelineId,
     parts: Vec<Slice>,
+    /// The element of the output buffer its first row writes.
+    out_first: u64,
 }
 
 /// One transformer block's weights.
 struct Layer {
     attn_norm: Slice,
-    wq: Matrix,
-    wk: Matrix,
-    wv: Matrix,
+    /// Writes [q; k; v] into `Activations::qkv`: one matrix when the three tensors
+    /// share a type and their outputs can sit back to back, else three.
+    qkv: Vec<Matrix>,
     wo: Matrix,
     ffn_norm: Slice,
-    gate: Matrix,
-    up: Matrix,
+    /// Writes [gate; up] into `Activations::gate_up`, likewise.
+    gate_up: Vec<Matrix>,
     down: Matrix,
     k_cache: Slice,
     v_cache: Slice,
@@ -159,12 +163,15 @@ struct Activations {
     x: Slice,
     /// norm(x), the input of the matvecs.
     xn: Slice,
+    /// q, k and v in one buffer (each at an offset the device can bind).
+    qkv: Slice,
     q: Slice,
     k: Slice,
     v: Slice,
     att: Slice,
     /// A block's output before the residual add.
     out: Slice,
+    gate_up: Slice,
     gate: Slice,
     up: Slice,
     hidden: Slice,
@@ -252,7 +259,7 @@ impl Model {
         let (dim, kv_dim) = (config.dim as u64, config.kv_dim() as u64);
         let q_dim = (config.n_heads * config.head_dim) as u64;
 
-        let matrix = |name: &str, m: u64, k: u64| -> Result<Matrix> {
+        let checked = |name: &str, m: u64, k: u64| -> Result<&TensorInfo> {
             let t = tensor(file, name)?;
             if t.dims.len() != 2 || t.cols() != k || t.rows() != m {
                 return Err(Error::Invalid(format!(
@@ -260,7 +267,10 @@ impl Model {
                     t.dims
                 )));
             }
-            let route = route_matvec(dev.profile(), t.ty, m, k, options.force.as_ref()).map_err(
+            Ok(t)
+        };
+        let upload = |name: &str, ty, m: u64, k: u64, bytes: &[u8], out_first| -> Result<Matrix> {
+            let route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref()).map_err(
                 |e| match e {
                     Error::UnsupportedType(what) => {
                         Error::UnsupportedType(format!("`{name}`: {what}"))
@@ -268,15 +278,52 @@ impl Model {
                     other => other,
                 },
             )?;
-            let parts = matvec::upload_weights(dev, name, &route, file.tensor_data(t))?;
+            let parts = matvec::upload_weights(dev, name, &route, bytes)?;
             let pipeline = matvec::pipeline(dev, &cache, &route)?;
             Ok(Matrix {
                 name: name.to_string(),
                 route,
                 pipeline,
                 parts,
+                out_first,
             })
         };
+        let matrix = |name: &str, m: u64, k: u64| -> Result<Matrix> {
+            let t = checked(name, m, k)?;
+            upload(name, t.ty, m, k, file.tensor_data(t), 0)
+        };
+        // Tensors sharing input x, writing rows[i] outputs each at element first[i] of
+        // one buffer: stacked into one matrix when they share a type and their outputs
+        // are back to back, else one matrix each.
+        let stack =
+            |names: &[String], rows: &[u64], first: &[u64], k: u64| -> Result<Vec<Matrix>> {
+                let tensors = names
+                    .iter()
+                    .zip(rows)
+                    .map(|(n, &m)| checked(n, m, k))
+                    .collect::<Result<Vec<_>>>()?;
+                let same_type = tensors.iter().all(|t| t.ty == tensors[0].ty);
+                let back_to_back = first
+                    .iter()
+                    .zip(rows)
+                    .zip(first.iter().skip(1))
+                    .all(|((&f, &m), &next)| f + m == next);
+                if same_type && back_to_back {
+                    let bytes: Vec<u8> = tensors
+                        .iter()
+                        .flat_map(|t| file.tensor_data(t).iter().copied())
+                        .collect();
+                    let name = names.join(" + ");
+                    let m = rows.iter().sum();
+                    Ok(vec![upload(&name, tensors[0].ty, m, k, &bytes, first[0])?])
+                } else {
+                    tensors
+                        .iter()
+                        .zip(first)
+                        .map(|(t, &f)| upload(&t.name, t.ty, t.rows(), k, file.tensor_data(t), f))
+                        .collect()
+                }
+            };
         let vector = |name: &str, n: u64| -> Result<Slice> {
             let t = tensor(file, name)?;
             if t.n_elements() != n {
@@ -324,19 +371,32 @@ impl Model {
         drop(table);
 
         let ffn = config.ffn_dim as u64;
+        // Where q, k, v and gate, up sit in their shared buffers: each at an element
+        // the device can bind an op's input at.
+        let align = (dev.profile().storage_offset_alignment.max(4) / 4) as u64;
+        let k_first = q_dim.next_multiple_of(align);
+        let v_first = (k_first + kv_dim).next_multiple_of(align);
+        let up_first = ffn.next_multiple_of(align);
         let kv_bytes = n_ctx as u64 * kv_dim * 4;
         let layers = (0..config.n_layers)
             .map(|i| {
                 let n = |s: &str| format!("blk.{i}.{s}.weight");
                 Ok(Layer {
                     attn_norm: vector(&n("attn_norm"), dim)?,
-                    wq: matrix(&n("attn_q"), q_dim, dim)?,
-                    wk: matrix(&n("attn_k"), kv_dim, dim)?,
-                    wv: matrix(&n("attn_v"), kv_dim, dim)?,
+                    qkv: stack(
+                        &[n("attn_q"), n("attn_k"), n("attn_v")],
+                        &[q_dim, kv_dim, kv_dim],
+                        &[0, k_first, v_first],
+                        dim,
+                    )?,
                     wo: matrix(&n("attn_output"), dim, q_dim)?,
                     ffn_norm: vector(&n("ffn_norm"), dim)?,
-                    gate: matrix(&n("ffn_gate"), ffn, dim)?,
-                    up: matrix(&n("ffn_up"), ffn, dim)?,
+                    gate_up: stack(
+                        &[n("ffn_gate"), n("ffn_up")],
+                        &[ffn, ffn],
+                        &[0, up_first],
+                        dim,
+                    )?,
                     down: matrix(&n("ffn_down"), dim, ffn)?,
                     k_cache: storage(&format!("blk.{i} k cache"), kv_bytes / 4)?,
                     v_cache: storage(&format!("blk.{i} v cache"), kv_bytes / 4)?,
@@ -357,16 +417,21 @@ impl Model {
             &rope_table(config.rope_base, config.rope_dim, n_ctx),
         )?;
 
+        let qkv = storage("q, k, v", v_first + kv_dim)?;
+        let gate_up = storage("ffn gate, up", up_first + ffn)?;
+        let part = |s: Slice, first: u64, n: u64| Slice::new(s.buffer, first * 4, n * 4);
         let act = Activations {
             x: storage("x", dim)?,
             xn: storage("norm(x)", dim.max(q_dim))?,
-            q: storage("q", q_dim)?,
-            k: storage("k", kv_dim)?,
-            v: storage("v", kv_dim)?,
+            qkv,
+            q: part(qkv, 0, q_dim),
+            k: part(qkv, k_first, kv_dim),
+            v: part(qkv, v_first, kv_dim),
             att: storage("attention out", q_dim)?,
             out: storage("block out", dim)?,
-            gate: storage("ffn gate", ffn)?,
-            up: storage("ffn up", ffn)?,
+            gate_up,
+            gate: part(gate_up, 0, ffn),
+            up: part(gate_up, up_first, ffn),
             hidden: storage("ffn hidden", ffn)?,
             scores: storage("attention scores", config.n_heads as u64 * n_ctx as u64)?,
             logits: storage("logits", vocab)?,
@@ -410,7 +475,13 @@ impl Model {
     fn matrices(&self) -> impl Iterator<Item = &Matrix> {
         self.layers
             .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+            .flat_map(|l| {
+                l.qkv
+                    .iter()
+                    .chain([&l.wo])
+                    .chain(&l.gate_up)
+                    .chain([&l.down])
+            })
             .chain([&self.output])
     }
 
@@ -524,11 +595,17 @@ impl Model {
             c.head_dim as u64,
             c.rope_dim as u64,
         );
-        matvec_into(list, &l.wq, a.xn, a.q)?;
-        matvec_into(list, &l.wk, a.xn, a.k)?;
-        matvec_into(list, &l.wv, a.xn, a.v)?;
-        list.dispatch(ops.rope(nh, hd, rd, pos, self.rope, a.q));
-        list.dispatch(ops.rope(nkv, hd, rd, pos, self.rope, a.k));
+        for w in &l.qkv {
+            matvec_into(list, w, a.xn, a.qkv)?;
+        }
+        if a.k.offset == a.q.offset + a.q.size {
+            // k's heads follow q's: one RoPE over both.
+            let qk = Slice::new(a.q.buffer, a.q.offset, a.q.size + a.k.size);
+            list.dispatch(ops.rope(nh + nkv, hd, rd, pos, self.rope, qk));
+        } else {
+            list.dispatch(ops.rope(nh, hd, rd, pos, self.rope, a.q));
+            list.dispatch(ops.rope(nkv, hd, rd, pos, self.rope, a.k));
+        }
         list.dispatch(ops.kv_append(c.kv_dim() as u64, pos, a.k, a.v, l.k_cache, l.v_cache));
         list.dispatch(ops.attention(
             nh,
@@ -548,8 +625,9 @@ impl Model {
     /// out = W_down · (silu(W_gate·xn) * (W_up·xn))
     fn ffn(&self, list: &mut CommandList, l: &Layer) -> Result<()> {
         let a = &self.act;
-        matvec_into(list, &l.gate, a.xn, a.gate)?;
-        matvec_into(list, &l.up, a.xn, a.up)?;
+        for w in &l.gate_up {
+            matvec_into(list, w, a.xn, a.gate_up)?;
+        }
         list.dispatch(
             self.ops
                 .silu_mul(self.config.ffn_dim as u64, a.gate, a.up, a.hidden),
@@ -558,12 +636,21 @@ impl Model {
     }
 }
 
-/// y = W · x, one dispatch per row part of W.
+/// y[w.out_first..] = W · x, one dispatch per row part of W.
 fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result<()> {
     let r = &w.route;
     let x = Slice::new(x.buffer, x.offset, r.k * 4);
-    let y = Slice::new(y.buffer, y.offset, r.m * 4);
-    for d in matvec::dispatches(w.pipeline, r.k, r.row_bytes, &r.parts, &w.parts, x, y)? {
+    let y = Slice::new(y.buffer, y.offset, (w.out_first + r.m) * 4);
+    for d in matvec::dispatches(
+        w.pipeline,
+        r.k,
+        r.row_bytes,
+        &r.parts,
+        &w.parts,
+        x,
+        y,
+        w.out_first,
+    )? {
         list.dispatch(d);
     }
     Ok(())
