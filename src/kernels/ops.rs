@@ -68,8 +68,13 @@ const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
     wgsl: include_str!("../../wgsl/ops/argmax.wgsl"),
     params_bytes: 16,
-    storage: &[R, RW],
+    storage: &[R, RW, RW],
 };
+
+/// Logits per argmax workgroup in its first stage: eight per invocation.
+const ARGMAX_CHUNK: u64 = 2048;
+/// Workgroups of argmax's first stage at most, so its scratch has a fixed size.
+pub const ARGMAX_MAX_GROUPS: u64 = 1024;
 
 /// Every op, for tools that list, precompile or translate kernels.
 const ALL_OPS: [OpSpec; 8] = [
@@ -272,15 +277,23 @@ impl Ops {
         }
     }
 
-    /// `token[0] = argmax(logits[..n])`, lowest index on ties.
-    pub fn argmax(&self, n: u64, logits: Slice, token: Slice) -> Dispatch {
-        Dispatch {
+    /// `token[0] = argmax(logits[..n])`, lowest index on ties: two dispatches, the
+    /// first leaving one candidate per workgroup in `scratch` (2 * ARGMAX_MAX_GROUPS
+    /// u32).
+    pub fn argmax(&self, n: u64, logits: Slice, scratch: Slice, token: Slice) -> [Dispatch; 2] {
+        let groups = n.div_ceil(ARGMAX_CHUNK).clamp(1, ARGMAX_MAX_GROUPS);
+        let chunk = n.div_ceil(groups);
+        let stage = |params: Vec<u32>, groups: u64, bytes_read: u64| Dispatch {
             pipeline: self.argmax,
-            params: vec![n as u32, 0, 0, 0],
-            storage: vec![logits, token],
-            workgroups: [1, 1, 1],
-            bytes_read: n * 4,
-        }
+            params,
+            storage: vec![logits, scratch, token],
+            workgroups: [groups as u32, 1, 1],
+            bytes_read,
+        };
+        [
+            stage(vec![n as u32, chunk as u32, 0, 0], groups, n * 4),
+            stage(vec![groups as u32, 0, 1, 0], 1, groups * 8),
+        ]
     }
 }
 

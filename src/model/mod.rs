@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::device::{BufferUse, CommandList, Device, ReadTicket, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec;
-use crate::kernels::ops::{rope_table, EmbedPart, Ops};
+use crate::kernels::ops::{rope_table, EmbedPart, Ops, ARGMAX_MAX_GROUPS};
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
 use crate::router::{route_matvec, Force, Route};
@@ -177,6 +177,8 @@ struct Activations {
     hidden: Slice,
     scores: Slice,
     logits: Slice,
+    /// The first argmax stage's candidates.
+    argmax_scratch: Slice,
     /// The current token id (u32): written by the host or by argmax, read by embed.
     token: Slice,
 }
@@ -435,6 +437,7 @@ impl Model {
             hidden: storage("ffn hidden", ffn)?,
             scores: storage("attention scores", config.n_heads as u64 * n_ctx as u64)?,
             logits: storage("logits", vocab)?,
+            argmax_scratch: storage("argmax candidates", 2 * ARGMAX_MAX_GROUPS)?,
             token: storage("token", 1)?,
         };
         Ok(Model {
@@ -582,7 +585,9 @@ impl Model {
             list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn));
         }
         matvec_into(&mut list, &self.output, a.xn, a.logits)?;
-        list.dispatch(ops.argmax(c.vocab as u64, a.logits, a.token));
+        for d in ops.argmax(c.vocab as u64, a.logits, a.argmax_scratch, a.token) {
+            list.dispatch(d);
+        }
         Ok(list)
     }
 

@@ -1,7 +1,8 @@
 // RMSNorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
 //
-// One workgroup; the sum of squares is a strided loop plus a tree reduction in
-// workgroup memory, so it needs no subgroup support and handles any length.
+// One workgroup; the sum of squares is a strided loop (four loads in flight per
+// invocation) plus a tree reduction in workgroup memory, so it needs no subgroup
+// support and handles any length.
 
 const WG: u32 = 256u;
 
@@ -19,11 +20,29 @@ struct Params {
 
 var<workgroup> partial: array<f32, WG>;
 
+// x[i], or 0 past the end.
+fn x_at(i: u32) -> f32 {
+    if (i < params.n) {
+        return x[i];
+    }
+    return 0.0;
+}
+
+fn scale_at(i: u32, scale: f32) {
+    if (i < params.n) {
+        out[i] = x[i] * scale * w[i];
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
-    for (var i = lid; i < params.n; i += WG) {
-        acc += x[i] * x[i];
+    for (var i = lid; i < params.n; i += 4u * WG) {
+        let v0 = x_at(i);
+        let v1 = x_at(i + WG);
+        let v2 = x_at(i + 2u * WG);
+        let v3 = x_at(i + 3u * WG);
+        acc += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3);
     }
     partial[lid] = acc;
     workgroupBarrier();
@@ -34,7 +53,10 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         workgroupBarrier();
     }
     let scale = 1.0 / sqrt(partial[0] / f32(params.n) + params.eps);
-    for (var i = lid; i < params.n; i += WG) {
-        out[i] = x[i] * scale * w[i];
+    for (var i = lid; i < params.n; i += 4u * WG) {
+        scale_at(i, scale);
+        scale_at(i + WG, scale);
+        scale_at(i + 2u * WG, scale);
+        scale_at(i + 3u * WG, scale);
     }
 }
