@@ -17,6 +17,24 @@ struct OpSpec {
     wgsl: &'static str,
     params_bytes: u32,
     storage: &'static [Access],
+    /// Runs as one workgroup as wide as the device allows (up to [`WIDE_WG`]): the host
+    /// prepends `const WG`. A single workgroup is latency-bound, and a wider one needs
+    /// fewer round trips to memory per invocation.
+    wide: bool,
+}
+
+/// The widest single workgroup the `wide` ops use.
+const WIDE_WG: u32 = 1024;
+
+impl OpSpec {
+    /// The complete WGSL for a device allowing `max_wg` invocations per workgroup.
+    fn source(&self, max_wg: u32) -> String {
+        if self.wide {
+            format!("const WG: u32 = {}u;\n\n{}", WIDE_WG.min(max_wg), self.wgsl)
+        } else {
+            self.wgsl.to_string()
+        }
+    }
 }
 
 const R: Access = Access::Read;
@@ -27,48 +45,56 @@ const EMBED: OpSpec = OpSpec {
     wgsl: include_str!("../../wgsl/ops/embed.wgsl"),
     params_bytes: 16,
     storage: &[R, R, RW],
+    wide: false,
 };
 const RMS_NORM: OpSpec = OpSpec {
     name: "ops/rms_norm",
     wgsl: include_str!("../../wgsl/ops/rms_norm.wgsl"),
     params_bytes: 16,
     storage: &[R, R, RW],
+    wide: true,
 };
 const ROPE: OpSpec = OpSpec {
     name: "ops/rope",
     wgsl: include_str!("../../wgsl/ops/rope.wgsl"),
     params_bytes: 16,
     storage: &[R, RW],
+    wide: false,
 };
 const KV_APPEND: OpSpec = OpSpec {
     name: "ops/kv_append",
     wgsl: include_str!("../../wgsl/ops/kv_append.wgsl"),
     params_bytes: 16,
     storage: &[R, R, RW, RW],
+    wide: false,
 };
 const ATTENTION: OpSpec = OpSpec {
     name: "ops/attention",
     wgsl: include_str!("../../wgsl/ops/attention.wgsl"),
     params_bytes: 32,
     storage: &[R, R, R, RW, RW],
+    wide: false,
 };
 const SILU_MUL: OpSpec = OpSpec {
     name: "ops/silu_mul",
     wgsl: include_str!("../../wgsl/ops/silu_mul.wgsl"),
     params_bytes: 16,
     storage: &[R, R, RW],
+    wide: false,
 };
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
     wgsl: include_str!("../../wgsl/ops/add_rms_norm.wgsl"),
     params_bytes: 16,
     storage: &[RW, R, R, RW],
+    wide: true,
 };
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
     wgsl: include_str!("../../wgsl/ops/argmax.wgsl"),
     params_bytes: 16,
     storage: &[R, RW, RW],
+    wide: false,
 };
 
 /// Logits per argmax workgroup in its first stage: eight per invocation.
@@ -97,9 +123,13 @@ fn groups_for(n: u64, wg: u64) -> [u32; 3] {
 }
 
 fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<PipelineId> {
+    let profile = device.profile();
+    let max_wg = profile
+        .max_invocations_per_workgroup
+        .min(profile.max_workgroup_size_x);
     cache.get_or_create(device, spec.name, || {
         (
-            spec.wgsl.to_string(),
+            spec.source(max_wg),
             PipelineTemplate {
                 params_bytes: spec.params_bytes,
                 storage: spec.storage,
@@ -426,6 +456,9 @@ pub fn argmax_ref(x: &[f32]) -> u32 {
 }
 
 /// Every op's (name, WGSL), for tools that translate every shader (`kernels::spirv`).
-pub fn sources() -> Vec<(&'static str, &'static str)> {
-    ALL_OPS.iter().map(|op| (op.name, op.wgsl)).collect()
+pub fn sources() -> Vec<(&'static str, String)> {
+    ALL_OPS
+        .iter()
+        .map(|op| (op.name, op.source(WIDE_WG)))
+        .collect()
 }

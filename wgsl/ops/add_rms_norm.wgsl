@@ -2,12 +2,12 @@
 //   x[i] += y[i];  out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
 // One dispatch instead of two, twice per layer.
 //
-// One workgroup, like ops/rms_norm: each invocation adds, squares and later scales the
-// same elements i = lid, lid + WG, ..., so it only ever reads back what it wrote itself.
-// Four elements per iteration, loaded before any is used: a loop that waits for each
-// load in turn took 18 us per 4,096 elements on the H200.
-
-const WG: u32 = 256u;
+// One workgroup, like ops/rms_norm, as wide as the device allows (the host prepends WG,
+// at most 1,024): each invocation adds, squares and later scales the same elements
+// i = lid, lid + WG, ..., so it only ever reads back what it wrote itself. A single
+// workgroup is latency-bound (256 invocations took 17 us per 4,096 elements on the
+// H200), so each loads four elements before using any, and wider groups need fewer
+// such trips.
 
 struct Params {
     n: u32,
@@ -38,7 +38,7 @@ fn scale_at(i: u32, scale: f32) {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
     for (var i = lid; i < params.n; i += 4u * WG) {

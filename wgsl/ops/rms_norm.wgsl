@@ -1,10 +1,9 @@
 // RMSNorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
 //
-// One workgroup; the sum of squares is a strided loop (four loads in flight per
-// invocation) plus a tree reduction in workgroup memory, so it needs no subgroup
-// support and handles any length.
-
-const WG: u32 = 256u;
+// One workgroup, as wide as the device allows (the host prepends WG, at most 1,024);
+// the sum of squares is a strided loop (four loads in flight per invocation) plus a
+// tree reduction in workgroup memory, so it needs no subgroup support and handles any
+// length.
 
 struct Params {
     n: u32,
@@ -34,7 +33,7 @@ fn scale_at(i: u32, scale: f32) {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
     for (var i = lid; i < params.n; i += 4u * WG) {
