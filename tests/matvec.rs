@@ -42,6 +42,7 @@ fn run(device: &dyn Device, cache: &PipelineCache, route: &Route, w: &[u8], x: &
         Slice::new(xb, 0, route.k * 4),
         Slice::new(yb, 0, (Y_FIRST + route.m) * 4),
         Y_FIRST,
+        None,
     )
     .unwrap()
     {
@@ -160,5 +161,80 @@ fn weights_beyond_the_binding_limit_are_split() {
             "{}: NMSE {err:.3e} over {m} rows",
             route.kernel
         );
+    }
+}
+
+/// A `glu` dot4 route multiplies silu(gate) * up, read from two parts of one binding,
+/// as the FFN's down projection does: every quant type, one tile and several.
+#[test]
+fn dot4_applies_swiglu_while_staging() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let profile = device.profile().clone();
+    let mut small_tiles = profile.clone();
+    small_tiles.workgroup_storage_bytes = 1024;
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for (p, (m, k)) in [(&profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
+            let force = Force::Kernel(kernel.name.to_string());
+            let mut route = route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap();
+            route.coop.as_mut().unwrap().glu = true;
+            let seed = m + k + kernel.ty.id() as u64;
+            let w = weights(kernel.ty, m, k, seed);
+            let mut rng = common::Rng::new(seed);
+            let gate: Vec<f32> = rng.vec(k as usize).iter().map(|v| v * 4.0).collect();
+            let up = rng.vec(k as usize);
+            // [gate; 4 unused; up], as the model's buffer pads up to an aligned offset.
+            let x_up = k + 4;
+            let mut both = gate.clone();
+            both.extend([9.0; 4]);
+            both.extend(&up);
+            let glu: Vec<f32> = gate
+                .iter()
+                .zip(&up)
+                .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
+
+            let parts = matvec::upload_weights(&device, "w", &route, &w).unwrap();
+            let xb = device
+                .create_buffer("x", both.len() as u64 * 4, BufferUse::Storage)
+                .unwrap();
+            device.upload(xb, 0, bytemuck::cast_slice(&both)).unwrap();
+            let yb = device
+                .create_buffer("y", m * 4, BufferUse::Storage)
+                .unwrap();
+            let pipeline = matvec::pipeline(&device, &cache, &route).unwrap();
+            let mut list = CommandList::new();
+            for d in matvec::dispatches(
+                pipeline,
+                k,
+                route.row_bytes,
+                &route.parts,
+                &parts,
+                Slice::new(xb, 0, both.len() as u64 * 4),
+                Slice::new(yb, 0, m * 4),
+                0,
+                Some(x_up),
+            )
+            .unwrap()
+            {
+                list.dispatch(d);
+            }
+            device.submit(&list).unwrap();
+            let actual = read_f32(&device, yb, 0, m as usize).unwrap();
+
+            let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
+            let bound = int8_x_error_bound(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
+            for (i, ((&e, &a), &b)) in expected.iter().zip(&actual).zip(&bound).enumerate() {
+                let diff = (e as f64 - a as f64).abs();
+                assert!(
+                    diff <= b * 1.001 + 1e-4 * (1.0 + e.abs() as f64),
+                    "{} glu {m} x {k}: y[{i}] = {a}, reference {e}, bound {b:.3e}",
+                    kernel.name
+                );
+            }
+            for b in parts.iter().map(|s| s.buffer).chain([xb, yb]) {
+                device.destroy_buffer(b).unwrap();
+            }
+        }
     }
 }

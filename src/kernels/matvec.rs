@@ -187,6 +187,9 @@ pub struct CoopConfig {
     /// Rows per subgroup (1 or 2; the `coop` driver only): two rows share every x read
     /// and overlap their weight loads, at the price of half as many subgroups in flight.
     pub rows: u32,
+    /// The `dot4` driver only: the input is silu(a) * b for halves a, b of the x binding
+    /// (the FFN's down projection), computed while staging.
+    pub glu: bool,
 }
 
 impl CoopConfig {
@@ -196,8 +199,10 @@ impl CoopConfig {
     }
 }
 
-/// Bytes of the uniform block both drivers declare: m, k, row_bytes, y_offset.
-pub const PARAMS_BYTES: u32 = 16;
+/// Bytes of the uniform block the drivers declare: m, k, row_bytes, y_offset, and for
+/// `dot4` x_up and padding.
+const PARAMS_BYTES: u32 = 16;
+const DOT4_PARAMS_BYTES: u32 = 32;
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 
 impl MatvecKernel {
@@ -209,12 +214,14 @@ impl MatvecKernel {
             tile: 4096,
             x: self.x_stage(false),
             rows: 1,
+            glu: false,
         });
         match self.family {
             Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
             Family::Dot4 => format!(
-                "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\n\n{driver}\n{helpers}\n{body}",
-                cfg.wg, cfg.tile
+                "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst X_GLU: bool = {};\n\n\
+                 {driver}\n{helpers}\n{body}",
+                cfg.wg, cfg.tile, cfg.glu
             ),
             Family::Coop => {
                 let (enable, xs, xs_bytes) = match cfg.x {
@@ -251,6 +258,8 @@ impl MatvecKernel {
                 if c.x == XStage::F16 { " xf16" } else { "" },
                 if c.rows > 1 {
                     format!(" r{}", c.rows)
+                } else if c.glu {
+                    " glu".to_string()
                 } else {
                     String::new()
                 }
@@ -261,7 +270,11 @@ impl MatvecKernel {
 
     pub fn template(&self) -> PipelineTemplate {
         PipelineTemplate {
-            params_bytes: PARAMS_BYTES,
+            params_bytes: if self.family == Family::Dot4 {
+                DOT4_PARAMS_BYTES
+            } else {
+                PARAMS_BYTES
+            },
             storage: STORAGE,
             fallback_reason: None,
         }
@@ -281,6 +294,8 @@ pub struct RowPart {
 /// `weights[i]` holds the rows of `parts[i]`; `x` holds K floats, `y` at least
 /// `y_first` + M. `y_first` lets matvecs that share an input write side by side into
 /// one buffer at any element offset (a binding offset would have to be aligned).
+/// `x_up`: for a `glu` route, where in `x` the second operand starts (elements, a
+/// multiple of 4).
 #[allow(clippy::too_many_arguments)]
 pub fn dispatches(
     pipeline: PipelineId,
@@ -291,6 +306,7 @@ pub fn dispatches(
     x: Slice,
     y: Slice,
     y_first: u64,
+    x_up: Option<u64>,
 ) -> Result<Vec<Dispatch>> {
     if parts.len() != weights.len() {
         return Err(Error::Invalid(format!(
@@ -306,17 +322,21 @@ pub fn dispatches(
         .iter()
         .zip(weights)
         .map(|(p, w)| {
+            let mut params = vec![
+                u32_of(p.rows, "rows")?,
+                u32_of(k, "K")?,
+                u32_of(row_bytes, "row bytes")?,
+                u32_of(y_first + p.first_row, "first output")?,
+            ];
+            if let Some(up) = x_up {
+                params.push(u32_of(up, "x_up")?);
+            }
             Ok(Dispatch {
                 pipeline,
-                params: vec![
-                    u32_of(p.rows, "rows")?,
-                    u32_of(k, "K")?,
-                    u32_of(row_bytes, "row bytes")?,
-                    u32_of(y_first + p.first_row, "first output")?,
-                ],
+                params,
                 storage: vec![*w, x, y],
                 workgroups: p.workgroups,
-                bytes_read: p.rows * row_bytes + k * 4,
+                bytes_read: p.rows * row_bytes + k * if x_up.is_some() { 8 } else { 4 },
             })
         })
         .collect()

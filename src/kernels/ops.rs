@@ -157,7 +157,9 @@ pub struct Ops {
     rope: PipelineId,
     kv_append: PipelineId,
     attention: PipelineId,
-    silu_mul: PipelineId,
+    /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
+    /// matvec route): a pipeline that is never dispatched is an audit defect.
+    silu_mul: Option<PipelineId>,
     add_rms_norm: PipelineId,
     argmax: PipelineId,
 }
@@ -165,13 +167,24 @@ pub struct Ops {
 impl Ops {
     /// Creates (or finds in `cache`) every op's pipeline.
     pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<Ops> {
+        Ops::with_silu_mul(device, cache, true)
+    }
+
+    /// Every op's pipeline, silu_mul only if `silu_mul`.
+    pub fn with_silu_mul(
+        device: &dyn Device,
+        cache: &PipelineCache,
+        silu_mul: bool,
+    ) -> Result<Ops> {
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
             rms_norm: get(device, cache, &RMS_NORM)?,
             rope: get(device, cache, &ROPE)?,
             kv_append: get(device, cache, &KV_APPEND)?,
             attention: get(device, cache, &ATTENTION)?,
-            silu_mul: get(device, cache, &SILU_MUL)?,
+            silu_mul: silu_mul
+                .then(|| get(device, cache, &SILU_MUL))
+                .transpose()?,
             add_rms_norm: get(device, cache, &ADD_RMS_NORM)?,
             argmax: get(device, cache, &ARGMAX)?,
         })
@@ -278,9 +291,13 @@ impl Ops {
     }
 
     /// `out = silu(gate) * up` over `n` elements.
+    ///
+    /// Panics if these ops were created without silu_mul.
     pub fn silu_mul(&self, n: u64, gate: Slice, up: Slice, out: Slice) -> Dispatch {
         Dispatch {
-            pipeline: self.silu_mul,
+            pipeline: self
+                .silu_mul
+                .expect("ops created without silu_mul (Ops::with_silu_mul)"),
             params: vec![n as u32, 0, 0, 0],
             storage: vec![gate, up, out],
             workgroups: groups_for(n, 256),

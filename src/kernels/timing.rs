@@ -70,7 +70,17 @@ pub fn time_matvec(
     let mut list = CommandList::new();
     for i in 0..iters + SKIP {
         let weights = &sets[i % copies];
-        for d in matvec::dispatches(pipeline, k, route.row_bytes, &route.parts, weights, x, y, 0)? {
+        for d in matvec::dispatches(
+            pipeline,
+            k,
+            route.row_bytes,
+            &route.parts,
+            weights,
+            x,
+            y,
+            0,
+            None,
+        )? {
             list.dispatch(d);
         }
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::device::{BufferUse, CommandList, Device, ReadTicket, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::matvec;
+use crate::kernels::matvec::{self, Family};
 use crate::kernels::ops::{rope_table, EmbedPart, Ops, ARGMAX_MAX_GROUPS};
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
@@ -140,6 +140,9 @@ struct Matrix {
     parts: Vec<Slice>,
     /// The element of the output buffer its first row writes.
     out_first: u64,
+    /// For a `glu` route (the FFN's down projection on dot4): where up starts in its
+    /// input buffer, which holds [gate; up] and is multiplied as silu(gate) * up.
+    x_up: Option<u64>,
 }
 
 /// One transformer block's weights.
@@ -257,7 +260,6 @@ impl Model {
             .max(1);
         let dev: &dyn Device = device.as_ref();
         let cache = PipelineCache::new();
-        let ops = Ops::new(dev, &cache)?;
         let (dim, kv_dim) = (config.dim as u64, config.kv_dim() as u64);
         let q_dim = (config.n_heads * config.head_dim) as u64;
 
@@ -271,8 +273,17 @@ impl Model {
             }
             Ok(t)
         };
-        let upload = |name: &str, ty, m: u64, k: u64, bytes: &[u8], out_first| -> Result<Matrix> {
-            let route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref()).map_err(
+        // `glu_up`: the matrix takes silu(gate) * up, with up at this element of its
+        // input, when its route can compute that while staging x (dot4).
+        let upload = |name: &str,
+                      ty,
+                      m: u64,
+                      k: u64,
+                      bytes: &[u8],
+                      out_first,
+                      glu_up: Option<u64>|
+         -> Result<Matrix> {
+            let mut route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref()).map_err(
                 |e| match e {
                     Error::UnsupportedType(what) => {
                         Error::UnsupportedType(format!("`{name}`: {what}"))
@@ -280,6 +291,16 @@ impl Model {
                     other => other,
                 },
             )?;
+            let mut x_up = None;
+            if let (Some(up), Some(c)) = (glu_up, route.coop.as_mut()) {
+                if route.family == Family::Dot4 {
+                    c.glu = true;
+                    x_up = Some(up);
+                    route
+                        .clauses
+                        .push("input silu(gate) * up, computed while staging x".to_string());
+                }
+            }
             let parts = matvec::upload_weights(dev, name, &route, bytes)?;
             let pipeline = matvec::pipeline(dev, &cache, &route)?;
             Ok(Matrix {
@@ -288,11 +309,12 @@ impl Model {
                 pipeline,
                 parts,
                 out_first,
+                x_up,
             })
         };
         let matrix = |name: &str, m: u64, k: u64| -> Result<Matrix> {
             let t = checked(name, m, k)?;
-            upload(name, t.ty, m, k, file.tensor_data(t), 0)
+            upload(name, t.ty, m, k, file.tensor_data(t), 0, None)
         };
         // Tensors sharing input x, writing rows[i] outputs each at element first[i] of
         // one buffer: stacked into one matrix when they share a type and their outputs
@@ -317,12 +339,22 @@ impl Model {
                         .collect();
                     let name = names.join(" + ");
                     let m = rows.iter().sum();
-                    Ok(vec![upload(&name, tensors[0].ty, m, k, &bytes, first[0])?])
+                    Ok(vec![upload(
+                        &name,
+                        tensors[0].ty,
+                        m,
+                        k,
+                        &bytes,
+                        first[0],
+                        None,
+                    )?])
                 } else {
                     tensors
                         .iter()
                         .zip(first)
-                        .map(|(t, &f)| upload(&t.name, t.ty, t.rows(), k, file.tensor_data(t), f))
+                        .map(|(t, &f)| {
+                            upload(&t.name, t.ty, t.rows(), k, file.tensor_data(t), f, None)
+                        })
                         .collect()
                 }
             };
@@ -399,12 +431,26 @@ impl Model {
                         &[0, up_first],
                         dim,
                     )?,
-                    down: matrix(&n("ffn_down"), dim, ffn)?,
+                    down: {
+                        let name = n("ffn_down");
+                        let t = checked(&name, dim, ffn)?;
+                        upload(
+                            &name,
+                            t.ty,
+                            dim,
+                            ffn,
+                            file.tensor_data(t),
+                            0,
+                            Some(up_first),
+                        )?
+                    },
                     k_cache: storage(&format!("blk.{i} k cache"), kv_bytes / 4)?,
                     v_cache: storage(&format!("blk.{i} v cache"), kv_bytes / 4)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let needs_silu_mul = layers.iter().any(|l| l.down.x_up.is_none());
+        let ops = Ops::with_silu_mul(dev, &cache, needs_silu_mul)?;
         let output_norm = vector("output_norm.weight", dim)?;
         // Tied embeddings: the quantized token_embd doubles as the lm-head.
         let output_name = if file.tensor("output.weight").is_some() {
@@ -633,6 +679,10 @@ impl Model {
         for w in &l.gate_up {
             matvec_into(list, w, a.xn, a.gate_up)?;
         }
+        if l.down.x_up.is_some() {
+            // The down projection applies silu(gate) * up itself.
+            return matvec_into(list, &l.down, a.gate_up, a.out);
+        }
         list.dispatch(
             self.ops
                 .silu_mul(self.config.ffn_dim as u64, a.gate, a.up, a.hidden),
@@ -644,7 +694,7 @@ impl Model {
 /// y[w.out_first..] = W · x, one dispatch per row part of W.
 fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result<()> {
     let r = &w.route;
-    let x = Slice::new(x.buffer, x.offset, r.k * 4);
+    let x = Slice::new(x.buffer, x.offset, (w.x_up.unwrap_or(0) + r.k) * 4);
     let y = Slice::new(y.buffer, y.offset, (w.out_first + r.m) * 4);
     for d in matvec::dispatches(
         w.pipeline,
@@ -655,6 +705,7 @@ fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result
         x,
         y,
         w.out_first,
+        w.x_up,
     )? {
         list.dispatch(d);
     }

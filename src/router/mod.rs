@@ -212,6 +212,7 @@ pub fn route_matvec(
             tile: tile as u32,
             x,
             rows,
+            glu: false,
         }
     });
 

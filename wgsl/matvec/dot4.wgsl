@@ -13,7 +13,8 @@
 // handed out from `num_subgroups` with a grid-stride loop over row batches, so any
 // subgroup size and any number of workgroups is correct.
 //
-// The host prepends WG (invocations) and TILE (x elements per tile, a multiple of 256).
+// The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256) and
+// X_GLU (whether x is the SwiGLU of two halves of its binding; see `x_at`).
 // The per-type file appended after this one defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -27,6 +28,10 @@ struct Params {
     k: u32,          // columns
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // first output element written by this dispatch
+    x_up: u32,       // with X_GLU: where the second operand starts in x, in elements
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -56,6 +61,17 @@ fn dot16(q: vec4<u32>, xv: vec4<u32>) -> i32 {
          + dot4I8Packed(q.z, xv.z) + dot4I8Packed(q.w, xv.w);
 }
 
+// Four elements of the matvec's input starting at element 4i: x itself, or with X_GLU
+// the SwiGLU of its two halves, silu(x[4i..]) * x[x_up + 4i..], so the FFN's down
+// projection needs no separate SiLU-mul dispatch.
+fn x_at(i: u32) -> vec4<f32> {
+    let a = x[i];
+    if (X_GLU) {
+        return a / (1.0 + exp(-a)) * x[params.x_up / 4u + i];
+    }
+    return a;
+}
+
 // Quantizes x[t0 .. t0 + TILE] (zero past K), one group per invocation. K is a multiple
 // of 32 for every type of this driver, so a group is either wholly inside x or past it.
 fn stage_x(t0: u32, lid: u32) {
@@ -69,14 +85,14 @@ fn stage_x(t0: u32, lid: u32) {
             continue;
         }
         let i = e / 4u;
-        let v0 = x[i];
-        let v1 = x[i + 1u];
-        let v2 = x[i + 2u];
-        let v3 = x[i + 3u];
-        let v4 = x[i + 4u];
-        let v5 = x[i + 5u];
-        let v6 = x[i + 6u];
-        let v7 = x[i + 7u];
+        let v0 = x_at(i);
+        let v1 = x_at(i + 1u);
+        let v2 = x_at(i + 2u);
+        let v3 = x_at(i + 3u);
+        let v4 = x_at(i + 4u);
+        let v5 = x_at(i + 5u);
+        let v6 = x_at(i + 6u);
+        let v7 = x_at(i + 7u);
         let a = max(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))),
                     max(max(abs(v4), abs(v5)), max(abs(v6), abs(v7))));
         let amax = max(max(a.x, a.y), max(a.z, a.w));
