@@ -15,6 +15,8 @@ use super::{PipelineCache, PipelineTemplate};
 struct OpSpec {
     name: &'static str,
     wgsl: &'static str,
+    /// WGSL shared with sibling ops, placed before `wgsl`.
+    helpers: &'static str,
     params_bytes: u32,
     storage: &'static [Access],
     /// Runs as one workgroup as wide as the device allows (up to [`WIDE_WG`]): the host
@@ -29,13 +31,17 @@ const WIDE_WG: u32 = 1024;
 impl OpSpec {
     /// The complete WGSL for a device allowing `max_wg` invocations per workgroup.
     fn source(&self, max_wg: u32) -> String {
-        if self.wide {
-            format!("const WG: u32 = {}u;\n\n{}", WIDE_WG.min(max_wg), self.wgsl)
+        let wg = if self.wide {
+            format!("const WG: u32 = {}u;\n\n", WIDE_WG.min(max_wg))
         } else {
-            self.wgsl.to_string()
-        }
+            String::new()
+        };
+        format!("{wg}{}{}", self.helpers, self.wgsl)
     }
 }
+
+/// The norms' shared reduction and scaled write.
+const RMS_SCALE: &str = include_str!("../../wgsl/ops/rms_scale.wgsl");
 
 const R: Access = Access::Read;
 const RW: Access = Access::ReadWrite;
@@ -43,6 +49,7 @@ const RW: Access = Access::ReadWrite;
 const EMBED: OpSpec = OpSpec {
     name: "ops/embed",
     wgsl: include_str!("../../wgsl/ops/embed.wgsl"),
+    helpers: "",
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
@@ -50,6 +57,7 @@ const EMBED: OpSpec = OpSpec {
 const RMS_NORM: OpSpec = OpSpec {
     name: "ops/rms_norm",
     wgsl: include_str!("../../wgsl/ops/rms_norm.wgsl"),
+    helpers: RMS_SCALE,
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: true,
@@ -57,6 +65,7 @@ const RMS_NORM: OpSpec = OpSpec {
 const ROPE: OpSpec = OpSpec {
     name: "ops/rope",
     wgsl: include_str!("../../wgsl/ops/rope.wgsl"),
+    helpers: "",
     params_bytes: 16,
     storage: &[R, RW],
     wide: false,
@@ -64,6 +73,7 @@ const ROPE: OpSpec = OpSpec {
 const KV_APPEND: OpSpec = OpSpec {
     name: "ops/kv_append",
     wgsl: include_str!("../../wgsl/ops/kv_append.wgsl"),
+    helpers: "",
     params_bytes: 16,
     storage: &[R, R, RW, RW],
     wide: false,
@@ -71,6 +81,7 @@ const KV_APPEND: OpSpec = OpSpec {
 const ATTENTION: OpSpec = OpSpec {
     name: "ops/attention",
     wgsl: include_str!("../../wgsl/ops/attention.wgsl"),
+    helpers: "",
     params_bytes: 32,
     storage: &[R, R, R, RW, RW],
     wide: false,
@@ -78,6 +89,7 @@ const ATTENTION: OpSpec = OpSpec {
 const SILU_MUL: OpSpec = OpSpec {
     name: "ops/silu_mul",
     wgsl: include_str!("../../wgsl/ops/silu_mul.wgsl"),
+    helpers: "",
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
@@ -85,6 +97,7 @@ const SILU_MUL: OpSpec = OpSpec {
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
     wgsl: include_str!("../../wgsl/ops/add_rms_norm.wgsl"),
+    helpers: RMS_SCALE,
     params_bytes: 16,
     storage: &[RW, R, R, RW],
     wide: true,
@@ -92,6 +105,7 @@ const ADD_RMS_NORM: OpSpec = OpSpec {
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
     wgsl: include_str!("../../wgsl/ops/argmax.wgsl"),
+    helpers: "",
     params_bytes: 16,
     storage: &[R, RW, RW],
     wide: false,
