@@ -225,7 +225,7 @@ fn bench_case(
             .push(format!("bench override: {rows} rows per subgroup"));
     }
     if let (Some(cap), Some(c)) = (args.coop_groups, route.coop) {
-        let rows_per_wg = (c.wg / device.profile().subgroup_max.max(1)).max(1) as u64;
+        let rows_per_wg = c.rows_per_workgroup(device.profile().subgroup_max);
         for p in &mut route.parts {
             p.workgroups[0] = p.rows.div_ceil(rows_per_wg).min(cap as u64) as u32;
         }

@@ -67,7 +67,7 @@ pub struct MatvecKernel {
     /// `matvec/<type>_<family>`, also the WGSL file's path under `wgsl/`.
     pub name: &'static str,
     /// WGSL functions shared with sibling kernels, placed before `body`.
-    helpers: &'static str,
+    helpers: &'static [&'static str],
     body: &'static str,
 }
 
@@ -77,14 +77,14 @@ const DOT4_DRIVER: &str = include_str!("../../wgsl/matvec/dot4.wgsl");
 
 macro_rules! kernel {
     ($ty:ident, $family:ident, $file:literal) => {
-        kernel!($ty, $family, $file, "")
+        kernel!($ty, $family, $file, [])
     };
-    ($ty:ident, $family:ident, $file:literal, $helpers:expr) => {
+    ($ty:ident, $family:ident, $file:literal, [$($helper:expr),*]) => {
         MatvecKernel {
             ty: GgmlType::$ty,
             family: Family::$family,
             name: concat!("matvec/", $file),
-            helpers: $helpers,
+            helpers: &[$($helper),*],
             body: include_str!(concat!("../../wgsl/matvec/", $file, ".wgsl")),
         }
     };
@@ -96,6 +96,8 @@ const K_SCALE_MIN_COOP: &str = include_str!("../../wgsl/matvec/k_scale_min_coop.
 const K_SCALE_MIN_DOT4: &str = include_str!("../../wgsl/matvec/k_scale_min_dot4.wgsl");
 /// WGSL shared by the dot4 kernels that read weights as 2-byte-aligned words.
 const BYTES_DOT4: &str = include_str!("../../wgsl/matvec/bytes_dot4.wgsl");
+/// WGSL shared by the Q5_0 and Q5_1 kernels: assembling 5-bit quants.
+const Q5_BITS: &str = include_str!("../../wgsl/matvec/q5_bits.wgsl");
 
 /// Every matvec kernel brass has: the dispatch table, one line per kernel.
 pub const MATVEC_KERNELS: &[MatvecKernel] = &[
@@ -105,28 +107,28 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(F16, Coop, "f16_coop"),
     kernel!(Q8_0, Scalar, "q8_0_scalar"),
     kernel!(Q8_0, Coop, "q8_0_coop"),
-    kernel!(Q8_0, Dot4, "q8_0_dot4", BYTES_DOT4),
+    kernel!(Q8_0, Dot4, "q8_0_dot4", [BYTES_DOT4]),
     kernel!(Q4_0, Scalar, "q4_0_scalar"),
     kernel!(Q4_0, Coop, "q4_0_coop"),
-    kernel!(Q4_0, Dot4, "q4_0_dot4", BYTES_DOT4),
+    kernel!(Q4_0, Dot4, "q4_0_dot4", [BYTES_DOT4]),
     kernel!(Q5_0, Scalar, "q5_0_scalar"),
-    kernel!(Q5_0, Coop, "q5_0_coop"),
-    kernel!(Q5_0, Dot4, "q5_0_dot4", BYTES_DOT4),
+    kernel!(Q5_0, Coop, "q5_0_coop", [Q5_BITS]),
+    kernel!(Q5_0, Dot4, "q5_0_dot4", [BYTES_DOT4, Q5_BITS]),
     kernel!(Q5_1, Scalar, "q5_1_scalar"),
-    kernel!(Q5_1, Coop, "q5_1_coop"),
-    kernel!(Q5_1, Dot4, "q5_1_dot4", BYTES_DOT4),
+    kernel!(Q5_1, Coop, "q5_1_coop", [Q5_BITS]),
+    kernel!(Q5_1, Dot4, "q5_1_dot4", [Q5_BITS]),
     kernel!(Q4_1, Scalar, "q4_1_scalar"),
     kernel!(Q4_1, Coop, "q4_1_coop"),
     kernel!(Q4_1, Dot4, "q4_1_dot4"),
-    kernel!(Q4_K, Scalar, "q4_k_scalar", K_SCALE_MIN_SCALAR),
-    kernel!(Q4_K, Coop, "q4_k_coop", K_SCALE_MIN_COOP),
-    kernel!(Q4_K, Dot4, "q4_k_dot4", K_SCALE_MIN_DOT4),
-    kernel!(Q5_K, Scalar, "q5_k_scalar", K_SCALE_MIN_SCALAR),
-    kernel!(Q5_K, Coop, "q5_k_coop", K_SCALE_MIN_COOP),
-    kernel!(Q5_K, Dot4, "q5_k_dot4", K_SCALE_MIN_DOT4),
+    kernel!(Q4_K, Scalar, "q4_k_scalar", [K_SCALE_MIN_SCALAR]),
+    kernel!(Q4_K, Coop, "q4_k_coop", [K_SCALE_MIN_COOP]),
+    kernel!(Q4_K, Dot4, "q4_k_dot4", [K_SCALE_MIN_DOT4]),
+    kernel!(Q5_K, Scalar, "q5_k_scalar", [K_SCALE_MIN_SCALAR]),
+    kernel!(Q5_K, Coop, "q5_k_coop", [K_SCALE_MIN_COOP]),
+    kernel!(Q5_K, Dot4, "q5_k_dot4", [K_SCALE_MIN_DOT4]),
     kernel!(Q6_K, Scalar, "q6_k_scalar"),
     kernel!(Q6_K, Coop, "q6_k_coop"),
-    kernel!(Q6_K, Dot4, "q6_k_dot4", BYTES_DOT4),
+    kernel!(Q6_K, Dot4, "q6_k_dot4", [BYTES_DOT4]),
 ];
 
 pub fn find(ty: GgmlType, family: Family) -> Option<&'static MatvecKernel> {
@@ -193,6 +195,12 @@ pub struct CoopConfig {
 }
 
 impl CoopConfig {
+    /// Rows one workgroup takes per batch, planning for the largest subgroup the device
+    /// may run (one subgroup per row, or per `rows` rows).
+    pub fn rows_per_workgroup(&self, subgroup_max: u32) -> u64 {
+        (self.wg / subgroup_max.max(1)).max(1) as u64 * self.rows as u64
+    }
+
     /// Workgroup memory the staged tile takes.
     pub fn workgroup_bytes(&self) -> u64 {
         self.x.tile_bytes(self.tile as u64)
@@ -208,7 +216,7 @@ const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 impl MatvecKernel {
     /// The complete WGSL source.
     pub fn source(&self, coop: Option<CoopConfig>) -> String {
-        let (driver, helpers, body) = (self.family.driver(), self.helpers, self.body);
+        let (driver, helpers, body) = (self.family.driver(), self.helpers.join("\n"), self.body);
         let cfg = coop.unwrap_or(CoopConfig {
             wg: 256,
             tile: 4096,

@@ -241,8 +241,7 @@ pub fn route_matvec(
                 // Plan for the largest subgroup the device may run: each subgroup takes a
                 // row, and the kernel's grid-stride loop covers any shortfall.
                 Some(c) => {
-                    let rows_per_wg =
-                        (c.wg / profile.subgroup_max.max(1)).max(1) as u64 * c.rows as u64;
+                    let rows_per_wg = c.rows_per_workgroup(profile.subgroup_max);
                     let mut groups = rows.div_ceil(rows_per_wg).min(max_groups);
                     if k <= c.tile as u64 {
                         // x is staged once per workgroup: past enough workgroups to

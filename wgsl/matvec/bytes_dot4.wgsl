@@ -32,21 +32,3 @@ fn piece(byte: u32) -> vec4<u32> {
     return vec4<u32>((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u),
                      (c >> 16u) | (d << 16u), (d >> 16u) | (e << 16u));
 }
-
-// The low 4 bits of `bits` moved to bit 4 of each byte: the fifth bits of four 5-bit
-// quants (Q5_0, Q5_1). The multiply places bit i at bit 8i + i, the mask keeps those.
-fn fifth_bits(bits: u32) -> u32 {
-    return (((bits & 0xfu) * 0x00204081u) & 0x01010101u) << 4u;
-}
-
-// The 32 5-bit quants of a Q5_0 or Q5_1 block as int8: weight i (i < 16) is the low
-// nibble of qs byte i with bit i of qh on top, weight i + 16 the high nibble with bit
-// i + 16. Returns weights 0..16 and 16..32.
-fn quants5(qs: vec4<u32>, qh: u32) -> array<vec4<u32>, 2> {
-    let m4 = vec4<u32>(0x0f0f0f0fu);
-    let lo = (qs & m4) | vec4<u32>(fifth_bits(qh), fifth_bits(qh >> 4u),
-                                   fifth_bits(qh >> 8u), fifth_bits(qh >> 12u));
-    let hi = ((qs >> vec4<u32>(4u)) & m4) | vec4<u32>(fifth_bits(qh >> 16u), fifth_bits(qh >> 20u),
-                                                      fifth_bits(qh >> 24u), fifth_bits(qh >> 28u));
-    return array<vec4<u32>, 2>(lo, hi);
-}

@@ -10,7 +10,7 @@
 //
 // Conversion: four 5-bit values are assembled in the four bytes of a word, the nibbles by
 // a mask and the four matching qh bits spread to bit 4 of each byte by one multiply (see
-// `spread4`). A byte OR'd into the mantissa of 2^23 is exactly 2^23 + q, and one
+// `fifth_bits` in q5_bits.wgsl). A byte OR'd into the mantissa of 2^23 is exactly 2^23 + q, and one
 // subtraction of 2^23 yields q. This stays on the FP32 pipe; int-to-float conversion
 // runs at a fraction of its rate on NVIDIA.
 //
@@ -26,16 +26,9 @@ fn x4(i: u32) -> vec4<f32> {
     return vec4<f32>(xv(i), xv(i + 1u), xv(i + 2u), xv(i + 3u));
 }
 
-// Bit i of t (i < 4) moved to bit 4 of byte i. Multiplying by 1 + 2^7 + 2^14 + 2^21
-// puts a copy of bit i at bit 8i (from the 2^(7i) term); no two copies land on the same
-// bit, so nothing carries, and the mask keeps only bits 0, 8, 16 and 24.
-fn spread4(t: u32) -> u32 {
-    return (((t & 0xfu) * 0x00204081u) & 0x01010101u) << 4u;
-}
-
 // Chunk c's four 5-bit values (nibbles at bit n of each byte of `q`) as floats.
 fn quints(q: u32, n: u32, qh: u32, c: u32) -> vec4<f32> {
-    let v = ((q >> n) & 0x0f0f0f0fu) | spread4(qh >> (4u * c));
+    let v = q5_word(q, n, qh, 4u * c);
     let b = (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xffu);
     return bitcast<vec4<f32>>(b | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0);
 }
