@@ -44,6 +44,10 @@ struct Args {
     /// A/B: override the routed coop rows per subgroup (1 or 2).
     #[arg(long)]
     coop_rows: Option<u32>,
+    /// A/B: override the routed dot4 lanes per row (0: a whole subgroup, or a power of
+    /// two no wider than the smallest subgroup).
+    #[arg(long)]
+    coop_lanes: Option<u32>,
     /// A/B: override the routed cap on workgroups of a single-tile coop/dot4 matvec.
     #[arg(long)]
     coop_groups: Option<u32>,
@@ -98,6 +102,9 @@ struct Case {
     max_us: f64,
     gbps: f64,
     pct_of_probe: f64,
+    /// Per matvec in a chain of dependent ones in one pass (see kernels::timing).
+    chained_us: f64,
+    chained_pct_of_probe: f64,
     route: String,
 }
 
@@ -133,8 +140,17 @@ fn run(args: &Args) -> brass::Result<()> {
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
     println!(
-        "{:<32} {:<6} {:<18} {:>9} {:>9} {:>9} {:>8} {:>7}",
-        "shape", "type", "kernel", "MB", "median µs", "min µs", "GB/s", "% probe"
+        "{:<32} {:<6} {:<18} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7}",
+        "shape",
+        "type",
+        "kernel",
+        "MB",
+        "median µs",
+        "min µs",
+        "GB/s",
+        "% probe",
+        "chain µs",
+        "% chain"
     );
     let cache = PipelineCache::new();
     let wanted = |list: &[String], name: &str| {
@@ -167,7 +183,7 @@ fn run(args: &Args) -> brass::Result<()> {
                 }
                 let case = bench_case(&device, &cache, args, label, kernel, m, k, probe.gbps)?;
                 println!(
-                    "{:<32} {:<6} {:<18} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}%",
+                    "{:<32} {:<6} {:<18} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}% {:>9.1} {:>6.1}%",
                     label,
                     ty.name(),
                     case.kernel.trim_start_matches("matvec/"),
@@ -175,7 +191,9 @@ fn run(args: &Args) -> brass::Result<()> {
                     case.median_us,
                     case.min_us,
                     case.gbps,
-                    case.pct_of_probe
+                    case.pct_of_probe,
+                    case.chained_us,
+                    case.chained_pct_of_probe
                 );
                 cases.push(case);
             }
@@ -224,6 +242,12 @@ fn bench_case(
             .clauses
             .push(format!("bench override: {rows} rows per subgroup"));
     }
+    if let (Some(lanes), Some(c)) = (args.coop_lanes, route.coop.as_mut()) {
+        c.lanes = lanes;
+        route
+            .clauses
+            .push(format!("bench override: {lanes} lanes per row"));
+    }
     if let (Some(cap), Some(c)) = (args.coop_groups, route.coop) {
         let rows_per_wg = c.rows_per_workgroup(device.profile().subgroup_max);
         for p in &mut route.parts {
@@ -259,6 +283,8 @@ fn bench_case(
         max_us: t.max_us,
         gbps,
         pct_of_probe: 100.0 * gbps / probe_gbps,
+        chained_us: t.chained_us,
+        chained_pct_of_probe: 100.0 * bytes as f64 / (t.chained_us * 1e3) / probe_gbps,
         route: route.reason(),
     })
 }

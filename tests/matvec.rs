@@ -5,7 +5,8 @@ mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile, Slice};
 use brass::kernels::matvec::{
-    self, cpu_reference, int8_x_error_bound, nmse, Family, MatvecKernel, XStage, MATVEC_KERNELS,
+    self, cpu_reference, int8_x_error_bound, nmse, Family, Layout, MatvecKernel, XStage,
+    MATVEC_KERNELS,
 };
 use brass::kernels::PipelineCache;
 use brass::quant::{random_blocks, GgmlType};
@@ -96,13 +97,16 @@ fn check(
     kernel: &MatvecKernel,
     (m, k): (u64, u64),
     rows_per_subgroup: u32,
+    dot4_lanes: Option<u32>,
 ) {
     let ty = kernel.ty;
     let force = Force::Kernel(kernel.name.to_string());
     let mut route = route_matvec(profile, ty, m, k, Some(&force)).unwrap();
     if let Some(c) = route.coop.as_mut() {
-        // The router pairs rows only for very tall matrices; test the pairing on small ones.
         c.rows = rows_per_subgroup;
+        if let Some(lanes) = dot4_lanes {
+            c.lanes = lanes;
+        }
     }
     let seed = m * 31 + k * 7 + ty.id() as u64;
     let w = weights(ty, m, k, seed);
@@ -132,8 +136,8 @@ fn every_kernel_matches_its_cpu_reference() {
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
     let mut small_tiles = profile.clone();
-    // 512 f16, 256 f32 or 768 int8 elements per tile.
-    small_tiles.workgroup_storage_bytes = 1024;
+    // 512 f16, 256 f32 or 512 int8 elements per tile.
+    small_tiles.workgroup_storage_bytes = 1200;
     for kernel in MATVEC_KERNELS {
         let unit = kernel.ty.block_size().max(32) as u64;
         for (m, k) in [
@@ -142,23 +146,97 @@ fn every_kernel_matches_its_cpu_reference() {
             (130, 576u64.next_multiple_of(unit)),
             (3, 16384),
         ] {
-            check(&device, &cache, &profile, kernel, (m, k), 1);
+            check(&device, &cache, &profile, kernel, (m, k), 1, None);
         }
         if kernel.family.cooperative() {
-            // 1280 = 2.5 tiles of 512 (f16), 5 of 256 (f32) or 1.67 of 768 (int8).
-            check(&device, &cache, &small_tiles, kernel, (45, 1280), 1);
+            // 1280 = 2.5 tiles of 512 (f16, int8) or 5 of 256 (f32).
+            check(&device, &cache, &small_tiles, kernel, (45, 1280), 1, None);
         }
-        if kernel.family == Family::Coop {
-            // Two rows per subgroup: odd and even M, one tile and several.
+        // Several rows per subgroup (coop: two per subgroup; dot4: 2 or 4 lanes per
+        // row, so 2 to 8 rows per subgroup at widths 4 to 16): M not a multiple of
+        // them, one tile and several.
+        let variants: &[(u32, Option<u32>)] = match kernel.family {
+            Family::Scalar => &[],
+            Family::Coop => &[(2, None)],
+            Family::Dot4 => &[(1, Some(2)), (1, Some(4))],
+        };
+        for &(r, lanes) in variants {
             for (m, k) in [(1, 256), (67, 256), (130, 576u64.next_multiple_of(unit))] {
-                check(&device, &cache, &profile, kernel, (m, k), 2);
+                check(&device, &cache, &profile, kernel, (m, k), r, lanes);
             }
-            check(&device, &cache, &small_tiles, kernel, (45, 1280), 2);
+            check(&device, &cache, &small_tiles, kernel, (45, 1280), r, lanes);
         }
     }
 }
 
 /// A weight bigger than lavapipe's 128 MiB binding is split into row parts.
+/// A kernel whose weights are rearranged on upload (Q6_K's dot4 reads the blocks'
+/// 208-byte bodies first, then their d) is right in every row part, each its own buffer
+/// with its own tail of d values.
+#[test]
+fn rearranged_weights_are_right_in_every_part() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let mut profile = device.profile().clone();
+    let (ty, m, k) = (GgmlType::Q6_K, 45u64, 1536u64);
+    // Three parts: 16, 16 and 13 rows of 1,260 bytes.
+    profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
+    let force = Force::Family(Family::Dot4);
+    let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
+    assert_eq!(route.parts.len(), 3, "{}", route.reason());
+    let w = weights(ty, m, k, 7);
+    let x = common::Rng::new(8).vec(k as usize);
+    let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
+    let actual = run(&device, &cache, &route, &w, &x, None);
+    assert_within_int8_bound(
+        &route.reason(),
+        ty,
+        &w,
+        (m, k),
+        &x,
+        &expected,
+        &actual,
+        1e-5,
+    );
+}
+
+#[test]
+fn bodies_first_puts_every_blocks_rest_after_all_bodies() {
+    let layout = Layout::BodiesFirst {
+        body_start: 1,
+        body_len: 2,
+    };
+    let two_blocks = [0u8, 1, 2, 3, 10, 11, 12, 13];
+    assert_eq!(
+        &*layout.arrange(&two_blocks, 4),
+        &[1, 2, 11, 12, 0, 3, 10, 13]
+    );
+    assert_eq!(&*Layout::Gguf.arrange(&two_blocks, 4), &two_blocks);
+}
+
+/// The router's dot4 lane rule reads each kernel's slices per block from the Rust
+/// side; they must be the WGSL's.
+#[test]
+fn dot4_slices_per_block_match_the_wgsl() {
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        let source = kernel.source(None);
+        let line = source
+            .lines()
+            .find(|l| l.starts_with("const SLICES: u32 = "))
+            .unwrap_or_else(|| panic!("{} declares no SLICES", kernel.name));
+        let wgsl: u64 = line["const SLICES: u32 = ".len()..]
+            .trim_end_matches("u;")
+            .parse()
+            .unwrap();
+        assert_eq!(
+            matvec::dot4_slices_per_block(kernel.ty),
+            wgsl,
+            "{}",
+            kernel.name
+        );
+    }
+}
+
 #[test]
 fn weights_beyond_the_binding_limit_are_split() {
     let device = common::gpu();
@@ -197,7 +275,7 @@ fn dot4_applies_swiglu_while_staging() {
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
     let mut small_tiles = profile.clone();
-    small_tiles.workgroup_storage_bytes = 1024;
+    small_tiles.workgroup_storage_bytes = 1200;
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
         for (p, (m, k)) in [(&profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
             let force = Force::Kernel(kernel.name.to_string());

@@ -129,6 +129,20 @@ fn the_muse_lm_head_is_split_on_lavapipe_and_whole_on_the_h200() {
     let r = route_matvec(&h200, GgmlType::Q5_K, m, k, None).unwrap();
     assert_eq!(r.parts.len(), 1, "{}", r.reason());
     assert_eq!(r.family, Family::Dot4);
+    // 26 blocks of 4 slices a row: 8 lanes per row share them evenly, 32 would idle.
+    assert_eq!(r.coop.unwrap().lanes, 8, "{}", r.reason());
+    assert!(r.reason().contains("8 lanes per row"), "{}", r.reason());
+}
+
+#[test]
+fn dot4_rows_take_a_whole_subgroup_where_it_divides_them() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for (m, k) in [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)] {
+            let r = route_matvec(&h200, ty, m, k, None).unwrap();
+            assert_eq!(r.coop.unwrap().lanes, 0, "{ty} {m}x{k}: {}", r.reason());
+        }
+    }
 }
 
 #[test]
@@ -141,11 +155,12 @@ fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     let c = r.coop.unwrap();
     assert_eq!(c.tile, 23_040);
     assert!(r.reason().contains("3 tiles"), "{}", r.reason());
-    // As int8 with a scale and sum per 32 (336 bytes per quantum) it holds 37,376: two.
+    // As int8 with a scale and sums per 32, and bank padding (432 bytes per quantum
+    // plus 240), it holds 28,928: three.
     let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, None).unwrap();
     let c = r.coop.unwrap();
-    assert_eq!((c.x, c.tile), (XStage::Int8, 37_376));
-    assert!(r.reason().contains("2 tiles"), "{}", r.reason());
+    assert_eq!((c.x, c.tile), (XStage::Int8, 28_928));
+    assert!(r.reason().contains("3 tiles"), "{}", r.reason());
 }
 
 #[test]

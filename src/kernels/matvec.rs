@@ -69,6 +69,48 @@ pub struct MatvecKernel {
     /// WGSL functions shared with sibling kernels, placed before `body`.
     helpers: &'static [&'static str],
     body: &'static str,
+    /// How the weights lie in the kernel's buffers.
+    pub layout: Layout,
+}
+
+/// How a kernel's weights lie in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// As in the GGUF file: rows of blocks.
+    Gguf,
+    /// Per buffer (a row part): bytes `body_start .. body_start + body_len` of every
+    /// block first, block after block, then the rest of every block in the same order.
+    /// With `body_len` a multiple of 16 every body starts 16-byte aligned, so a kernel
+    /// reads blocks of any size (Q6_K's 210 bytes) as whole `vec4<u32>`s. Same size as
+    /// the GGUF bytes, and a row part is still a run of whole rows.
+    BodiesFirst { body_start: usize, body_len: usize },
+}
+
+impl Layout {
+    /// `part` (whole blocks of `block_bytes`) as this layout stores it.
+    pub fn arrange<'a>(self, part: &'a [u8], block_bytes: usize) -> std::borrow::Cow<'a, [u8]> {
+        match self {
+            Layout::Gguf => std::borrow::Cow::Borrowed(part),
+            Layout::BodiesFirst {
+                body_start,
+                body_len,
+            } => {
+                let n = part.len() / block_bytes;
+                let rest = block_bytes - body_len;
+                let mut out = vec![0u8; part.len()];
+                let (bodies, rests) = out.split_at_mut(n * body_len);
+                for (i, block) in part.chunks_exact(block_bytes).enumerate() {
+                    let body_end = body_start + body_len;
+                    bodies[i * body_len..][..body_len]
+                        .copy_from_slice(&block[body_start..body_end]);
+                    let r = &mut rests[i * rest..][..rest];
+                    r[..body_start].copy_from_slice(&block[..body_start]);
+                    r[body_start..].copy_from_slice(&block[body_end..]);
+                }
+                std::borrow::Cow::Owned(out)
+            }
+        }
+    }
 }
 
 const SCALAR_DRIVER: &str = include_str!("../../wgsl/matvec/scalar.wgsl");
@@ -80,12 +122,16 @@ macro_rules! kernel {
         kernel!($ty, $family, $file, [])
     };
     ($ty:ident, $family:ident, $file:literal, [$($helper:expr),*]) => {
+        kernel!($ty, $family, $file, [$($helper),*], Layout::Gguf)
+    };
+    ($ty:ident, $family:ident, $file:literal, [$($helper:expr),*], $layout:expr) => {
         MatvecKernel {
             ty: GgmlType::$ty,
             family: Family::$family,
             name: concat!("matvec/", $file),
             helpers: &[$($helper),*],
             body: include_str!(concat!("../../wgsl/matvec/", $file, ".wgsl")),
+            layout: $layout,
         }
     };
 }
@@ -128,8 +174,28 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(Q5_K, Dot4, "q5_k_dot4", [K_SCALE_MIN_DOT4]),
     kernel!(Q6_K, Scalar, "q6_k_scalar"),
     kernel!(Q6_K, Coop, "q6_k_coop"),
-    kernel!(Q6_K, Dot4, "q6_k_dot4", [BYTES_DOT4]),
+    // {ql, qh, scales} (208 bytes) aligned, d (2 bytes) after all of them.
+    kernel!(
+        Q6_K,
+        Dot4,
+        "q6_k_dot4",
+        [],
+        Layout::BodiesFirst {
+            body_start: 0,
+            body_len: 208
+        }
+    ),
 ];
+
+/// Slices per block of a dot4 kernel (a slice is one lane's share of a block): each
+/// per-type file's `SLICES`, which a test checks.
+pub fn dot4_slices_per_block(ty: GgmlType) -> u64 {
+    match ty {
+        GgmlType::Q4_K | GgmlType::Q5_K => 4,
+        GgmlType::Q6_K => 8,
+        _ => 1,
+    }
+}
 
 pub fn find(ty: GgmlType, family: Family) -> Option<&'static MatvecKernel> {
     MATVEC_KERNELS
@@ -165,13 +231,19 @@ impl XStage {
 
     /// Workgroup memory a tile of `tile` elements takes. Float tiles pad each
     /// 32-element unit to an odd number of words (see `wgsl/matvec/coop.wgsl`); int8
-    /// tiles add a scale and a sum per 32 elements and one padding slot
+    /// tiles add a scale and a sum per 32 elements and bank padding
     /// (`wgsl/matvec/dot4.wgsl`).
     pub fn tile_bytes(self, tile: u64) -> u64 {
         match self {
             XStage::F32 => (tile / 32) * 33 * 4,
             XStage::F16 => (tile / 32) * 34 * 2,
-            XStage::Int8 => tile + 16 + (tile / 32) * 8,
+            // dot4.wgsl: int8 halves in 16-byte slots (one of padding per 8 groups, at
+            // most 15 more to place the second halves), a scale and sum per slot, and
+            // the two halves' integer sums.
+            XStage::Int8 => {
+                let slots = tile / 32 + tile / 256;
+                (2 * slots + 15) * 16 + slots * 16
+            }
         }
     }
 }
@@ -186,9 +258,13 @@ pub struct CoopConfig {
     /// How x is staged: fixed to int8 by the `dot4` driver, f16 or f32 by the device
     /// for the `coop` driver.
     pub x: XStage,
-    /// Rows per subgroup (1 or 2; the `coop` driver only): two rows share every x read
+    /// The `coop` driver only: rows per subgroup (1 or 2). Two rows share every x read
     /// and overlap their weight loads, at the price of half as many subgroups in flight.
     pub rows: u32,
+    /// The `dot4` driver only: lanes per row, 0 for a whole subgroup (always for
+    /// `coop`) or a power of two no wider than the smallest subgroup; a subgroup then
+    /// takes several rows at once.
+    pub lanes: u32,
     /// The `dot4` driver only: the input is silu(a) * b for halves a, b of the x binding
     /// (the FFN's down projection), computed while staging.
     pub glu: bool,
@@ -196,9 +272,15 @@ pub struct CoopConfig {
 
 impl CoopConfig {
     /// Rows one workgroup takes per batch, planning for the largest subgroup the device
-    /// may run (one subgroup per row, or per `rows` rows).
+    /// may run: `rows` per subgroup (coop), or one per `lanes` lanes (dot4).
     pub fn rows_per_workgroup(&self, subgroup_max: u32) -> u64 {
-        (self.wg / subgroup_max.max(1)).max(1) as u64 * self.rows as u64
+        let sg = subgroup_max.max(1);
+        let lanes = if self.lanes == 0 {
+            sg
+        } else {
+            self.lanes.min(sg)
+        };
+        (self.wg / lanes).max(1) as u64 * self.rows as u64
     }
 
     /// Workgroup memory the staged tile takes.
@@ -222,14 +304,15 @@ impl MatvecKernel {
             tile: 4096,
             x: self.x_stage(false),
             rows: 1,
+            lanes: 0,
             glu: false,
         });
         match self.family {
             Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
             Family::Dot4 => format!(
-                "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst X_GLU: bool = {};\n\n\
-                 {driver}\n{helpers}\n{body}",
-                cfg.wg, cfg.tile, cfg.glu
+                "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst LANES: u32 = {}u;\n\
+                 const X_GLU: bool = {};\n\n{driver}\n{helpers}\n{body}",
+                cfg.wg, cfg.tile, cfg.lanes, cfg.glu
             ),
             Family::Coop => {
                 let (enable, xs, xs_bytes) = match cfg.x {
@@ -259,18 +342,22 @@ impl MatvecKernel {
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
         match coop {
             Some(c) if self.family.cooperative() => format!(
-                "{} wg{} tile{}{}{}",
+                "{} wg{} tile{}{}{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
                 if c.x == XStage::F16 { " xf16" } else { "" },
                 if c.rows > 1 {
                     format!(" r{}", c.rows)
-                } else if c.glu {
-                    " glu".to_string()
                 } else {
                     String::new()
-                }
+                },
+                if c.lanes > 0 {
+                    format!(" lanes{}", c.lanes)
+                } else {
+                    String::new()
+                },
+                if c.glu { " glu" } else { "" }
             ),
             _ => self.name.to_string(),
         }
@@ -453,6 +540,7 @@ pub fn upload_weights(
             route.ty
         )));
     }
+    let block_bytes = route.ty.type_size();
     route
         .parts
         .iter()
@@ -465,10 +553,16 @@ pub fn upload_weights(
             } else {
                 format!("{label} part {i}")
             };
-            let buffer =
-                device.create_buffer(&name, len as u64, crate::device::BufferUse::Weights)?;
-            device.upload(buffer, 0, &bytes[start..start + len])?;
-            Ok(Slice::new(buffer, 0, (len as u64).next_multiple_of(4)))
+            // Whole 16-byte elements for the kernels that read vec4<u32>.
+            let size = (len as u64).next_multiple_of(16);
+            let buffer = device.create_buffer(&name, size, crate::device::BufferUse::Weights)?;
+            let layout = route.matvec_kernel().layout;
+            device.upload(
+                buffer,
+                0,
+                &layout.arrange(&bytes[start..start + len], block_bytes),
+            )?;
+            Ok(Slice::new(buffer, 0, size))
         })
         .collect()
 }

@@ -129,6 +129,7 @@ pub fn catalog() -> Vec<(String, String)> {
                 tile: 4096,
                 x: k.x_stage(true),
                 rows: 1,
+                lanes: 0,
                 glu: false,
             });
             (k.name.to_string(), k.source(coop))

@@ -1,7 +1,11 @@
 //! Timing one matvec route with GPU timestamps, shared by `benches/matvec.rs` and
 //! `examples/compare`: distinct weight copies rotated so no dispatch finds its weights
-//! in the last-level cache, a warm-up so the GPU is at its clocks, then one timestamp
-//! interval per dispatch.
+//! in the last-level cache, a warm-up so the GPU is at its clocks, then timed twice:
+//! one timestamp interval per dispatch (each matvec alone in its pass), and one interval
+//! over the whole chain of them in one pass. The chained matvecs all write the same y,
+//! so each waits for the one before it, as a decode step's dependent dispatches do; the
+//! chain's time per matvec leaves out what opening a pass and writing its timestamps
+//! costs, which the isolated figure includes.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +31,9 @@ pub struct Effort {
 #[derive(Clone, Copy, Debug)]
 pub struct Times {
     pub copies: usize,
+    /// Mean over the chain of dependent matvecs in one pass.
+    pub chained_us: f64,
+    /// Isolated: one pass per matvec.
     pub median_us: f64,
     pub min_us: f64,
     pub max_us: f64,
@@ -93,6 +100,8 @@ pub fn time_matvec(
         }
     }
     let per_dispatch = device.submit_timed(&list, Timing::PerDispatch)?;
+    let whole_ns: f64 = device.submit_timed(&list, Timing::Whole)?.iter().sum();
+    let chained_us = whole_ns / 1e3 / (iters + SKIP) as f64;
     // A tensor split over several bindings is one matvec: sum its parts.
     let mut times: Vec<f64> = per_dispatch
         .chunks(route.parts.len())
@@ -107,6 +116,7 @@ pub fn time_matvec(
     device.destroy_buffer(yb)?;
     Ok(Times {
         copies,
+        chained_us,
         median_us: times[times.len() / 2],
         min_us: times[0],
         max_us: times[times.len() - 1],

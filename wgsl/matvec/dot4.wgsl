@@ -7,18 +7,20 @@
 // (unpack, convert, FMA) and ran out of issue slots before memory did.
 //
 // Weights are read in "slices": a slice is the part of a block one lane decodes, sized
-// by the per-type file so that the lanes of a subgroup read consecutive 16-byte pieces
-// of the row (full cache lines per load instruction rather than words scattered over
-// several blocks). One subgroup per row, lanes striding over the row's slices; rows are
-// handed out from `num_subgroups` with a grid-stride loop over row batches, so any
-// subgroup size and any number of workgroups is correct.
+// by the per-type file so that the lanes of a row read consecutive 16-byte pieces of it
+// (full cache lines per load instruction rather than words scattered over several
+// blocks). LANES lanes per row, striding over its slices; a wider subgroup takes several
+// rows. Rows are handed out with a grid-stride loop over row batches, so any subgroup
+// size and any number of workgroups is correct.
 //
-// The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256) and
-// X_GLU (whether x is the SwiGLU of two halves of its binding; see `x_at`).
+// The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256),
+// LANES (lanes per row: 0 for a whole subgroup, or a power of two) and X_GLU (whether x is the SwiGLU of two
+// halves of its binding; see `x_at`).
 // The per-type file appended after this one defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
 //   const SLICES: u32         slices per block
+//   const HALF_SKEW: u32      0..8, where second halves of x groups start (see `xq`)
 //   fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32
 // the dot product of slice j of block blk of the row starting at byte row_byte, where
 // the block's first weight is x group g of the staged tile.
@@ -40,19 +42,46 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 // Group g of the tile: its 32 int8 values as two halves of 16 (4 per word, see
-// `xq16`), its scale and the sum of its quantized values times the scale (for the
+// `xq16`), its scale, and the sum of its quantized values times the scale (for the
 // blocks' minimums and offsets).
+//
+// Laid out so that a subgroup's reads of them hit distinct workgroup-memory banks (32
+// banks of 4 bytes, so a 16-byte half takes 4 and eight of them cover all): group g sits
+// at slot g + g / 8, one slot of padding per 256-weight block, because the lanes of
+// neighbouring blocks read groups 8 apart, which would otherwise share banks; and the
+// second halves start at HALF, HALF_SKEW slots past a multiple of 8, where the per-type
+// file's own lane pattern (which halves its lanes read together) wants them.
 const GROUPS: u32 = TILE / 32u;
-var<workgroup> xq: array<vec4<u32>, 2u * GROUPS + 1u>;
-var<workgroup> xd: array<f32, GROUPS>;
-var<workgroup> xsum: array<f32, GROUPS>;
+const SLOTS: u32 = GROUPS + GROUPS / 8u;
+const HALF: u32 = (SLOTS + 7u) / 8u * 8u + HALF_SKEW;
+var<workgroup> xq: array<vec4<u32>, HALF + SLOTS>;
+var<workgroup> xds: array<vec2<f32>, SLOTS>;
+// Each half's sum of quantized values, for the kernels whose quants carry an offset per
+// half group (Q6_K's q - 32).
+var<workgroup> xhalf_sums: array<vec2<i32>, SLOTS>;
 
-// Half h (0 or 1) of group g. The halves are stored apart, the second set one slot
-// further on: lanes reading consecutive groups, or the same half of every other group
-// next to the other half of its neighbour, then fall on different workgroup-memory
-// banks.
+fn slot(g: u32) -> u32 {
+    return g + g / 8u;
+}
+
+// Half h (0 or 1) of group g.
 fn xq16(g: u32, h: u32) -> vec4<u32> {
-    return xq[h * (GROUPS + 1u) + g];
+    return xq[h * HALF + slot(g)];
+}
+
+// Group g's scale.
+fn xd(g: u32) -> f32 {
+    return xds[slot(g)].x;
+}
+
+// Group g's sum: d * sum(xq).
+fn xsum(g: u32) -> f32 {
+    return xds[slot(g)].y;
+}
+
+// sum(xq) over half h of group g.
+fn xsum16(g: u32, h: u32) -> i32 {
+    return xhalf_sums[slot(g)][h];
 }
 
 // sum(q * xq) over 16 weights: four words of int8 quants against half a group of x.
@@ -77,11 +106,12 @@ fn x_at(i: u32) -> vec4<f32> {
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
         let e = t0 + 32u * g;
+        let at = slot(g);
         if (e >= params.k) {
-            xq[g] = vec4<u32>(0u);
-            xq[GROUPS + 1u + g] = vec4<u32>(0u);
-            xd[g] = 0.0;
-            xsum[g] = 0.0;
+            xq[at] = vec4<u32>(0u);
+            xq[HALF + at] = vec4<u32>(0u);
+            xds[at] = vec2<f32>(0.0);
+            xhalf_sums[at] = vec2<i32>(0);
             continue;
         }
         let i = e / 4u;
@@ -102,32 +132,34 @@ fn stage_x(t0: u32, lid: u32) {
                            pack4x8snorm(v2 * inv), pack4x8snorm(v3 * inv));
         let hi = vec4<u32>(pack4x8snorm(v4 * inv), pack4x8snorm(v5 * inv),
                            pack4x8snorm(v6 * inv), pack4x8snorm(v7 * inv));
-        xq[g] = lo;
-        xq[GROUPS + 1u + g] = hi;
+        xq[at] = lo;
+        xq[HALF + at] = hi;
         let d = amax / 127.0;
-        xd[g] = d;
         // The sum of the quantized values, not of x: an offset or minimum term then
         // carries the same rounding as the quants' term (sum(w * xq) exactly), where the
         // exact sum would leave their errors uncancelled.
         let ones = vec4<u32>(0x01010101u);
-        xsum[g] = d * f32(dot16(lo, ones) + dot16(hi, ones));
+        let sums = vec2<i32>(dot16(lo, ones), dot16(hi, ones));
+        xds[at] = vec2<f32>(d, d * f32(sums.x + sums.y));
+        xhalf_sums[at] = sums;
     }
 }
 
-// Slices [s0, s_end) of the row, over the subgroup's lanes, two per lane per iteration
-// so their weight loads overlap. Slice s of the tile is slice s % SLICES of tile block
-// s / SLICES; `blk0` is the row's block at the tile's start.
-fn row_partial(row_byte: u32, blk0: u32, n_slices: u32, lane: u32, sg_size: u32) -> f32 {
+// The partial dot product of the row at byte `row_byte` over slices [0, n_slices) of
+// the tile, for lane `tl` of the row's `lanes`: they stride over the slices, two per
+// lane per iteration so their weight loads overlap. Slice s is slice s % SLICES of
+// tile block s / SLICES; `blk0` is the row's block at the tile's start.
+fn row_partial(row_byte: u32, blk0: u32, n_slices: u32, tl: u32, lanes: u32) -> f32 {
     var acc = 0.0;
-    var s = lane;
+    var s = tl;
     loop {
-        if (s + sg_size >= n_slices) { break; }
-        let s1 = s + sg_size;
+        if (s + lanes >= n_slices) { break; }
+        let s1 = s + lanes;
         let b = s / SLICES;
         let b1 = s1 / SLICES;
         acc += slice_dot(row_byte, blk0 + b, s % SLICES, b * (BLOCK / 32u))
              + slice_dot(row_byte, blk0 + b1, s1 % SLICES, b1 * (BLOCK / 32u));
-        s += 2u * sg_size;
+        s += 2u * lanes;
     }
     if (s < n_slices) {
         let b = s / SLICES;
@@ -150,14 +182,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         stage_x(0u, lid);
         workgroupBarrier();
     }
-    for (var base = wid.x * n_sg; base < params.m; base += groups.x * n_sg) {
-        let row = base + sg_id;
+    // A whole subgroup per row (LANES = 0), or LANES lanes per row and sg_size / LANES
+    // rows per subgroup (the router never picks LANES wider than the device's smallest
+    // subgroup). With LANES = 0 these fold to constants and the row stays uniform across
+    // the subgroup, which on the H200 is worth 10-20 %: its address arithmetic then
+    // runs once per subgroup rather than on every lane.
+    let lanes = select(max(LANES, 1u), sg_size, LANES == 0u);
+    let per_sg = select(sg_size / max(LANES, 1u), 1u, LANES == 0u);
+    let team = select(lane / max(LANES, 1u), 0u, LANES == 0u);
+    let tl = select(lane % max(LANES, 1u), lane, LANES == 0u);
+    let batch = n_sg * per_sg;
+    for (var base = wid.x * batch; base < params.m; base += groups.x * batch) {
+        let row = base + sg_id * per_sg + team;
         let ok = row < params.m;
         let rb = row * params.row_bytes;
         var acc = 0.0;
         if (one_tile) {
             if (ok) {
-                acc = row_partial(rb, 0u, (params.k / BLOCK) * SLICES, lane, sg_size);
+                acc = row_partial(rb, 0u, (params.k / BLOCK) * SLICES, tl, lanes);
             }
         } else {
             for (var t0 = 0u; t0 < params.k; t0 += TILE) {
@@ -166,13 +208,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 workgroupBarrier();
                 if (ok) {
                     let blocks = min(TILE, params.k - t0) / BLOCK;
-                    acc += row_partial(rb, t0 / BLOCK, blocks * SLICES, lane, sg_size);
+                    acc += row_partial(rb, t0 / BLOCK, blocks * SLICES, tl, lanes);
                 }
             }
         }
-        // Outside any branch: every lane of the subgroup takes part.
-        let total = subgroupAdd(acc);
-        if (lane == 0u && ok) {
+        // Sum over the row's lanes, outside any branch: every lane of the subgroup
+        // takes part.
+        var total = acc;
+        if (LANES == 0u) {
+            total = subgroupAdd(acc);
+        } else {
+            for (var o = LANES / 2u; o > 0u; o /= 2u) {
+                total += subgroupShuffleXor(total, o);
+            }
+        }
+        if (tl == 0u && ok) {
             y[params.y_offset + row] = total;
         }
     }

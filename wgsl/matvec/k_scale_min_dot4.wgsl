@@ -21,10 +21,10 @@ fn k_slice_result(hdr: vec4<u32>, p: u32, h: u32, g0: u32, sums: vec4<i32>) -> f
     // Scales multiply the integer sums as integers: one conversion per sub-block.
     let scaled = sums * vec4<i32>(bitcast<vec4<i32>>(
         vec4<u32>(sc01 & 0xffu, sc01 >> 8u, sc45 & 0xffu, sc45 >> 8u)));
-    let dots = xd[g0] * f32(scaled.x) + xd[g0 + 1u] * f32(scaled.y)
-             + xd[g0 + 4u] * f32(scaled.z) + xd[g0 + 5u] * f32(scaled.w);
-    let mins = xsum[g0] * f32(m01 & 0xffu) + xsum[g0 + 1u] * f32(m01 >> 8u)
-             + xsum[g0 + 4u] * f32(m45 & 0xffu) + xsum[g0 + 5u] * f32(m45 >> 8u);
+    let dots = xd(g0) * f32(scaled.x) + xd(g0 + 1u) * f32(scaled.y)
+             + xd(g0 + 4u) * f32(scaled.z) + xd(g0 + 5u) * f32(scaled.w);
+    let mins = xsum(g0) * f32(m01 & 0xffu) + xsum(g0 + 1u) * f32(m01 >> 8u)
+             + xsum(g0 + 4u) * f32(m45 & 0xffu) + xsum(g0 + 5u) * f32(m45 >> 8u);
     let dm = unpack2x16float(hdr.x);
     return dm.x * dots - select(0.0, dm.y * mins, h == 0u);
 }

@@ -19,6 +19,9 @@
 alias W = vec4<u32>;
 const BLOCK: u32 = 256u;
 const SLICES: u32 = 4u;
+// The eight lanes of two neighbouring blocks read halves h = j % 2 of groups 2p and
+// 2p + 1, 4 and 5 apart: second halves 4 slots on put them on all eight bank sets.
+const HALF_SKEW: u32 = 4u;
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let base = (row_byte >> 4u) + blk * 9u;

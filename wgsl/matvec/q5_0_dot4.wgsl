@@ -7,6 +7,7 @@
 alias W = u32;
 const BLOCK: u32 = 32u;
 const SLICES: u32 = 1u;
+const HALF_SKEW: u32 = 0u; // one group per lane, halves in separate loads
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let o = row_byte + blk * 22u;
@@ -14,5 +15,5 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let qs = piece(o + 6u);
     let q = quants5(qs, qh);
     let s = dot16(q[0], xq16(g, 0u)) + dot16(q[1], xq16(g, 1u));
-    return f16_at(o) * (xd[g] * f32(s) - 16.0 * xsum[g]);
+    return f16_at(o) * (xd(g) * f32(s) - 16.0 * xsum(g));
 }

@@ -5,6 +5,7 @@
 alias W = u32;
 const BLOCK: u32 = 32u;
 const SLICES: u32 = 1u;
+const HALF_SKEW: u32 = 0u; // one group per lane, halves in separate loads
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let i = (row_byte >> 2u) + blk * 6u;
@@ -13,5 +14,5 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let qs = vec4<u32>(w[i + 2u], w[i + 3u], w[i + 4u], w[i + 5u]);
     let q = quants5(qs, qh);
     let s = dot16(q[0], xq16(g, 0u)) + dot16(q[1], xq16(g, 1u));
-    return dm.x * xd[g] * f32(s) + dm.y * xsum[g];
+    return dm.x * xd(g) * f32(s) + dm.y * xsum(g);
 }

@@ -12,27 +12,28 @@
 alias W = vec4<u32>;
 const BLOCK: u32 = 256u;
 const SLICES: u32 = 4u;
+// As in q4_k_dot4.wgsl.
+const HALF_SKEW: u32 = 4u;
 
 // The 5-bit quants of a qs piece: nibbles at bit n of each byte of `qs`, fifth bits at
-// bit b of each byte of `qh`.
-fn quants(qs: vec4<u32>, qh: vec4<u32>, n: u32, b: u32) -> vec4<u32> {
-    return ((qs >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu))
-         | (((qh >> vec4<u32>(b)) & vec4<u32>(0x01010101u)) << vec4<u32>(4u));
+// bit 4 of each byte of `qh5` (qh shifted so that they land there).
+fn quants(qs: vec4<u32>, n: u32, qh5: vec4<u32>) -> vec4<u32> {
+    return ((qs >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu)) | (qh5 & vec4<u32>(0x10101010u));
 }
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let base = (row_byte >> 4u) + blk * 11u;
     let hdr = w[base];
     let h = j & 1u;
-    let qh = w[base + 1u + h];
     let qa = w[base + 3u + j];
     let qb = w[base + 7u + j];
     let p = j >> 1u;
     let g0 = g + 2u * p;
-    let s = 2u * p;
-    let i0 = dot16(quants(qa, qh, 0u, s), xq16(g0, h));
-    let i1 = dot16(quants(qa, qh, 4u, s + 1u), xq16(g0 + 1u, h));
-    let i4 = dot16(quants(qb, qh, 0u, s + 4u), xq16(g0 + 4u, h));
-    let i5 = dot16(quants(qb, qh, 4u, s + 5u), xq16(g0 + 5u, h));
+    // Fifth bits of sub-blocks 2p, 2p + 1, 2p + 4, 2p + 5 at bits 0, 1, 4, 5 of qhs.
+    let qhs = w[base + 1u + h] >> vec4<u32>(2u * p);
+    let i0 = dot16(quants(qa, 0u, qhs << vec4<u32>(4u)), xq16(g0, h));
+    let i1 = dot16(quants(qa, 4u, qhs << vec4<u32>(3u)), xq16(g0 + 1u, h));
+    let i4 = dot16(quants(qb, 0u, qhs), xq16(g0 + 4u, h));
+    let i5 = dot16(quants(qb, 4u, qhs >> vec4<u32>(1u)), xq16(g0 + 5u, h));
     return k_slice_result(hdr, p, h, g0, vec4<i32>(i0, i1, i4, i5));
 }
