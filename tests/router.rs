@@ -155,6 +155,16 @@ fn dot4_workgroups_stage_x_in_proportion_to_the_weights() {
 }
 
 #[test]
+fn dot4_short_rows_take_a_whole_subgroup() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    // SmolLM2: 18 and 48 slices a row, under two rounds of 32 lanes.
+    for (m, k) in [(1536, 576), (576, 1536), (49152, 576)] {
+        let r = route_matvec(&h200, GgmlType::Q8_0, m, k, None).unwrap();
+        assert_eq!(r.coop.unwrap().lanes, 0, "{m}x{k}: {}", r.reason());
+    }
+}
+
+#[test]
 fn dot4_rows_take_a_whole_subgroup_where_it_divides_them() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
