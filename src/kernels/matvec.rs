@@ -1,13 +1,14 @@
 //! Matvec kernels: y = W·x with W stored as in GGUF (row-major, rows of quant blocks),
-//! x and y f32.
+//! x and y f32. A kernel may ask for its blocks' fields rearranged on upload
+//! ([`Layout`]); the bytes and the row parts stay the same.
 //!
 //! Families (see DESIGN.md, "Kernels"):
 //! - `Scalar`: one invocation per row, byte-at-a-time reads; core WGSL only.
 //! - `Coop`: one subgroup per row, x staged per workgroup as f16 or f32 in K-tiles, the
 //!   dot in floats: exact activations.
-//! - `Dot4`: one subgroup per row, x rounded to int8 groups of 32 while staging (as
-//!   llama.cpp rounds activations to Q8_1), the dot on packed 4x8-bit integer dot
-//!   products; each lane reads 16-byte pieces of the row. Quant types only.
+//! - `Dot4`: a subgroup (or a team of its lanes) per row, x rounded to int8 groups of 32
+//!   while staging (as llama.cpp rounds activations to Q8_1), the dot on packed 4x8-bit
+//!   integer dot products; each lane reads 16-byte pieces of the row. Quant types only.
 //!
 //! A kernel's WGSL is its family's driver (`wgsl/matvec/scalar.wgsl`, `coop.wgsl`,
 //! `dot4.wgsl`) followed by the per-type file (`wgsl/matvec/<type>_<family>.wgsl`).
