@@ -94,9 +94,9 @@ fn idle_fraction(slices: u64, lanes: u64) -> f64 {
 /// dot4 lanes per row: a whole subgroup, which keeps the row uniform across it, unless
 /// a row spans two rounds of it or more, its lanes would idle in the last round, and a
 /// narrower team (half or a quarter of the smallest subgroup, at least 4 lanes) leaves
-/// fewer idle. On the H200
-/// the 202,048 x 6,656 Q5_K head (104 slices a row) went from 66 % to 80 % of the probe
-/// with 8 lanes; where 32 lanes divide a row evenly, teams lost 2-18 %.
+/// fewer idle. On the H200 the 202,048 x 6,656 Q5_K head (104 slices a row) went from
+/// 66 % to 80 % of the probe with 8 lanes; where 32 lanes divide a row evenly, teams of
+/// 8 or 16 mostly lost (2-19 %; the Q6_K head gained 2 %).
 fn dot4_lanes(profile: &DeviceProfile, slices: u64) -> (u32, Option<String>) {
     let subgroup = profile.subgroup_max.max(1) as u64;
     let whole = idle_fraction(slices, subgroup);

