@@ -296,6 +296,7 @@ pub fn route_matvec(
         ));
     }
     let max_groups = profile.max_workgroups_per_dim.max(1) as u64;
+    let mut staged_clause = None;
     let parts = (0..n_parts)
         .map(|i| {
             let first_row = i * rows_per_part;
@@ -310,9 +311,17 @@ pub fn route_matvec(
                         // x is staged once per workgroup: past enough workgroups to
                         // fill the GPU, more of them only re-stage x.
                         groups = groups.min(COOP_PERSISTENT_WORKGROUPS);
-                        if family == Family::Dot4 {
-                            let staged_cap = rows * row_bytes / (DOT4_WEIGHT_PER_STAGED_X * 4 * k);
-                            groups = groups.min(staged_cap.max(DOT4_MIN_WORKGROUPS));
+                        let staged_cap = (rows * row_bytes / (DOT4_WEIGHT_PER_STAGED_X * 4 * k))
+                            .max(DOT4_MIN_WORKGROUPS);
+                        if family == Family::Dot4 && staged_cap < groups {
+                            groups = staged_cap;
+                            staged_clause.get_or_insert_with(|| {
+                                format!(
+                                    "{groups} workgroups: more would stage more than \
+                                     1/{DOT4_WEIGHT_PER_STAGED_X} of the weights' bytes in x \
+                                     (each workgroup quantizes all of it)"
+                                )
+                            });
                         }
                     }
                     [groups as u32, 1, 1]
@@ -329,16 +338,8 @@ pub fn route_matvec(
                 workgroups,
             }
         })
-        .collect::<Vec<RowPart>>();
-    if let (Family::Dot4, Some(c)) = (family, coop) {
-        if k <= c.tile as u64 {
-            clauses.push(format!(
-                "{} workgroups, each staging x: at most what keeps the x they stage to \
-                 1/{DOT4_WEIGHT_PER_STAGED_X} of the weights, at least {DOT4_MIN_WORKGROUPS}",
-                parts[0].workgroups[0]
-            ));
-        }
-    }
+        .collect();
+    clauses.extend(staged_clause);
 
     Ok(Route {
         kernel: kernel.name,
