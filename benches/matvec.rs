@@ -41,7 +41,7 @@ struct Args {
     /// A/B: override the routed coop workgroup size (invocations).
     #[arg(long)]
     coop_wg: Option<u32>,
-    /// A/B: override the routed coop rows per subgroup (1 or 2).
+    /// A/B: override the routed rows per subgroup of the coop driver (1 or 2).
     #[arg(long)]
     coop_rows: Option<u32>,
     /// A/B: override the routed dot4 lanes per row (0: a whole subgroup, or a power of

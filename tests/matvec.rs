@@ -127,6 +127,14 @@ fn check(
     assert!(err <= MAX_NMSE, "{ctx}: NMSE {err:.3e} > {MAX_NMSE:e}");
 }
 
+/// `profile` with workgroup memory for 512 f16, 256 f32 or 512 int8 elements per tile,
+/// so that K = 1,280 spans several tiles with a partial last one.
+fn small_tiles(profile: &DeviceProfile) -> DeviceProfile {
+    let mut small = profile.clone();
+    small.workgroup_storage_bytes = 1200;
+    small
+}
+
 /// Shapes every kernel must get right: one row, rows not a multiple of any rows-per-
 /// workgroup, K of one block, a wide K, and K spanning several tiles with a partial
 /// last tile (forced by a profile with little workgroup memory).
@@ -135,9 +143,7 @@ fn every_kernel_matches_its_cpu_reference() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
-    let mut small_tiles = profile.clone();
-    // 512 f16, 256 f32 or 512 int8 elements per tile.
-    small_tiles.workgroup_storage_bytes = 1200;
+    let small_tiles = small_tiles(&profile);
     for kernel in MATVEC_KERNELS {
         let unit = kernel.ty.block_size().max(32) as u64;
         for (m, k) in [
@@ -274,8 +280,7 @@ fn dot4_applies_swiglu_while_staging() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
-    let mut small_tiles = profile.clone();
-    small_tiles.workgroup_storage_bytes = 1200;
+    let small_tiles = small_tiles(&profile);
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
         for (p, (m, k)) in [(&profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
             let force = Force::Kernel(kernel.name.to_string());

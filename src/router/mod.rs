@@ -110,10 +110,8 @@ fn dot4_lanes(profile: &DeviceProfile, slices: u64) -> (u32, Option<String>) {
         .into_iter()
         .filter(|&l| l >= 4)
         .map(|l| (l, idle_fraction(slices, l as u64)))
-        .fold(None, |best: Option<(u32, f64)>, c| match best {
-            Some(b) if b.1 <= c.1 => Some(b),
-            _ => Some(c),
-        });
+        // On a tie the first, wider team.
+        .min_by(|a, b| a.1.total_cmp(&b.1));
     match best {
         Some((lanes, idle)) if idle < whole => (
             lanes,

@@ -90,6 +90,12 @@ fn dot16(q: vec4<u32>, xv: vec4<u32>) -> i32 {
          + dot4I8Packed(q.z, xv.z) + dot4I8Packed(q.w, xv.w);
 }
 
+// sum(q * xq) over all 32 weights of x group g: int8 quants `lo` against its first half,
+// `hi` against its second.
+fn group_dot(lo: vec4<u32>, hi: vec4<u32>, g: u32) -> i32 {
+    return dot16(lo, xq16(g, 0u)) + dot16(hi, xq16(g, 1u));
+}
+
 // Four elements of the matvec's input starting at element 4i: x itself, or with X_GLU
 // the SwiGLU of its two halves, silu(x[4i..]) * x[x_up + 4i..], so the FFN's down
 // projection needs no separate SiLU-mul dispatch.

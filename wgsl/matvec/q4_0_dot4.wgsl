@@ -6,14 +6,12 @@
 alias W = u32;
 const BLOCK: u32 = 32u;
 const SLICES: u32 = 1u;
-// A lane takes one group and reads its halves in separate loads: any skew is
-// conflict-free.
-const HALF_SKEW: u32 = 0u;
+const HALF_SKEW: u32 = 0u; // one group per lane, halves in separate loads
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let o = row_byte + blk * 18u;
     let qs = piece(o + 2u);
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    let s = dot16(qs & m4, xq16(g, 0u)) + dot16((qs >> vec4<u32>(4u)) & m4, xq16(g, 1u));
+    let s = group_dot(qs & m4, (qs >> vec4<u32>(4u)) & m4, g);
     return f16_at(o) * (xd(g) * f32(s) - 8.0 * xsum(g));
 }

@@ -13,6 +13,6 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let dm = unpack2x16float(w[i]);
     let qs = vec4<u32>(w[i + 1u], w[i + 2u], w[i + 3u], w[i + 4u]);
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    let s = dot16(qs & m4, xq16(g, 0u)) + dot16((qs >> vec4<u32>(4u)) & m4, xq16(g, 1u));
+    let s = group_dot(qs & m4, (qs >> vec4<u32>(4u)) & m4, g);
     return dm.x * xd(g) * f32(s) + dm.y * xsum(g);
 }

@@ -14,6 +14,6 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let qh = word_at(o + 2u);
     let qs = piece(o + 6u);
     let q = quants5(qs, qh);
-    let s = dot16(q[0], xq16(g, 0u)) + dot16(q[1], xq16(g, 1u));
+    let s = group_dot(q[0], q[1], g);
     return f16_at(o) * (xd(g) * f32(s) - 16.0 * xsum(g));
 }

@@ -13,6 +13,6 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let qh = w[i + 1u];
     let qs = vec4<u32>(w[i + 2u], w[i + 3u], w[i + 4u], w[i + 5u]);
     let q = quants5(qs, qh);
-    let s = dot16(q[0], xq16(g, 0u)) + dot16(q[1], xq16(g, 1u));
+    let s = group_dot(q[0], q[1], g);
     return dm.x * xd(g) * f32(s) + dm.y * xsum(g);
 }

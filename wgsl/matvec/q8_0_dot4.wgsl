@@ -9,6 +9,6 @@ const HALF_SKEW: u32 = 0u; // one group per lane, halves in separate loads
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let o = row_byte + blk * 34u;
-    let s = dot16(piece(o + 2u), xq16(g, 0u)) + dot16(piece(o + 18u), xq16(g, 1u));
+    let s = group_dot(piece(o + 2u), piece(o + 18u), g);
     return f16_at(o) * xd(g) * f32(s);
 }
