@@ -193,7 +193,7 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
 pub fn dot4_slices_per_block(ty: GgmlType) -> u64 {
     match ty {
         GgmlType::Q4_K | GgmlType::Q5_K => 4,
-        GgmlType::Q6_K => 8,
+        GgmlType::Q6_K => 4,
         _ => 1,
     }
 }

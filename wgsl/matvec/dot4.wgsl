@@ -21,6 +21,7 @@
 //   const BLOCK: u32          weights per block
 //   const SLICES: u32         slices per block
 //   const HALF_SKEW: u32      0..8, where second halves of x groups start (see `xq`)
+//   const STEP: u32           slices per lane per iteration, 1 or 2 (see `row_partial`)
 //   fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32
 // the dot product of slice j of block blk of the row starting at byte row_byte, where
 // the block's first weight is x group g of the staged tile.
@@ -152,24 +153,35 @@ fn stage_x(t0: u32, lid: u32) {
 }
 
 // The partial dot product of the row at byte `row_byte` over slices [0, n_slices) of
-// the tile, for lane `tl` of the row's `lanes`: they stride over the slices, two per
-// lane per iteration so their weight loads overlap. Slice s is slice s % SLICES of
-// tile block s / SLICES; `blk0` is the row's block at the tile's start.
+// the tile, for lane `tl` of the row's `lanes`: they stride over the slices. Slice s is
+// slice s % SLICES of tile block s / SLICES; `blk0` is the row's block at the tile's
+// start.
+//
+// With STEP = 2 a lane takes two slices per iteration, so that their weight loads
+// overlap; with STEP = 1 (the per-type file's choice), or with teams of LANES lanes, one
+// at a time, which keeps fewer registers live. On the H200 one at a time won where a
+// slice holds five loads (the Q5_K head 74 -> 79 %, Q6_K FFN shapes 38 -> 40 %) and with
+// teams (the 202,048 x 6,656 Q5_K head, 8 lanes per row: 78 -> 84 %), and lost 2-3 %
+// for Q4_K's three loads.
 fn row_partial(row_byte: u32, blk0: u32, n_slices: u32, tl: u32, lanes: u32) -> f32 {
     var acc = 0.0;
     var s = tl;
-    loop {
-        if (s + lanes >= n_slices) { break; }
-        let s1 = s + lanes;
-        let b = s / SLICES;
-        let b1 = s1 / SLICES;
-        acc += slice_dot(row_byte, blk0 + b, s % SLICES, b * (BLOCK / 32u))
-             + slice_dot(row_byte, blk0 + b1, s1 % SLICES, b1 * (BLOCK / 32u));
-        s += 2u * lanes;
+    if (STEP == 2u && LANES == 0u) {
+        loop {
+            if (s + lanes >= n_slices) { break; }
+            let s1 = s + lanes;
+            let b = s / SLICES;
+            let b1 = s1 / SLICES;
+            acc += slice_dot(row_byte, blk0 + b, s % SLICES, b * (BLOCK / 32u))
+                 + slice_dot(row_byte, blk0 + b1, s1 % SLICES, b1 * (BLOCK / 32u));
+            s += 2u * lanes;
+        }
     }
-    if (s < n_slices) {
+    loop {
+        if (s >= n_slices) { break; }
         let b = s / SLICES;
         acc += slice_dot(row_byte, blk0 + b, s % SLICES, b * (BLOCK / 32u));
+        s += lanes;
     }
     return acc;
 }

@@ -7,6 +7,7 @@ alias W = u32;
 const BLOCK: u32 = 32u;
 const SLICES: u32 = 1u;
 const HALF_SKEW: u32 = 0u; // one group per lane, halves in separate loads
+const STEP: u32 = 2u;
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let o = row_byte + blk * 18u;

@@ -3,15 +3,13 @@
 // = nine 16-byte pieces: the header (d, dmin, scales) and eight of qs. Every block
 // starts 16-byte aligned (rows are whole blocks), so the binding is read as vec4<u32>.
 //
-// qs piece i holds positions l = 16 (i % 2) .. + 16 of the qs pair p = i / 2: low nibbles
-// are weights of sub-block 2p, high nibbles of sub-block 2p + 1 (value d * sc * q -
-// dmin * m, sc and m 6-bit, ggml's get_scale_min_k4). Slice j (0..4) is pieces j and
-// j + 4: pairs p and p + 2 (p = j / 2), half h = j % 2 of each, 64 weights. The four
-// lanes of a block read each 64-byte half of qs as one contiguous run. Each lane's four
-// sub-blocks are 2p, 2p + 1 (scales in plain bytes) and 2p + 4, 2p + 5 (scales split over
-// high bits), so every lane decodes its scales the same way, without a branch. On the
-// H200 these 64-weight slices beat 32-weight ones (one qs piece per lane) by 10-12 % on
-// the large shapes: the header and scales are decoded half as often.
+// qs pair p (bytes 32p .. 32p + 32, pieces 2p and 2p + 1) holds sub-block 2p in its low
+// nibbles and sub-block 2p + 1 in its high ones (value d * sc * q - dmin * m, sc and m
+// 6-bit, ggml's get_scale_min_k4). Slice j (0..4) is pair j: 64 weights, two whole
+// sub-blocks, so each lane decodes two scales and two minimums. Slices of half of four
+// sub-blocks each (the same 64 weights per lane, four scales and minimums, the latter
+// thrown away by half the lanes) ran 3-5 % slower on the H200's large shapes (the
+// 128,256 x 4,096 head 75-77 -> 80 %).
 //
 // Per sub-block: sum(w * x) = d * sc * xd * sum(q * xq) - dmin * m * sum(x), the integer
 // sums on dot4I8Packed (nibbles are non-negative int8); see k_scale_min_dot4.wgsl.
@@ -19,22 +17,19 @@
 alias W = vec4<u32>;
 const BLOCK: u32 = 256u;
 const SLICES: u32 = 4u;
-// The eight lanes of two neighbouring blocks read halves h = j % 2 of groups 2p and
-// 2p + 1, 4 and 5 apart: second halves 4 slots on put them on all eight bank sets.
-const HALF_SKEW: u32 = 4u;
+// Lanes read groups 2j of their blocks, and neighbouring blocks' groups sit 9 slots
+// apart: every half already falls on distinct bank sets.
+const HALF_SKEW: u32 = 0u;
+const STEP: u32 = 2u;
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let base = (row_byte >> 4u) + blk * 9u;
     let hdr = w[base];
-    let qa = w[base + 1u + j];
-    let qb = w[base + 5u + j];
-    let p = j >> 1u;
-    let h = j & 1u;
-    let g0 = g + 2u * p;
+    let q0 = w[base + 1u + 2u * j];
+    let q1 = w[base + 2u + 2u * j];
+    let g0 = g + 2u * j;
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    let i0 = dot16(qa & m4, xq16(g0, h));
-    let i1 = dot16((qa >> vec4<u32>(4u)) & m4, xq16(g0 + 1u, h));
-    let i4 = dot16(qb & m4, xq16(g0 + 4u, h));
-    let i5 = dot16((qb >> vec4<u32>(4u)) & m4, xq16(g0 + 5u, h));
-    return k_slice_result(hdr, p, h, g0, vec4<i32>(i0, i1, i4, i5));
+    let lo = group_dot(q0 & m4, q1 & m4, g0);
+    let hi = group_dot((q0 >> vec4<u32>(4u)) & m4, (q1 >> vec4<u32>(4u)) & m4, g0 + 1u);
+    return k_pair_result(hdr, j, g0, vec2<i32>(lo, hi));
 }

@@ -4,11 +4,13 @@
 // nibble r / 2 of ql[64 h + 32 (r % 2) + l], its top 2 bits from bits 2r..2r+2 of
 // qh[32 h + l], and value d * scales[8 h + 2 r + l / 16] * (q - 32).
 //
-// Slice j (0..8) is ql bytes 16j .. 16j + 16, i.e. h = j / 4, r1 = (j / 2) % 2 and
-// l = 16 (j % 2) .. + 16: its low nibbles are weights of run r1 and its high nibbles of
-// run r1 + 2, each 16 weights under one scale. The eight lanes of a block read its ql as
-// one contiguous run.
-//
+// Slice j (0..4) is half hh = j % 2 of the positions l of part h = j / 2: l = 16 hh ..
+// + 16 of all four runs r, 64 weights under four scales. It reads two 16-byte pieces
+// of ql (bytes 64 h + 16 hh and 64 h + 32 + 16 hh: low nibbles runs 0 and 1, high
+// nibbles runs 2 and 3) and one of qh (bytes 32 h + 16 hh, all four runs' top bits).
+// On the H200 these 64-weight slices beat 32-weight ones (one ql piece per lane): the
+// block's d, scales and qh are read and decoded half as often.
+
 // 210-byte blocks would leave every other block only 2-byte aligned, so the weights
 // are uploaded as `Layout::BodiesFirst`: the first 208 bytes {ql, qh, scales} of every
 // block of the dispatch's rows, 13 vec4s each, then every block's d. Each field of a
@@ -19,16 +21,17 @@
 
 alias W = vec4<u32>;
 const BLOCK: u32 = 256u;
-const SLICES: u32 = 8u;
-// The eight lanes of a block read halves hh of groups 4h + r1 (and + 2): second
-// halves 2 slots on put them on all eight bank sets.
+const SLICES: u32 = 4u;
+// The lanes of a block read halves hh of groups 4h + r: neighbouring blocks' lanes
+// already fall on distinct bank sets (groups 8 apart sit 9 slots apart), any skew will do.
 const HALF_SKEW: u32 = 2u;
+// One slice at a time: a slice holds five loads (see `row_partial`).
+const STEP: u32 = 1u;
 
 // sum((q - 32) * xq) over one 16-weight run: nibbles at bit n of `ql`'s bytes, top bits
-// at bit t of `qh`'s bytes, against half hh of x group g.
-fn run_dot(ql: vec4<u32>, qh: vec4<u32>, n: u32, t: u32, g: u32, hh: u32) -> i32 {
-    let q = ((ql >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu))
-          | (((qh >> vec4<u32>(t)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
+// already at bits 4..5 of `top`'s bytes, against half hh of x group g.
+fn run_dot(ql: vec4<u32>, top: vec4<u32>, n: u32, g: u32, hh: u32) -> i32 {
+    let q = ((ql >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu)) | (top & vec4<u32>(0x30303030u));
     return dot16(q, xq16(g, hh)) - 32 * xsum16(g, hh);
 }
 
@@ -36,23 +39,29 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     // Block n of the binding: rows are whole blocks, so row_byte / 210 blocks precede.
     let n = row_byte / 210u + blk;
     let body = 13u * n;
-    let h = j >> 2u;
-    let r1 = (j >> 1u) & 1u;
+    let h = j >> 1u;
     let hh = j & 1u;
-    let ql = w[body + j];
+    let ql0 = w[body + 4u * h + hh];
+    let ql1 = w[body + 4u * h + 2u + hh];
     let qh = w[body + 8u + 2u * h + hh];
-    // Scales 8h .. 8h + 8: runs r1 (low nibbles) and r1 + 2 (high) at byte 2 r1 + hh of
-    // the half's first and second word.
+    // Scales 8h + 2r + hh: runs 0 and 1 at bytes hh and 2 + hh of the part's first
+    // word, runs 2 and 3 likewise of its second.
     let sc = w[body + 12u];
-    let sc_lo = select(sc.x, sc.z, h == 1u);
-    let sc_hi = select(sc.y, sc.w, h == 1u);
-    let sh = 8u * (2u * r1 + hh);
+    let s01 = bitcast<i32>(select(sc.x, sc.z, h == 1u));
+    let s23 = bitcast<i32>(select(sc.y, sc.w, h == 1u));
+    let sh = 8u * hh;
     // d: after the bodies of all m * k / 256 blocks, 2 bytes each.
     let dv = w[13u * params.m * (params.k / BLOCK) + n / 8u];
     let d = unpack2x16float(dv[(n / 2u) % 4u] >> (16u * (n % 2u))).x;
-    let glo = g + 4u * h + r1;
-    let lo = run_dot(ql, qh, 0u, 2u * r1, glo, hh);
-    let hi = run_dot(ql, qh, 4u, 2u * r1 + 4u, glo + 2u, hh);
-    return d * (f32(extractBits(bitcast<i32>(sc_lo), sh, 8u)) * xd(glo) * f32(lo)
-              + f32(extractBits(bitcast<i32>(sc_hi), sh, 8u)) * xd(glo + 2u) * f32(hi));
+    let g0 = g + 4u * h;
+    // Run r's top bits are bits 2r..2r+2 of qh's bytes, moved to bits 4..5.
+    let sums = vec4<i32>(run_dot(ql0, qh << vec4<u32>(4u), 0u, g0, hh),
+                         run_dot(ql1, qh << vec4<u32>(2u), 0u, g0 + 1u, hh),
+                         run_dot(ql0, qh, 4u, g0 + 2u, hh),
+                         run_dot(ql1, qh >> vec4<u32>(2u), 4u, g0 + 3u, hh));
+    // Scales multiply the integer sums as integers: one conversion per run.
+    let scaled = sums * vec4<i32>(extractBits(s01, sh, 8u), extractBits(s01, sh + 16u, 8u),
+                                  extractBits(s23, sh, 8u), extractBits(s23, sh + 16u, 8u));
+    return d * (xd(g0) * f32(scaled.x) + xd(g0 + 1u) * f32(scaled.y)
+              + xd(g0 + 2u) * f32(scaled.z) + xd(g0 + 3u) * f32(scaled.w));
 }
