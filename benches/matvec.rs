@@ -3,7 +3,7 @@
 //! streaming-read bandwidth (the probe), as a table and as JSON.
 //!
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
-//!     [--shapes llama3-8b,muse] [--iters 30] [--json out.json] [--adapter NAME]
+//!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--json out.json] [--adapter NAME]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::kernels::matvec::{Family, MatvecKernel, MATVEC_KERNELS};
@@ -48,6 +48,10 @@ struct Args {
     /// two no wider than the smallest subgroup).
     #[arg(long)]
     coop_lanes: Option<u32>,
+    /// Time dot4 routes on x already quantized, as the model's norms hand it to the
+    /// matvecs they feed (the quantization itself is then the norm's work).
+    #[arg(long)]
+    x_q8: bool,
     /// A/B: override the routed cap on workgroups of a single-tile coop/dot4 matvec.
     #[arg(long)]
     coop_groups: Option<u32>,
@@ -140,7 +144,7 @@ fn run(args: &Args) -> brass::Result<()> {
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
     println!(
-        "{:<32} {:<6} {:<18} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7}",
+        "{:<32} {:<6} {:<40} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7}",
         "shape",
         "type",
         "kernel",
@@ -183,7 +187,7 @@ fn run(args: &Args) -> brass::Result<()> {
                 }
                 let case = bench_case(&device, &cache, args, label, kernel, m, k, probe.gbps)?;
                 println!(
-                    "{:<32} {:<6} {:<18} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}% {:>9.1} {:>6.1}%",
+                    "{:<32} {:<6} {:<40} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}% {:>9.1} {:>6.1}%",
                     label,
                     ty.name(),
                     case.kernel.trim_start_matches("matvec/"),
@@ -247,6 +251,10 @@ fn bench_case(
         route
             .clauses
             .push(format!("bench override: {lanes} lanes per row"));
+    }
+    if let (true, Family::Dot4, Some(c)) = (args.x_q8, family, route.coop.as_mut()) {
+        c.x_q8 = true;
+        route.clauses.push("bench: x already quantized".to_string());
     }
     if let (Some(cap), Some(c)) = (args.coop_groups, route.coop) {
         let rows_per_wg = c.rows_per_workgroup(device.profile().subgroup_max);

@@ -310,3 +310,34 @@ fn dot4_applies_swiglu_while_staging() {
         }
     }
 }
+
+/// An `x_q8` dot4 route stages x already quantized (as the norms write it) by copying:
+/// every quant type, one tile and several, within the same int8 bound as quantizing
+/// while staging.
+#[test]
+fn dot4_stages_prequantized_x() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let profile = device.profile().clone();
+    let small_tiles = small_tiles(&profile);
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for (p, (m, k)) in [(&profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
+            let force = Force::Kernel(kernel.name.to_string());
+            let mut route = route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap();
+            route.coop.as_mut().unwrap().x_q8 = true;
+            let seed = 3 * m + k + kernel.ty.id() as u64;
+            let w = weights(kernel.ty, m, k, seed);
+            let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
+            let q8: Vec<f32> = matvec::quantize_x_q8(&x)
+                .chunks(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
+
+            let actual = run(&device, &cache, &route, &w, &q8, None);
+            let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+            let ctx = format!("{} xq8 {m} x {k}", kernel.name);
+            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+        }
+    }
+}

@@ -4,6 +4,7 @@
 mod common;
 
 use brass::device::{read_f32, BufferId, BufferUse, CommandList, Device, Dispatch, Slice};
+use brass::kernels::matvec::{quantize_x_q8, Q8_GROUP_BYTES};
 use brass::kernels::ops::{self, EmbedPart, Ops};
 use brass::kernels::PipelineCache;
 
@@ -111,6 +112,7 @@ fn rms_norm_matches() {
             g.buf(&x),
             g.buf(&w),
             out,
+            None,
         )]);
         assert_close(
             &format!("rms_norm n={n}"),
@@ -243,6 +245,7 @@ fn silu_mul_and_add_rms_norm_match() {
             g.buf(&up),
             g.buf(&w),
             normed,
+            None,
         )]);
         let (sum, expected) = ops::add_rms_norm_ref(&gate, &up, &w, 1e-5);
         assert_close(&format!("add n={n}"), &sum, &g.get(x), 0.0);
@@ -297,5 +300,101 @@ fn argmax_picks_the_lowest_index_on_ties() {
             "n = {}",
             logits.len()
         );
+    }
+}
+
+/// `q8` as the GPU wrote it matches `quantize_x_q8(values)`: every int8 within one step
+/// (rounding at a tie may differ), the scale to f32 precision, and the integer sums
+/// those of the int8 values written beside them.
+fn assert_q8_of(what: &str, values: &[f32], q8: &[f32]) {
+    let gpu: Vec<u8> = q8.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let cpu = quantize_x_q8(values);
+    assert_eq!(gpu.len(), cpu.len(), "{what}: q8 length");
+    let word = |g: &[u8], i: usize| <[u8; 4]>::try_from(&g[i..i + 4]).unwrap();
+    for (n, (g, c)) in gpu
+        .chunks(Q8_GROUP_BYTES as usize)
+        .zip(cpu.chunks(Q8_GROUP_BYTES as usize))
+        .enumerate()
+    {
+        for i in 0..32 {
+            let (a, b) = (g[i] as i8 as i32, c[i] as i8 as i32);
+            assert!(
+                (a - b).abs() <= 1,
+                "{what}: group {n} value {i}: {a} vs {b}"
+            );
+        }
+        let (d_gpu, d_cpu) = (
+            f32::from_le_bytes(word(g, 32)),
+            f32::from_le_bytes(word(c, 32)),
+        );
+        assert!(
+            (d_gpu - d_cpu).abs() <= 1e-6 * d_cpu.abs(),
+            "{what}: group {n} scale {d_gpu} vs {d_cpu}"
+        );
+        let sum = |r: std::ops::Range<usize>| g[r].iter().map(|&v| v as i8 as i32).sum::<i32>();
+        let (lo, hi) = (
+            i32::from_le_bytes(word(g, 40)),
+            i32::from_le_bytes(word(g, 44)),
+        );
+        assert_eq!(
+            (lo, hi),
+            (sum(0..16), sum(16..32)),
+            "{what}: group {n} sums"
+        );
+        let dsum = f32::from_le_bytes(word(g, 36));
+        let expected = d_gpu * (lo + hi) as f32;
+        assert!(
+            (dsum - expected).abs() <= 1e-6 * (1.0 + expected.abs()),
+            "{what}: group {n} d * sum {dsum} vs {expected}"
+        );
+    }
+}
+
+/// The norms' q8 variants write the same f32 output, and it quantized as the dot4
+/// matvecs stage x, lengths that are and are not multiples of 32.
+#[test]
+fn q8_norms_also_write_their_output_quantized() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let g = Gpu {
+        ops: Ops::with(&device, &cache, false, true).unwrap(),
+        device,
+    };
+    for n in [32usize, 576, 1000, 4096] {
+        let mut rng = common::Rng::new(n as u64 + 11);
+        let x: Vec<f32> = rng.vec(n).iter().map(|v| v * 3.0).collect();
+        let y = rng.vec(n);
+        let w = rng.vec(n);
+        let (out, q8) = (g.zeros(n), g.zeros(n.div_ceil(32) * 12));
+        g.run(vec![g.ops.rms_norm(
+            n as u64,
+            1e-5,
+            g.buf(&x),
+            g.buf(&w),
+            out,
+            Some(q8),
+        )]);
+        let what = format!("rms_norm_q8 n={n}");
+        assert_close(&what, &ops::rms_norm_ref(&x, &w, 1e-5), &g.get(out), 1e-5);
+        assert_q8_of(&what, &g.get(out), &g.get(q8));
+
+        let (xb, out, q8) = (g.buf(&x), g.zeros(n), g.zeros(n.div_ceil(32) * 12));
+        g.run(vec![g.ops.add_rms_norm(
+            n as u64,
+            1e-5,
+            xb,
+            g.buf(&y),
+            g.buf(&w),
+            out,
+            Some(q8),
+        )]);
+        let what = format!("add_rms_norm_q8 n={n}");
+        assert_close(
+            &what,
+            &ops::add_rms_norm_ref(&x, &y, &w, 1e-5).1,
+            &g.get(out),
+            1e-5,
+        );
+        assert_q8_of(&what, &g.get(out), &g.get(q8));
     }
 }

@@ -73,9 +73,15 @@ impl LedgerReport {
 
 impl std::fmt::Display for LedgerReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // As wide as the longest pipeline name, so the columns line up.
+        let w = self
+            .entries
+            .iter()
+            .map(|e| e.name.len())
+            .fold(36, usize::max);
         writeln!(
             f,
-            "{:<36} {:>12} {:>14}  note",
+            "{:<w$} {:>12} {:>14}  note",
             "pipeline", "dispatches", "MB read"
         )?;
         for e in &self.entries {
@@ -86,7 +92,7 @@ impl std::fmt::Display for LedgerReport {
             };
             writeln!(
                 f,
-                "{:<36} {:>12} {:>14.1}  {note}",
+                "{:<w$} {:>12} {:>14.1}  {note}",
                 e.name,
                 e.dispatches,
                 e.bytes_read as f64 / 1e6

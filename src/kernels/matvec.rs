@@ -146,6 +146,12 @@ const BYTES_DOT4: &str = include_str!("../../wgsl/matvec/bytes_dot4.wgsl");
 /// WGSL shared by the Q5_0 and Q5_1 kernels: assembling 5-bit quants.
 const Q5_BITS: &str = include_str!("../../wgsl/matvec/q5_bits.wgsl");
 
+/// x quantized as the dot4 driver takes it: shared with the ops that write it.
+pub const Q8_X: &str = include_str!("../../wgsl/matvec/q8_x.wgsl");
+
+/// Bytes per 32 values of x quantized as [`Q8_X`] describes ([`quantize_x_q8`]).
+pub const Q8_GROUP_BYTES: u64 = 48;
+
 /// Every matvec kernel brass has: the dispatch table, one line per kernel.
 pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(F32, Scalar, "f32_scalar"),
@@ -269,6 +275,9 @@ pub struct CoopConfig {
     /// The `dot4` driver only: the input is silu(a) * b for halves a, b of the x binding
     /// (the FFN's down projection), computed while staging.
     pub glu: bool,
+    /// The `dot4` driver only: x arrives already quantized ([`quantize_x_q8`]'s layout,
+    /// written by the norm that produced it), and staging copies it.
+    pub x_q8: bool,
 }
 
 impl CoopConfig {
@@ -307,13 +316,14 @@ impl MatvecKernel {
             rows: 1,
             lanes: 0,
             glu: false,
+            x_q8: false,
         });
         match self.family {
             Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
             Family::Dot4 => format!(
                 "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst LANES: u32 = {}u;\n\
-                 const X_GLU: bool = {};\n\n{driver}\n{helpers}\n{body}",
-                cfg.wg, cfg.tile, cfg.lanes, cfg.glu
+                 const X_GLU: bool = {};\nconst X_Q8: bool = {};\n\n{driver}\n{Q8_X}\n{helpers}\n{body}",
+                cfg.wg, cfg.tile, cfg.lanes, cfg.glu, cfg.x_q8
             ),
             Family::Coop => {
                 let (enable, xs, xs_bytes) = match cfg.x {
@@ -343,7 +353,7 @@ impl MatvecKernel {
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
         match coop {
             Some(c) if self.family.cooperative() => format!(
-                "{} wg{} tile{}{}{}{}{}",
+                "{} wg{} tile{}{}{}{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
@@ -358,7 +368,8 @@ impl MatvecKernel {
                 } else {
                     String::new()
                 },
-                if c.glu { " glu" } else { "" }
+                if c.glu { " glu" } else { "" },
+                if c.x_q8 { " xq8" } else { "" }
             ),
             _ => self.name.to_string(),
         }
@@ -432,7 +443,7 @@ pub fn dispatches(
                 params,
                 storage: vec![*w, x, y],
                 workgroups: p.workgroups,
-                bytes_read: p.rows * row_bytes + k * if x_up.is_some() { 8 } else { 4 },
+                bytes_read: p.rows * row_bytes + x.size,
             })
         })
         .collect()
@@ -507,6 +518,36 @@ pub fn int8_x_error_bound(
             .map(|(&w, &h)| (w as f64).abs() * h)
             .sum()
     })
+}
+
+/// x quantized as the dot4 driver stages it ([`Q8_X`]): per 32 values (zero-padded
+/// past the end) 16 + 16 int8 values, then the f32 scale d = amax / 127, d times the
+/// sum of the int8 values, and the two halves' integer sums. The CPU twin of the WGSL
+/// `q8_group`, for tests and benchmarks that hand a matvec pre-quantized x.
+pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len().div_ceil(32) * Q8_GROUP_BYTES as usize);
+    for chunk in x.chunks(32) {
+        let mut g = [0f32; 32];
+        g[..chunk.len()].copy_from_slice(chunk);
+        let amax = g.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
+        // pack4x8snorm: floor(0.5 + 127 * clamp(v, -1, 1)).
+        let q: Vec<i8> = g
+            .iter()
+            .map(|&v| (0.5 + 127.0 * (v * inv).clamp(-1.0, 1.0)).floor() as i8)
+            .collect();
+        let (s_lo, s_hi) = (
+            q[..16].iter().map(|&v| v as i32).sum::<i32>(),
+            q[16..].iter().map(|&v| v as i32).sum::<i32>(),
+        );
+        let d = amax / 127.0;
+        out.extend(q.iter().map(|&v| v as u8));
+        out.extend(d.to_le_bytes());
+        out.extend((d * (s_lo + s_hi) as f32).to_le_bytes());
+        out.extend(s_lo.to_le_bytes());
+        out.extend(s_hi.to_le_bytes());
+    }
+    out
 }
 
 /// Normalized mean squared error, the bound llama.cpp's backend tests put on MUL_MAT.

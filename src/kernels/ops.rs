@@ -9,6 +9,7 @@
 use crate::device::{Access, Device, Dispatch, PipelineId, Slice};
 use crate::Result;
 
+use super::matvec::Q8_X;
 use super::{PipelineCache, PipelineTemplate};
 
 /// One op's static description: its WGSL and its bindings.
@@ -23,6 +24,9 @@ struct OpSpec {
     /// prepends `const WG`. A single workgroup is latency-bound, and a wider one needs
     /// fewer round trips to memory per invocation.
     wide: bool,
+    /// The norms: whether the variant also writes its output quantized
+    /// (`wgsl/ops/q8_out.wgsl`), bound after the others.
+    q8_out: bool,
 }
 
 /// The widest single workgroup the `wide` ops use.
@@ -36,9 +40,21 @@ impl OpSpec {
         } else {
             String::new()
         };
-        format!("{wg}{}{}", self.helpers, self.wgsl)
+        let out = if self.q8_out {
+            let binding = self.storage.len().to_string();
+            format!("{Q8_X}\n{}", Q8_OUT.replace("Q8_BINDING", &binding))
+        } else if self.helpers == RMS_SCALE {
+            WRITE_F32.to_string()
+        } else {
+            String::new()
+        };
+        format!("{wg}{}{out}\n{}", self.helpers, self.wgsl)
     }
 }
+
+/// The norms' output as f32 only; `Q8_OUT` is the variant that also quantizes it.
+const WRITE_F32: &str = "fn write_out(lid: u32, scale: f32) {\n    write_scaled(lid, scale);\n}\n";
+const Q8_OUT: &str = include_str!("../../wgsl/ops/q8_out.wgsl");
 
 /// The norms' shared reduction and scaled write.
 const RMS_SCALE: &str = include_str!("../../wgsl/ops/rms_scale.wgsl");
@@ -53,6 +69,7 @@ const EMBED: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
+    q8_out: false,
 };
 const RMS_NORM: OpSpec = OpSpec {
     name: "ops/rms_norm",
@@ -61,6 +78,7 @@ const RMS_NORM: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: true,
+    q8_out: false,
 };
 const ROPE: OpSpec = OpSpec {
     name: "ops/rope",
@@ -69,6 +87,7 @@ const ROPE: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, RW],
     wide: false,
+    q8_out: false,
 };
 const KV_APPEND: OpSpec = OpSpec {
     name: "ops/kv_append",
@@ -77,6 +96,7 @@ const KV_APPEND: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW, RW],
     wide: false,
+    q8_out: false,
 };
 const ATTENTION: OpSpec = OpSpec {
     name: "ops/attention",
@@ -85,6 +105,7 @@ const ATTENTION: OpSpec = OpSpec {
     params_bytes: 32,
     storage: &[R, R, R, RW, RW],
     wide: false,
+    q8_out: false,
 };
 const SILU_MUL: OpSpec = OpSpec {
     name: "ops/silu_mul",
@@ -93,6 +114,7 @@ const SILU_MUL: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
+    q8_out: false,
 };
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
@@ -101,6 +123,21 @@ const ADD_RMS_NORM: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[RW, R, R, RW],
     wide: true,
+    q8_out: false,
+};
+/// The norms writing their output also quantized, for the dot4 matvecs that read it:
+/// storage as above plus out_q8.
+const RMS_NORM_Q8: OpSpec = OpSpec {
+    name: "ops/rms_norm_q8",
+    storage: &[R, R, RW, RW],
+    q8_out: true,
+    ..RMS_NORM
+};
+const ADD_RMS_NORM_Q8: OpSpec = OpSpec {
+    name: "ops/add_rms_norm_q8",
+    storage: &[RW, R, R, RW, RW],
+    q8_out: true,
+    ..ADD_RMS_NORM
 };
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
@@ -109,6 +146,7 @@ const ARGMAX: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, RW, RW],
     wide: false,
+    q8_out: false,
 };
 
 /// Logits per argmax workgroup in its first stage: eight per invocation.
@@ -117,14 +155,16 @@ const ARGMAX_CHUNK: u64 = 2048;
 pub const ARGMAX_MAX_GROUPS: u64 = 1024;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 8] = [
+const ALL_OPS: [OpSpec; 10] = [
     EMBED,
     RMS_NORM,
+    RMS_NORM_Q8,
     ROPE,
     KV_APPEND,
     ATTENTION,
     SILU_MUL,
     ADD_RMS_NORM,
+    ADD_RMS_NORM_Q8,
     ARGMAX,
 ];
 
@@ -176,31 +216,43 @@ pub struct Ops {
     silu_mul: Option<PipelineId>,
     add_rms_norm: PipelineId,
     argmax: PipelineId,
+    /// Whether the norms are their q8 variants, writing their output also quantized for
+    /// the dot4 matvecs (a model uses one kind or the other, so that both pipelines are
+    /// dispatched).
+    norms_q8: bool,
 }
 
 impl Ops {
-    /// Creates (or finds in `cache`) every op's pipeline.
+    /// Creates (or finds in `cache`) every op's pipeline, the norms writing f32 only.
     pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<Ops> {
-        Ops::with_silu_mul(device, cache, true)
+        Ops::with(device, cache, true, false)
     }
 
-    /// Every op's pipeline, silu_mul only if `silu_mul`.
-    pub fn with_silu_mul(
+    /// Every op's pipeline, silu_mul only if `silu_mul`, the norms' q8 variants if
+    /// `norms_q8` (their dispatches then take an `out_q8`).
+    pub fn with(
         device: &dyn Device,
         cache: &PipelineCache,
         silu_mul: bool,
+        norms_q8: bool,
     ) -> Result<Ops> {
+        let (rms_norm, add_rms_norm) = if norms_q8 {
+            (&RMS_NORM_Q8, &ADD_RMS_NORM_Q8)
+        } else {
+            (&RMS_NORM, &ADD_RMS_NORM)
+        };
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
-            rms_norm: get(device, cache, &RMS_NORM)?,
+            rms_norm: get(device, cache, rms_norm)?,
             rope: get(device, cache, &ROPE)?,
             kv_append: get(device, cache, &KV_APPEND)?,
             attention: get(device, cache, &ATTENTION)?,
             silu_mul: silu_mul
                 .then(|| get(device, cache, &SILU_MUL))
                 .transpose()?,
-            add_rms_norm: get(device, cache, &ADD_RMS_NORM)?,
+            add_rms_norm: get(device, cache, add_rms_norm)?,
             argmax: get(device, cache, &ARGMAX)?,
+            norms_q8,
         })
     }
 
@@ -219,15 +271,36 @@ impl Ops {
             .collect()
     }
 
-    /// `out = x / rms(x) * w` over `n` elements.
-    pub fn rms_norm(&self, n: u64, eps: f32, x: Slice, w: Slice, out: Slice) -> Dispatch {
+    /// `out = x / rms(x) * w` over `n` elements, and with the q8 norms the same
+    /// quantized into `out_q8` (`matvec::quantize_x_q8`'s layout).
+    ///
+    /// Panics if `out_q8` is given to f32 norms or missing for q8 ones.
+    pub fn rms_norm(
+        &self,
+        n: u64,
+        eps: f32,
+        x: Slice,
+        w: Slice,
+        out: Slice,
+        out_q8: Option<Slice>,
+    ) -> Dispatch {
         Dispatch {
             pipeline: self.rms_norm,
             params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: vec![x, w, out],
+            storage: self.norm_outputs(vec![x, w, out], out_q8),
             workgroups: [1, 1, 1],
             bytes_read: n * 8,
         }
+    }
+
+    fn norm_outputs(&self, mut storage: Vec<Slice>, out_q8: Option<Slice>) -> Vec<Slice> {
+        assert_eq!(
+            out_q8.is_some(),
+            self.norms_q8,
+            "out_q8 goes with the q8 norms (Ops::with)"
+        );
+        storage.extend(out_q8);
+        storage
     }
 
     /// Rotates `x` (`n_heads` heads of `head_dim`) in place for position `pos`;
@@ -311,7 +384,7 @@ impl Ops {
         Dispatch {
             pipeline: self
                 .silu_mul
-                .expect("ops created without silu_mul (Ops::with_silu_mul)"),
+                .expect("ops created without silu_mul (Ops::with)"),
             params: vec![n as u32, 0, 0, 0],
             storage: vec![gate, up, out],
             workgroups: groups_for(n, 256),
@@ -319,7 +392,9 @@ impl Ops {
         }
     }
 
-    /// `x += y`, then `out = x / rms(x) * w`, over `n` elements.
+    /// `x += y`, then `out = x / rms(x) * w`, over `n` elements; `out_q8` as for
+    /// [`Ops::rms_norm`].
+    #[allow(clippy::too_many_arguments)]
     pub fn add_rms_norm(
         &self,
         n: u64,
@@ -328,11 +403,12 @@ impl Ops {
         y: Slice,
         w: Slice,
         out: Slice,
+        out_q8: Option<Slice>,
     ) -> Dispatch {
         Dispatch {
             pipeline: self.add_rms_norm,
             params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: vec![x, y, w, out],
+            storage: self.norm_outputs(vec![x, y, w, out], out_q8),
             workgroups: [1, 1, 1],
             bytes_read: n * 12,
         }

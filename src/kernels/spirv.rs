@@ -131,6 +131,7 @@ pub fn catalog() -> Vec<(String, String)> {
                 rows: 1,
                 lanes: 0,
                 glu: false,
+                x_q8: false,
             });
             (k.name.to_string(), k.source(coop))
         })

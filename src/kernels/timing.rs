@@ -65,11 +65,18 @@ pub fn time_matvec(
         sets.push(set);
     }
     device.submit(&fill)?;
-    let xb = device.create_buffer("x", k * 4, BufferUse::Storage)?;
-    device.upload(xb, 0, bytemuck::cast_slice(&vec![0.5f32; k as usize]))?;
+    let x_values = vec![0.5f32; k as usize];
+    let x_data = if route.x_q8() {
+        matvec::quantize_x_q8(&x_values)
+    } else {
+        bytemuck::cast_slice(&x_values).to_vec()
+    };
+    let x_bytes = route.x_bytes();
+    let xb = device.create_buffer("x", x_bytes, BufferUse::Storage)?;
+    device.upload(xb, 0, &x_data)?;
     let yb = device.create_buffer("y", m * 4, BufferUse::Storage)?;
     let pipeline = matvec::pipeline(device, cache, route)?;
-    let (x, y) = (Slice::new(xb, 0, k * 4), Slice::new(yb, 0, m * 4));
+    let (x, y) = (Slice::new(xb, 0, x_bytes), Slice::new(yb, 0, m * 4));
 
     // Two untimed iterations first: the first dispatches of a list pay for binding.
     const SKIP: usize = 2;
@@ -125,5 +132,5 @@ pub fn time_matvec(
 
 /// Bytes one matvec moves: the weights, x and y.
 pub fn matvec_bytes(route: &Route) -> u64 {
-    route.m * route.row_bytes + route.k * 4 + route.m * 4
+    route.m * route.row_bytes + route.x_bytes() + route.m * 4
 }

@@ -145,6 +145,17 @@ struct Matrix {
     x_up: Option<u64>,
 }
 
+/// What a matrix multiplies, which decides how a dot4 route takes x.
+#[derive(Clone, Copy, Debug)]
+enum Feed {
+    /// A norm's output, which the q8 norms also write quantized: staging copies it.
+    Norm,
+    /// The attention output: each dot4 workgroup quantizes it while staging.
+    Attention,
+    /// [gate; up], up from this element: dot4 stages silu(gate) * up.
+    Glu(u64),
+}
+
 /// One transformer block's weights.
 struct Layer {
     attn_norm: Slice,
@@ -166,6 +177,9 @@ struct Activations {
     x: Slice,
     /// norm(x), the input of the matvecs.
     xn: Slice,
+    /// norm(x) quantized for the dot4 matvecs that copy it (`matvec::quantize_x_q8`'s
+    /// layout), when any does.
+    xn_q8: Option<Slice>,
     /// q, k and v in one buffer (each at an offset the device can bind).
     qkv: Slice,
     q: Slice,
@@ -273,15 +287,14 @@ impl Model {
             }
             Ok(t)
         };
-        // `glu_up`: the matrix takes silu(gate) * up, with up at this element of its
-        // input, when its route can compute that while staging x (dot4).
+        // `feed`: what the matrix multiplies, which decides how a dot4 route takes x.
         let upload = |name: &str,
                       ty,
                       m: u64,
                       k: u64,
                       bytes: &[u8],
                       out_first,
-                      glu_up: Option<u64>|
+                      feed: Feed|
          -> Result<Matrix> {
             let mut route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref()).map_err(
                 |e| match e {
@@ -292,14 +305,22 @@ impl Model {
                 },
             )?;
             let mut x_up = None;
-            if let (Some(up), Some(c)) = (glu_up, route.coop.as_mut()) {
-                if route.family == Family::Dot4 {
+            match (route.family, route.coop.as_mut(), feed) {
+                (Family::Dot4, Some(c), Feed::Glu(up)) => {
                     c.glu = true;
                     x_up = Some(up);
                     route
                         .clauses
                         .push("input silu(gate) * up, computed while staging x".to_string());
                 }
+                (Family::Dot4, Some(c), Feed::Norm) => {
+                    c.x_q8 = true;
+                    route.clauses.push(
+                        "x quantized once, by the norm that produced it; staging copies it"
+                            .to_string(),
+                    );
+                }
+                _ => {}
             }
             let parts = matvec::upload_weights(dev, name, &route, bytes)?;
             let pipeline = matvec::pipeline(dev, &cache, &route)?;
@@ -312,13 +333,13 @@ impl Model {
                 x_up,
             })
         };
-        let matrix = |name: &str, m: u64, k: u64| -> Result<Matrix> {
+        let matrix = |name: &str, m: u64, k: u64, feed: Feed| -> Result<Matrix> {
             let t = checked(name, m, k)?;
-            upload(name, t.ty, m, k, file.tensor_data(t), 0, None)
+            upload(name, t.ty, m, k, file.tensor_data(t), 0, feed)
         };
-        // Tensors sharing input x, writing rows[i] outputs each at element first[i] of
-        // one buffer: stacked into one matrix when they share a type and their outputs
-        // are back to back, else one matrix each.
+        // Tensors sharing input x (a norm's output), writing rows[i] outputs each at
+        // element first[i] of one buffer: stacked into one matrix when they share a type
+        // and their outputs are back to back, else one matrix each.
         let stack =
             |names: &[String], rows: &[u64], first: &[u64], k: u64| -> Result<Vec<Matrix>> {
                 let tensors = names
@@ -346,14 +367,22 @@ impl Model {
                         k,
                         &bytes,
                         first[0],
-                        None,
+                        Feed::Norm,
                     )?])
                 } else {
                     tensors
                         .iter()
                         .zip(first)
                         .map(|(t, &f)| {
-                            upload(&t.name, t.ty, t.rows(), k, file.tensor_data(t), f, None)
+                            upload(
+                                &t.name,
+                                t.ty,
+                                t.rows(),
+                                k,
+                                file.tensor_data(t),
+                                f,
+                                Feed::Norm,
+                            )
                         })
                         .collect()
                 }
@@ -423,7 +452,7 @@ impl Model {
                         &[0, k_first, v_first],
                         dim,
                     )?,
-                    wo: matrix(&n("attn_output"), dim, q_dim)?,
+                    wo: matrix(&n("attn_output"), dim, q_dim, Feed::Attention)?,
                     ffn_norm: vector(&n("ffn_norm"), dim)?,
                     gate_up: stack(
                         &[n("ffn_gate"), n("ffn_up")],
@@ -441,7 +470,7 @@ impl Model {
                             ffn,
                             file.tensor_data(t),
                             0,
-                            Some(up_first),
+                            Feed::Glu(up_first),
                         )?
                     },
                     k_cache: storage(&format!("blk.{i} k cache"), kv_bytes / 4)?,
@@ -449,8 +478,6 @@ impl Model {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let needs_silu_mul = layers.iter().any(|l| l.down.x_up.is_none());
-        let ops = Ops::with_silu_mul(dev, &cache, needs_silu_mul)?;
         let output_norm = vector("output_norm.weight", dim)?;
         // Tied embeddings: the quantized token_embd doubles as the lm-head.
         let output_name = if file.tensor("output.weight").is_some() {
@@ -458,7 +485,15 @@ impl Model {
         } else {
             "token_embd.weight"
         };
-        let output = matrix(output_name, vocab, dim)?;
+        let output = matrix(output_name, vocab, dim, Feed::Norm)?;
+        let needs_silu_mul = layers.iter().any(|l| l.down.x_up.is_none());
+        // The norms write their output quantized too when a matrix they feed copies it.
+        let norms_q8 = layers
+            .iter()
+            .flat_map(|l| l.qkv.iter().chain(&l.gate_up))
+            .chain([&output])
+            .any(|w| w.route.x_q8());
+        let ops = Ops::with(dev, &cache, needs_silu_mul, norms_q8)?;
         let rope = upload_f32(
             dev,
             "rope cos/sin",
@@ -471,6 +506,12 @@ impl Model {
         let act = Activations {
             x: storage("x", dim)?,
             xn: storage("norm(x)", dim.max(q_dim))?,
+            xn_q8: norms_q8
+                .then(|| {
+                    let bytes = dim.div_ceil(32) * matvec::Q8_GROUP_BYTES;
+                    storage("norm(x) as q8", bytes / 4)
+                })
+                .transpose()?,
             qkv,
             q: part(qkv, 0, q_dim),
             k: part(qkv, k_first, kv_dim),
@@ -619,18 +660,18 @@ impl Model {
             .layers
             .first()
             .map_or(self.output_norm, |l| l.attn_norm);
-        list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn));
+        list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn, a.xn_q8));
         for (i, layer) in self.layers.iter().enumerate() {
             let next_norm = self
                 .layers
                 .get(i + 1)
                 .map_or(self.output_norm, |l| l.attn_norm);
             self.attention(&mut list, layer, pos)?;
-            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn, a.xn_q8));
             self.ffn(&mut list, layer)?;
-            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn, a.xn_q8));
         }
-        matvec_into(&mut list, &self.output, a.xn, a.logits)?;
+        matvec_into(&mut list, &self.output, a.norm_out(&self.output), a.logits)?;
         for d in ops.argmax(c.vocab as u64, a.logits, a.argmax_scratch, a.token) {
             list.dispatch(d);
         }
@@ -647,7 +688,7 @@ impl Model {
             c.rope_dim as u64,
         );
         for w in &l.qkv {
-            matvec_into(list, w, a.xn, a.qkv)?;
+            matvec_into(list, w, a.norm_out(w), a.qkv)?;
         }
         if a.k.offset == a.q.offset + a.q.size {
             // k's heads follow q's: one RoPE over both.
@@ -677,7 +718,7 @@ impl Model {
     fn ffn(&self, list: &mut CommandList, l: &Layer) -> Result<()> {
         let a = &self.act;
         for w in &l.gate_up {
-            matvec_into(list, w, a.xn, a.gate_up)?;
+            matvec_into(list, w, a.norm_out(w), a.gate_up)?;
         }
         if l.down.x_up.is_some() {
             // The down projection applies silu(gate) * up itself.
@@ -691,10 +732,25 @@ impl Model {
     }
 }
 
-/// y[w.out_first..] = W · x, one dispatch per row part of W.
+impl Activations {
+    /// The norm's output as `w` takes it: quantized or f32.
+    fn norm_out(&self, w: &Matrix) -> Slice {
+        match self.xn_q8 {
+            Some(q8) if w.route.x_q8() => q8,
+            _ => self.xn,
+        }
+    }
+}
+
+/// y[w.out_first..] = W · x, one dispatch per row part of W; x f32, or for an `x_q8`
+/// route quantized.
 fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result<()> {
     let r = &w.route;
-    let x = Slice::new(x.buffer, x.offset, (w.x_up.unwrap_or(0) + r.k) * 4);
+    let x_bytes = match w.x_up {
+        Some(up) => (up + r.k) * 4,
+        None => r.x_bytes(),
+    };
+    let x = Slice::new(x.buffer, x.offset, x_bytes);
     let y = Slice::new(y.buffer, y.offset, (w.out_first + r.m) * 4);
     for d in matvec::dispatches(
         w.pipeline,

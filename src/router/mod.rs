@@ -64,6 +64,21 @@ impl Route {
     pub fn reason(&self) -> String {
         self.clauses.join("; ")
     }
+
+    /// Whether x arrives already quantized (a dot4 route fed by a q8 norm).
+    pub fn x_q8(&self) -> bool {
+        self.coop.is_some_and(|c| c.x_q8)
+    }
+
+    /// Bytes of the x binding for K values: f32, or quantized
+    /// ([`matvec::quantize_x_q8`]). A `glu` route's binding holds two such inputs.
+    pub fn x_bytes(&self) -> u64 {
+        if self.x_q8() {
+            self.k.div_ceil(32) * matvec::Q8_GROUP_BYTES
+        } else {
+            self.k * 4
+        }
+    }
 }
 
 /// Invocations per coop workgroup: enough subgroups to share each staged x tile.
@@ -274,6 +289,7 @@ pub fn route_matvec(
             rows,
             lanes,
             glu: false,
+            x_q8: false,
         }
     });
 

@@ -1,8 +1,8 @@
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
-// x is quantized once per workgroup to int8 in groups of 32 (scale amax / 127, as
-// llama.cpp's q8_1 activations), staged in workgroup memory with each group's scale and
-// sum, and multiplied with the weights' integer quants by dot4I8Packed: one
+// x is quantized to int8 in groups of 32 (scale amax / 127, as llama.cpp's q8_1
+// activations; q8_x.wgsl), once per workgroup or once for all by the op that produced
+// it, staged in workgroup memory with each group's scale and sum, and multiplied with the weights' integer quants by dot4I8Packed: one
 // instruction for four products, where the float path spends about four per weight
 // (unpack, convert, FMA) and ran out of issue slots before memory did.
 //
@@ -14,8 +14,9 @@
 // size and any number of workgroups is correct.
 //
 // The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256),
-// LANES (lanes per row: 0 for a whole subgroup, or a power of two) and X_GLU (whether x is the SwiGLU of two
-// halves of its binding; see `x_at`).
+// LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_GLU (whether x is
+// the SwiGLU of two halves of its binding; see `x_at`) and X_Q8 (whether x arrives
+// already quantized; see `stage_x`), and appends q8_x.wgsl.
 // The per-type file appended after this one defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -108,47 +109,29 @@ fn x_at(i: u32) -> vec4<f32> {
     return a;
 }
 
-// Quantizes x[t0 .. t0 + TILE] (zero past K), one group per invocation. K is a multiple
-// of 32 for every type of this driver, so a group is either wholly inside x or past it.
+// Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
+// with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group). K is a
+// multiple of 32 for every type of this driver, so a group is either wholly inside x
+// or past it.
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
         let e = t0 + 32u * g;
         let at = slot(g);
+        var q: Q8Group;
         if (e >= params.k) {
-            xq[at] = vec4<u32>(0u);
-            xq[HALF + at] = vec4<u32>(0u);
-            xds[at] = vec2<f32>(0.0);
-            xhalf_sums[at] = vec2<i32>(0);
-            continue;
+            q = Q8Group(vec4<u32>(0u), vec4<u32>(0u), vec4<f32>(0.0));
+        } else if (X_Q8) {
+            let i = 3u * (e / 32u);
+            q = Q8Group(bitcast<vec4<u32>>(x[i]), bitcast<vec4<u32>>(x[i + 1u]), x[i + 2u]);
+        } else {
+            let i = e / 4u;
+            q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),
+                                             x_at(i + 4u), x_at(i + 5u), x_at(i + 6u), x_at(i + 7u)));
         }
-        let i = e / 4u;
-        let v0 = x_at(i);
-        let v1 = x_at(i + 1u);
-        let v2 = x_at(i + 2u);
-        let v3 = x_at(i + 3u);
-        let v4 = x_at(i + 4u);
-        let v5 = x_at(i + 5u);
-        let v6 = x_at(i + 6u);
-        let v7 = x_at(i + 7u);
-        let a = max(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))),
-                    max(max(abs(v4), abs(v5)), max(abs(v6), abs(v7))));
-        let amax = max(max(a.x, a.y), max(a.z, a.w));
-        let inv = select(0.0, 1.0 / amax, amax > 0.0);
-        // pack4x8snorm rounds clamp(v, -1, 1) * 127 to the nearest integer.
-        let lo = vec4<u32>(pack4x8snorm(v0 * inv), pack4x8snorm(v1 * inv),
-                           pack4x8snorm(v2 * inv), pack4x8snorm(v3 * inv));
-        let hi = vec4<u32>(pack4x8snorm(v4 * inv), pack4x8snorm(v5 * inv),
-                           pack4x8snorm(v6 * inv), pack4x8snorm(v7 * inv));
-        xq[at] = lo;
-        xq[HALF + at] = hi;
-        let d = amax / 127.0;
-        // The sum of the quantized values, not of x: an offset or minimum term then
-        // carries the same rounding as the quants' term (sum(w * xq) exactly), where the
-        // exact sum would leave their errors uncancelled.
-        let ones = vec4<u32>(0x01010101u);
-        let sums = vec2<i32>(dot16(lo, ones), dot16(hi, ones));
-        xds[at] = vec2<f32>(d, d * f32(sums.x + sums.y));
-        xhalf_sums[at] = sums;
+        xq[at] = q.lo;
+        xq[HALF + at] = q.hi;
+        xds[at] = q.tail.xy;
+        xhalf_sums[at] = bitcast<vec2<i32>>(q.tail.zw);
     }
 }
 

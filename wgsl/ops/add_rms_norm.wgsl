@@ -38,5 +38,5 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         if (i + 3u * WG < params.n) { x[i + 3u * WG] = v3; }
         acc += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3);
     }
-    write_scaled(lid, rms_scale(lid, acc));
+    write_out(lid, rms_scale(lid, acc));
 }

@@ -27,5 +27,5 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         let v3 = x_at(i + 3u * WG);
         acc += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3);
     }
-    write_scaled(lid, rms_scale(lid, acc));
+    write_out(lid, rms_scale(lid, acc));
 }
