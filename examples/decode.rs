@@ -59,6 +59,10 @@ struct Args {
     /// Force a matvec family (`dot4`, `coop` for exact activations, `scalar`) or kernel (`q4_1_coop`) for every tensor.
     #[arg(long)]
     force: Option<String>,
+    /// Whether norms hand the dot4 matrices they feed x already quantized: true for
+    /// all, false for none (default: for matrices of at least 128 MB).
+    #[arg(long)]
+    x_q8: Option<bool>,
     /// KV-cache positions (default: the model's context, at most 4096).
     #[arg(long)]
     context: Option<usize>,
@@ -151,6 +155,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     let options = LoadOptions {
         context: args.context,
         force,
+        x_q8: args.x_q8,
     };
     let t0 = Instant::now();
     let model = Model::from_gguf(device.clone(), &file, &options)?;

@@ -521,9 +521,9 @@ pub fn int8_x_error_bound(
 }
 
 /// x quantized as the dot4 driver stages it ([`Q8_X`]): per 32 values (zero-padded
-/// past the end) 16 + 16 int8 values, then the f32 scale d = amax / 127, d times the
-/// sum of the int8 values, and the two halves' integer sums. The CPU twin of the WGSL
-/// `q8_group`, for tests and benchmarks that hand a matvec pre-quantized x.
+/// past the end) 16 + 16 int8 values, the f32 scale d = amax / 127 and 12 unused bytes.
+/// The CPU twin of the WGSL `q8_group`, for tests and benchmarks that hand a matvec
+/// pre-quantized x.
 pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(x.len().div_ceil(32) * Q8_GROUP_BYTES as usize);
     for chunk in x.chunks(32) {
@@ -532,20 +532,12 @@ pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
         let amax = g.iter().fold(0f32, |a, v| a.max(v.abs()));
         let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
         // pack4x8snorm: floor(0.5 + 127 * clamp(v, -1, 1)).
-        let q: Vec<i8> = g
-            .iter()
-            .map(|&v| (0.5 + 127.0 * (v * inv).clamp(-1.0, 1.0)).floor() as i8)
-            .collect();
-        let (s_lo, s_hi) = (
-            q[..16].iter().map(|&v| v as i32).sum::<i32>(),
-            q[16..].iter().map(|&v| v as i32).sum::<i32>(),
+        out.extend(
+            g.iter()
+                .map(|&v| (0.5 + 127.0 * (v * inv).clamp(-1.0, 1.0)).floor() as i8 as u8),
         );
-        let d = amax / 127.0;
-        out.extend(q.iter().map(|&v| v as u8));
-        out.extend(d.to_le_bytes());
-        out.extend((d * (s_lo + s_hi) as f32).to_le_bytes());
-        out.extend(s_lo.to_le_bytes());
-        out.extend(s_hi.to_le_bytes());
+        out.extend((amax / 127.0).to_le_bytes());
+        out.extend([0u8; 12]);
     }
     out
 }

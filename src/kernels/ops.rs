@@ -207,52 +207,81 @@ pub struct EmbedPart {
 #[derive(Clone, Debug)]
 pub struct Ops {
     embed: PipelineId,
-    rms_norm: PipelineId,
+    rms_norm: Norms,
     rope: PipelineId,
     kv_append: PipelineId,
     attention: PipelineId,
     /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
     /// matvec route): a pipeline that is never dispatched is an audit defect.
     silu_mul: Option<PipelineId>,
-    add_rms_norm: PipelineId,
+    add_rms_norm: Norms,
     argmax: PipelineId,
-    /// Whether the norms are their q8 variants, writing their output also quantized for
-    /// the dot4 matvecs (a model uses one kind or the other, so that both pipelines are
-    /// dispatched).
-    norms_q8: bool,
+}
+
+/// A norm's pipelines: writing f32 only, and writing its output also quantized for the
+/// dot4 matvecs (`wgsl/ops/q8_out.wgsl`); each only if the model dispatches it.
+#[derive(Clone, Copy, Debug)]
+struct Norms {
+    f32: Option<PipelineId>,
+    q8: Option<PipelineId>,
+}
+
+impl Norms {
+    fn pick(&self, q8: bool) -> PipelineId {
+        let p = if q8 { self.q8 } else { self.f32 };
+        p.expect("a norm variant the ops were created without (OpsNeeds)")
+    }
+}
+
+/// Which ops a model dispatches beyond the ones every model does.
+#[derive(Clone, Copy, Debug)]
+pub struct OpsNeeds {
+    pub silu_mul: bool,
+    /// Norms writing f32 only.
+    pub norms_f32: bool,
+    /// Norms also writing their output quantized.
+    pub norms_q8: bool,
+}
+
+impl OpsNeeds {
+    /// Every op, the norms writing f32 only.
+    pub const F32: OpsNeeds = OpsNeeds {
+        silu_mul: true,
+        norms_f32: true,
+        norms_q8: false,
+    };
 }
 
 impl Ops {
     /// Creates (or finds in `cache`) every op's pipeline, the norms writing f32 only.
     pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<Ops> {
-        Ops::with(device, cache, true, false)
+        Ops::with(device, cache, OpsNeeds::F32)
     }
 
-    /// Every op's pipeline, silu_mul only if `silu_mul`, the norms' q8 variants if
-    /// `norms_q8` (their dispatches then take an `out_q8`).
-    pub fn with(
-        device: &dyn Device,
-        cache: &PipelineCache,
-        silu_mul: bool,
-        norms_q8: bool,
-    ) -> Result<Ops> {
-        let (rms_norm, add_rms_norm) = if norms_q8 {
-            (&RMS_NORM_Q8, &ADD_RMS_NORM_Q8)
-        } else {
-            (&RMS_NORM, &ADD_RMS_NORM)
+    /// The pipelines of the ops in `needs`: a pipeline created and never dispatched
+    /// would be an audit defect.
+    pub fn with(device: &dyn Device, cache: &PipelineCache, needs: OpsNeeds) -> Result<Ops> {
+        let norms = |f32: &OpSpec, q8: &OpSpec| -> Result<Norms> {
+            Ok(Norms {
+                f32: needs
+                    .norms_f32
+                    .then(|| get(device, cache, f32))
+                    .transpose()?,
+                q8: needs.norms_q8.then(|| get(device, cache, q8)).transpose()?,
+            })
         };
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
-            rms_norm: get(device, cache, rms_norm)?,
+            rms_norm: norms(&RMS_NORM, &RMS_NORM_Q8)?,
             rope: get(device, cache, &ROPE)?,
             kv_append: get(device, cache, &KV_APPEND)?,
             attention: get(device, cache, &ATTENTION)?,
-            silu_mul: silu_mul
+            silu_mul: needs
+                .silu_mul
                 .then(|| get(device, cache, &SILU_MUL))
                 .transpose()?,
-            add_rms_norm: get(device, cache, add_rms_norm)?,
+            add_rms_norm: norms(&ADD_RMS_NORM, &ADD_RMS_NORM_Q8)?,
             argmax: get(device, cache, &ARGMAX)?,
-            norms_q8,
         })
     }
 
@@ -274,7 +303,7 @@ impl Ops {
     /// `out = x / rms(x) * w` over `n` elements, and with the q8 norms the same
     /// quantized into `out_q8` (`matvec::quantize_x_q8`'s layout).
     ///
-    /// Panics if `out_q8` is given to f32 norms or missing for q8 ones.
+    /// Panics if the ops were created without the variant asked for.
     pub fn rms_norm(
         &self,
         n: u64,
@@ -285,22 +314,12 @@ impl Ops {
         out_q8: Option<Slice>,
     ) -> Dispatch {
         Dispatch {
-            pipeline: self.rms_norm,
+            pipeline: self.rms_norm.pick(out_q8.is_some()),
             params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: self.norm_outputs(vec![x, w, out], out_q8),
+            storage: [x, w, out].into_iter().chain(out_q8).collect(),
             workgroups: [1, 1, 1],
             bytes_read: n * 8,
         }
-    }
-
-    fn norm_outputs(&self, mut storage: Vec<Slice>, out_q8: Option<Slice>) -> Vec<Slice> {
-        assert_eq!(
-            out_q8.is_some(),
-            self.norms_q8,
-            "out_q8 goes with the q8 norms (Ops::with)"
-        );
-        storage.extend(out_q8);
-        storage
     }
 
     /// Rotates `x` (`n_heads` heads of `head_dim`) in place for position `pos`;
@@ -384,7 +403,7 @@ impl Ops {
         Dispatch {
             pipeline: self
                 .silu_mul
-                .expect("ops created without silu_mul (Ops::with)"),
+                .expect("ops created without silu_mul (OpsNeeds)"),
             params: vec![n as u32, 0, 0, 0],
             storage: vec![gate, up, out],
             workgroups: groups_for(n, 256),
@@ -406,9 +425,9 @@ impl Ops {
         out_q8: Option<Slice>,
     ) -> Dispatch {
         Dispatch {
-            pipeline: self.add_rms_norm,
+            pipeline: self.add_rms_norm.pick(out_q8.is_some()),
             params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: self.norm_outputs(vec![x, y, w, out], out_q8),
+            storage: [x, y, w, out].into_iter().chain(out_q8).collect(),
             workgroups: [1, 1, 1],
             bytes_read: n * 12,
         }

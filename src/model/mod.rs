@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::device::{BufferUse, CommandList, Device, ReadTicket, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
-use crate::kernels::ops::{rope_table, EmbedPart, Ops, ARGMAX_MAX_GROUPS};
+use crate::kernels::ops::{rope_table, EmbedPart, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
 use crate::router::{route_matvec, Force, Route};
@@ -124,6 +124,10 @@ pub struct LoadOptions {
     pub context: Option<usize>,
     /// Route every matvec to this family or kernel (A/B runs).
     pub force: Option<Force>,
+    /// Whether norms hand the dot4 matrices they feed x already quantized: every such
+    /// matrix (`Some(true)`), none (`Some(false)`), or those of at least
+    /// [`Q8_NORM_MIN_BYTES`] (`None`).
+    pub x_q8: Option<bool>,
 }
 
 /// The default KV-cache length cap, so a 128K-context model does not allocate its whole
@@ -145,10 +149,18 @@ struct Matrix {
     x_up: Option<u64>,
 }
 
+/// Weights a dot4 matrix fed by a norm holds at least for the norm to hand it x already
+/// quantized. The q8 norm costs about 1.5 µs more per dispatch on the H200 than the
+/// f32 one (SmolLM2: 8 % slower decode with every norm writing q8); copying instead of
+/// quantizing saved 0.5 µs per SmolLM2 matvec, 1-2 µs on 30-60 MB FFN shapes, and 3-4
+/// µs on 360-930 MB lm-heads.
+pub const Q8_NORM_MIN_BYTES: u64 = 128_000_000;
+
 /// What a matrix multiplies, which decides how a dot4 route takes x.
 #[derive(Clone, Copy, Debug)]
 enum Feed {
-    /// A norm's output, which the q8 norms also write quantized: staging copies it.
+    /// A norm's output, which a q8 norm also writes quantized for large matrices:
+    /// staging copies it.
     Norm,
     /// The attention output: each dot4 workgroup quantizes it while staging.
     Attention,
@@ -313,12 +325,23 @@ impl Model {
                         .clauses
                         .push("input silu(gate) * up, computed while staging x".to_string());
                 }
-                (Family::Dot4, Some(c), Feed::Norm) => {
+                (Family::Dot4, Some(c), Feed::Norm)
+                    if options
+                        .x_q8
+                        .unwrap_or(bytes.len() as u64 >= Q8_NORM_MIN_BYTES) =>
+                {
                     c.x_q8 = true;
-                    route.clauses.push(
-                        "x quantized once, by the norm that produced it; staging copies it"
+                    route.clauses.push(match options.x_q8 {
+                        Some(_) => "x quantized once, by the norm that produced it (forced); \
+                                    staging copies it"
                             .to_string(),
-                    );
+                        None => format!(
+                            "x quantized once, by the norm that produced it, for {:.0} MB of \
+                             weights (at least {} MB); staging copies it",
+                            bytes.len() as f64 / 1e6,
+                            Q8_NORM_MIN_BYTES / 1_000_000
+                        ),
+                    });
                 }
                 _ => {}
             }
@@ -487,13 +510,17 @@ impl Model {
         };
         let output = matrix(output_name, vocab, dim, Feed::Norm)?;
         let needs_silu_mul = layers.iter().any(|l| l.down.x_up.is_none());
-        // The norms write their output quantized too when a matrix they feed copies it.
-        let norms_q8 = layers
-            .iter()
-            .flat_map(|l| l.qkv.iter().chain(&l.gate_up))
-            .chain([&output])
-            .any(|w| w.route.x_q8());
-        let ops = Ops::with(dev, &cache, needs_silu_mul, norms_q8)?;
+        // Each norm writes q8 when a matrix it feeds takes it (see `norms_q8`).
+        let norm_q8 = norms_q8(&layers, &output);
+        let ops = Ops::with(
+            dev,
+            &cache,
+            OpsNeeds {
+                silu_mul: needs_silu_mul,
+                norms_f32: norm_q8.iter().any(|&q| !q),
+                norms_q8: norm_q8.iter().any(|&q| q),
+            },
+        )?;
         let rope = upload_f32(
             dev,
             "rope cos/sin",
@@ -506,7 +533,8 @@ impl Model {
         let act = Activations {
             x: storage("x", dim)?,
             xn: storage("norm(x)", dim.max(q_dim))?,
-            xn_q8: norms_q8
+            xn_q8: norm_q8
+                .contains(&true)
                 .then(|| {
                     let bytes = dim.div_ceil(32) * matvec::Q8_GROUP_BYTES;
                     storage("norm(x) as q8", bytes / 4)
@@ -660,16 +688,21 @@ impl Model {
             .layers
             .first()
             .map_or(self.output_norm, |l| l.attn_norm);
-        list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn, a.xn_q8));
+        let mut q8 =
+            norms_q8(&self.layers, &self.output)
+                .into_iter()
+                .map(|q| if q { a.xn_q8 } else { None });
+        let mut q8 = move || q8.next().expect("one entry per norm");
+        list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn, q8()));
         for (i, layer) in self.layers.iter().enumerate() {
             let next_norm = self
                 .layers
                 .get(i + 1)
                 .map_or(self.output_norm, |l| l.attn_norm);
             self.attention(&mut list, layer, pos)?;
-            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn, a.xn_q8));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn, q8()));
             self.ffn(&mut list, layer)?;
-            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn, a.xn_q8));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn, q8()));
         }
         matvec_into(&mut list, &self.output, a.norm_out(&self.output), a.logits)?;
         for d in ops.argmax(c.vocab as u64, a.logits, a.argmax_scratch, a.token) {
@@ -730,6 +763,20 @@ impl Model {
         );
         matvec_into(list, &l.down, a.hidden, a.out)
     }
+}
+
+/// Per norm dispatch of a step, in order (the first norm, then each layer's two),
+/// whether it writes its output quantized: when a matrix it feeds takes x that way.
+fn norms_q8(layers: &[Layer], output: &Matrix) -> Vec<bool> {
+    let takes_q8 = |ms: &[Matrix]| ms.iter().any(|m| m.route.x_q8());
+    let block_input = |i: usize| {
+        layers
+            .get(i)
+            .map_or(output.route.x_q8(), |l| takes_q8(&l.qkv))
+    };
+    std::iter::once(block_input(0))
+        .chain((0..layers.len()).flat_map(|i| [takes_q8(&layers[i].gate_up), block_input(i + 1)]))
+        .collect()
 }
 
 impl Activations {

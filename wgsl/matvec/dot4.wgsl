@@ -110,7 +110,8 @@ fn x_at(i: u32) -> vec4<f32> {
 }
 
 // Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
-// with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group). K is a
+// with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group), adding the
+// sums of its int8 values. K is a
 // multiple of 32 for every type of this driver, so a group is either wholly inside x
 // or past it.
 fn stage_x(t0: u32, lid: u32) {
@@ -122,7 +123,9 @@ fn stage_x(t0: u32, lid: u32) {
             q = Q8Group(vec4<u32>(0u), vec4<u32>(0u), vec4<f32>(0.0));
         } else if (X_Q8) {
             let i = 3u * (e / 32u);
-            q = Q8Group(bitcast<vec4<u32>>(x[i]), bitcast<vec4<u32>>(x[i + 1u]), x[i + 2u]);
+            let lo = bitcast<vec4<u32>>(x[i]);
+            let hi = bitcast<vec4<u32>>(x[i + 1u]);
+            q = Q8Group(lo, hi, q8_tail(lo, hi, x[i + 2u].x));
         } else {
             let i = e / 4u;
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),

@@ -1,32 +1,29 @@
 // x as the dot4 matvecs take it, "q8 groups": each 32 values as int8 with one scale
-// d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations), with the sum of
-// each half's int8 values. The dot4 driver quantizes f32 x this way while staging it,
-// and the norms can write it once for every matvec that reads their output
-// (ops/rms_norm_q8), so that those matvecs stage it by copying. Both use this function,
-// so a pre-quantized x is bit for bit the x the matvec would have quantized.
+// d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
+// quantizes f32 x this way while staging it, and the norms can write it once for every
+// matvec that reads their output (ops/q8_out.wgsl), so that those matvecs stage it by
+// copying. Both use these functions, so a pre-quantized x is bit for bit the x the
+// matvec would have quantized.
 //
 // In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
-// values (4 per word, little-endian), its last 16, then (d, d * sum, sum_lo, sum_hi),
-// the two integer sums bitcast to f32.
+// values (4 per word, little-endian), its last 16, then (d, unused x 3). Staging adds
+// the sums of the int8 values (`q8_tail`), which cost it eight dot4I8Packed per group
+// and the norm a second meeting of the group's invocations.
 
 struct Q8Group {
     lo: vec4<u32>,
     hi: vec4<u32>,
-    // d, d * (sum_lo + sum_hi), sum_lo, sum_hi (bitcast i32)
+    // d, d * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of the int8 values, bitcast)
     tail: vec4<f32>,
 }
 
-fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
-    let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),
-                max(max(abs(v[4]), abs(v[5])), max(abs(v[6]), abs(v[7]))));
-    let amax = max(max(a.x, a.y), max(a.z, a.w));
-    let inv = select(0.0, 1.0 / amax, amax > 0.0);
-    // pack4x8snorm rounds clamp(v, -1, 1) * 127 to the nearest integer.
-    let lo = vec4<u32>(pack4x8snorm(v[0] * inv), pack4x8snorm(v[1] * inv),
-                       pack4x8snorm(v[2] * inv), pack4x8snorm(v[3] * inv));
-    let hi = vec4<u32>(pack4x8snorm(v[4] * inv), pack4x8snorm(v[5] * inv),
-                       pack4x8snorm(v[6] * inv), pack4x8snorm(v[7] * inv));
-    let d = amax / 127.0;
+// 1 / the scale, 0 for a group of zeros.
+fn q8_inv(amax: f32) -> f32 {
+    return select(0.0, 1.0 / amax, amax > 0.0);
+}
+
+// The group's tail from its int8 values (two halves of 16) and its scale.
+fn q8_tail(lo: vec4<u32>, hi: vec4<u32>, d: f32) -> vec4<f32> {
     // The sum of the quantized values, not of x: an offset or minimum term then carries
     // the same rounding as the quants' term (sum(w * xq) exactly), where the exact sum
     // would leave their errors uncancelled.
@@ -35,6 +32,20 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
              + dot4I8Packed(lo.z, ones) + dot4I8Packed(lo.w, ones);
     let s_hi = dot4I8Packed(hi.x, ones) + dot4I8Packed(hi.y, ones)
              + dot4I8Packed(hi.z, ones) + dot4I8Packed(hi.w, ones);
-    return Q8Group(lo, hi, vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo),
-                                     bitcast<f32>(s_hi)));
+    return vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
+}
+
+// One group by one invocation. (ops/q8_out.wgsl spreads a group over eight, with the
+// same arithmetic: q8_inv, pack4x8snorm of v * inv, d = amax / 127.)
+fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
+    let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),
+                max(max(abs(v[4]), abs(v[5])), max(abs(v[6]), abs(v[7]))));
+    let amax = max(max(a.x, a.y), max(a.z, a.w));
+    let inv = q8_inv(amax);
+    // pack4x8snorm rounds clamp(v, -1, 1) * 127 to the nearest integer.
+    let lo = vec4<u32>(pack4x8snorm(v[0] * inv), pack4x8snorm(v[1] * inv),
+                       pack4x8snorm(v[2] * inv), pack4x8snorm(v[3] * inv));
+    let hi = vec4<u32>(pack4x8snorm(v[4] * inv), pack4x8snorm(v[5] * inv),
+                       pack4x8snorm(v[6] * inv), pack4x8snorm(v[7] * inv));
+    return Q8Group(lo, hi, q8_tail(lo, hi, amax / 127.0));
 }
