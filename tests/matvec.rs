@@ -279,34 +279,44 @@ fn weights_beyond_the_binding_limit_are_split() {
 fn dot4_applies_swiglu_while_staging() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let profile = device.profile().clone();
-    let small_tiles = small_tiles(&profile);
-    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        for (p, (m, k)) in [(&profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
-            let force = Force::Kernel(kernel.name.to_string());
-            let mut route = route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap();
-            route.coop.as_mut().unwrap().glu = true;
-            let seed = m + k + kernel.ty.id() as u64;
-            let w = weights(kernel.ty, m, k, seed);
-            let mut rng = common::Rng::new(seed);
-            let gate: Vec<f32> = rng.vec(k as usize).iter().map(|v| v * 4.0).collect();
-            let up = rng.vec(k as usize);
-            // [gate; 4 unused; up], as the model's buffer pads up to an aligned offset.
-            let x_up = k + 4;
-            let mut both = gate.clone();
-            both.extend([9.0; 4]);
-            both.extend(&up);
-            let glu: Vec<f32> = gate
-                .iter()
-                .zip(&up)
-                .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
-                .collect();
+    each_dot4_route(device.profile(), |kernel, mut route, (m, k)| {
+        route.coop.as_mut().unwrap().glu = true;
+        let seed = m + k + kernel.ty.id() as u64;
+        let w = weights(kernel.ty, m, k, seed);
+        let mut rng = common::Rng::new(seed);
+        let gate: Vec<f32> = rng.vec(k as usize).iter().map(|v| v * 4.0).collect();
+        let up = rng.vec(k as usize);
+        // [gate; 4 unused; up], as the model's buffer pads up to an aligned offset.
+        let x_up = k + 4;
+        let mut both = gate.clone();
+        both.extend([9.0; 4]);
+        both.extend(&up);
+        let glu: Vec<f32> = gate
+            .iter()
+            .zip(&up)
+            .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
+            .collect();
 
-            let actual = run(&device, &cache, &route, &w, &both, Some(x_up));
-            let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
-            // The CPU's exp and the GPU's may differ in the last bits: 1e-4 of slack.
-            let ctx = format!("{} glu {m} x {k}", kernel.name);
-            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &glu, &expected, &actual, 1e-4);
+        let actual = run(&device, &cache, &route, &w, &both, Some(x_up));
+        let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
+        // The CPU's exp and the GPU's may differ in the last bits: 1e-4 of slack.
+        let ctx = format!("{} glu {m} x {k}", kernel.name);
+        assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &glu, &expected, &actual, 1e-4);
+    });
+}
+
+/// Every dot4 kernel's forced route on two shapes, x in one tile and in several (a
+/// profile with little workgroup memory), handed to `f` with its (M, K).
+fn each_dot4_route(profile: &DeviceProfile, mut f: impl FnMut(&MatvecKernel, Route, (u64, u64))) {
+    let small_tiles = small_tiles(profile);
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for (p, (m, k)) in [(profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
+            let force = Force::Kernel(kernel.name.to_string());
+            f(
+                kernel,
+                route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap(),
+                (m, k),
+            );
         }
     }
 }
@@ -318,26 +328,20 @@ fn dot4_applies_swiglu_while_staging() {
 fn dot4_stages_prequantized_x() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let profile = device.profile().clone();
-    let small_tiles = small_tiles(&profile);
-    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        for (p, (m, k)) in [(&profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
-            let force = Force::Kernel(kernel.name.to_string());
-            let mut route = route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap();
-            route.coop.as_mut().unwrap().x_q8 = true;
-            let seed = 3 * m + k + kernel.ty.id() as u64;
-            let w = weights(kernel.ty, m, k, seed);
-            let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
-            let q8: Vec<f32> = matvec::quantize_x_q8(&x)
-                .chunks(4)
-                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                .collect();
-            assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
+    each_dot4_route(device.profile(), |kernel, mut route, (m, k)| {
+        route.coop.as_mut().unwrap().x_q8 = true;
+        let seed = 3 * m + k + kernel.ty.id() as u64;
+        let w = weights(kernel.ty, m, k, seed);
+        let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
+        let q8: Vec<f32> = matvec::quantize_x_q8(&x)
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
 
-            let actual = run(&device, &cache, &route, &w, &q8, None);
-            let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
-            let ctx = format!("{} xq8 {m} x {k}", kernel.name);
-            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
-        }
-    }
+        let actual = run(&device, &cache, &route, &w, &q8, None);
+        let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+        let ctx = format!("{} xq8 {m} x {k}", kernel.name);
+        assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+    });
 }
