@@ -24,9 +24,16 @@ struct OpSpec {
     /// prepends `const WG`. A single workgroup is latency-bound, and a wider one needs
     /// fewer round trips to memory per invocation.
     wide: bool,
-    /// The norms: whether the variant also writes its output quantized
-    /// (`wgsl/ops/q8_out.wgsl`), bound after the others.
-    q8_out: bool,
+    /// For the norms, how `write_out` writes their output.
+    norm_out: Option<NormOut>,
+}
+
+/// How a norm writes its output: f32 only, or also quantized for the dot4 matvecs
+/// (`wgsl/ops/q8_out.wgsl`, whose binding follows the op's others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NormOut {
+    F32,
+    Q8,
 }
 
 /// The widest single workgroup the `wide` ops use.
@@ -40,19 +47,19 @@ impl OpSpec {
         } else {
             String::new()
         };
-        let out = if self.q8_out {
-            let binding = self.storage.len().to_string();
-            format!("{Q8_X}\n{}", Q8_OUT.replace("Q8_BINDING", &binding))
-        } else if self.helpers == RMS_SCALE {
-            WRITE_F32.to_string()
-        } else {
-            String::new()
+        let out = match self.norm_out {
+            None => String::new(),
+            Some(NormOut::F32) => WRITE_F32.to_string(),
+            Some(NormOut::Q8) => {
+                let binding = self.storage.len().to_string();
+                format!("{Q8_X}\n{}", Q8_OUT.replace("Q8_BINDING", &binding))
+            }
         };
         format!("{wg}{}{out}\n{}", self.helpers, self.wgsl)
     }
 }
 
-/// The norms' output as f32 only; `Q8_OUT` is the variant that also quantizes it.
+/// `write_out` for [`NormOut::F32`] and [`NormOut::Q8`].
 const WRITE_F32: &str = "fn write_out(lid: u32, scale: f32) {\n    write_scaled(lid, scale);\n}\n";
 const Q8_OUT: &str = include_str!("../../wgsl/ops/q8_out.wgsl");
 
@@ -69,7 +76,7 @@ const EMBED: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
-    q8_out: false,
+    norm_out: None,
 };
 const RMS_NORM: OpSpec = OpSpec {
     name: "ops/rms_norm",
@@ -78,7 +85,7 @@ const RMS_NORM: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: true,
-    q8_out: false,
+    norm_out: Some(NormOut::F32),
 };
 const ROPE: OpSpec = OpSpec {
     name: "ops/rope",
@@ -87,7 +94,7 @@ const ROPE: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, RW],
     wide: false,
-    q8_out: false,
+    norm_out: None,
 };
 const KV_APPEND: OpSpec = OpSpec {
     name: "ops/kv_append",
@@ -96,7 +103,7 @@ const KV_APPEND: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW, RW],
     wide: false,
-    q8_out: false,
+    norm_out: None,
 };
 const ATTENTION: OpSpec = OpSpec {
     name: "ops/attention",
@@ -105,7 +112,7 @@ const ATTENTION: OpSpec = OpSpec {
     params_bytes: 32,
     storage: &[R, R, R, RW, RW],
     wide: false,
-    q8_out: false,
+    norm_out: None,
 };
 const SILU_MUL: OpSpec = OpSpec {
     name: "ops/silu_mul",
@@ -114,7 +121,7 @@ const SILU_MUL: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
-    q8_out: false,
+    norm_out: None,
 };
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
@@ -123,20 +130,20 @@ const ADD_RMS_NORM: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[RW, R, R, RW],
     wide: true,
-    q8_out: false,
+    norm_out: Some(NormOut::F32),
 };
 /// The norms writing their output also quantized, for the dot4 matvecs that read it:
 /// storage as above plus out_q8.
 const RMS_NORM_Q8: OpSpec = OpSpec {
     name: "ops/rms_norm_q8",
     storage: &[R, R, RW, RW],
-    q8_out: true,
+    norm_out: Some(NormOut::Q8),
     ..RMS_NORM
 };
 const ADD_RMS_NORM_Q8: OpSpec = OpSpec {
     name: "ops/add_rms_norm_q8",
     storage: &[RW, R, R, RW, RW],
-    q8_out: true,
+    norm_out: Some(NormOut::Q8),
     ..ADD_RMS_NORM
 };
 const ARGMAX: OpSpec = OpSpec {
@@ -146,7 +153,7 @@ const ARGMAX: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, RW, RW],
     wide: false,
-    q8_out: false,
+    norm_out: None,
 };
 
 /// Logits per argmax workgroup in its first stage: eight per invocation.

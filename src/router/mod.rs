@@ -92,7 +92,10 @@ const COOP_PERSISTENT_WORKGROUPS: u64 = 1024;
 /// of the weights they read, and no fewer than DOT4_MIN_WORKGROUPS (about two per SM of
 /// an H200). Measured on the H200 (Q4_K, % of the probe): 4,096 x 14,336 30 -> 37 % (256
 /// workgroups instead of 512), 14,336 x 4,096 36 -> 41 % (512 instead of 1,024);
-/// 4,096 x 4,096 loses 20 -> 18 % (256 instead of 512).
+/// 4,096 x 4,096 loses 20 -> 18 % (256 instead of 512). A route whose x arrives
+/// quantized (`CoopConfig::x_q8`, set by the model after routing) stages 1.5 bytes a
+/// value by copying, yet keeps this count: 1,024 workgroups instead measured mostly 1-2
+/// points lower on the FFN shapes and about 2 higher on 4,096 x 4,096.
 const DOT4_WEIGHT_PER_STAGED_X: u64 = 4;
 const DOT4_MIN_WORKGROUPS: u64 = 256;
 /// Rows per scalar workgroup, fixed by `wgsl/matvec/scalar.wgsl`.

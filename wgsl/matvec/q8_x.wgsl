@@ -6,9 +6,9 @@
 // matvec would have quantized.
 //
 // In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
-// values (4 per word, little-endian), its last 16, then (d, unused x 3). Staging adds
-// the sums of the int8 values (`q8_tail`), which cost it eight dot4I8Packed per group
-// and the norm a second meeting of the group's invocations.
+// values (4 per word, little-endian), its last 16, then (d, unused x 3). Staging
+// computes the sums of the int8 values (`q8_tail`, eight dot4I8Packed per group) rather
+// than the norm, where they would cost a second meeting of a group's invocations.
 
 struct Q8Group {
     lo: vec4<u32>,
