@@ -175,7 +175,6 @@ fn every_kernel_matches_its_cpu_reference() {
     }
 }
 
-/// A weight bigger than lavapipe's 128 MiB binding is split into row parts.
 /// A kernel whose weights are rearranged on upload (Q6_K's dot4 reads the blocks'
 /// 208-byte bodies first, then their d) is right in every row part, each its own buffer
 /// with its own tail of d values.
@@ -243,6 +242,7 @@ fn dot4_slices_per_block_match_the_wgsl() {
     }
 }
 
+/// A weight bigger than lavapipe's 128 MiB binding is split into row parts.
 #[test]
 fn weights_beyond_the_binding_limit_are_split() {
     let device = common::gpu();

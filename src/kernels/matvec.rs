@@ -198,8 +198,7 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
 /// per-type file's `SLICES`, which a test checks.
 pub fn dot4_slices_per_block(ty: GgmlType) -> u64 {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K => 4,
-        GgmlType::Q6_K => 4,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 4,
         _ => 1,
     }
 }
@@ -575,6 +574,7 @@ pub fn upload_weights(
         )));
     }
     let block_bytes = route.ty.type_size();
+    let layout = route.matvec_kernel().layout;
     route
         .parts
         .iter()
@@ -590,7 +590,6 @@ pub fn upload_weights(
             // Whole 16-byte elements for the kernels that read vec4<u32>.
             let size = (len as u64).next_multiple_of(16);
             let buffer = device.create_buffer(&name, size, crate::device::BufferUse::Weights)?;
-            let layout = route.matvec_kernel().layout;
             device.upload(
                 buffer,
                 0,

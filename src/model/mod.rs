@@ -232,6 +232,9 @@ pub struct Model {
     rope: Slice,
     act: Activations,
     n_ctx: usize,
+    /// Per norm dispatch of a step, whether it also writes its output quantized
+    /// (see `norms_q8`).
+    norm_q8: Vec<bool>,
     /// Keeps every pipeline the model uses alive and deduplicated.
     _pipelines: PipelineCache,
 }
@@ -566,6 +569,7 @@ impl Model {
             rope,
             act,
             n_ctx,
+            norm_q8,
             _pipelines: cache,
         })
     }
@@ -688,10 +692,7 @@ impl Model {
             .layers
             .first()
             .map_or(self.output_norm, |l| l.attn_norm);
-        let mut q8 =
-            norms_q8(&self.layers, &self.output)
-                .into_iter()
-                .map(|q| if q { a.xn_q8 } else { None });
+        let mut q8 = self.norm_q8.iter().map(|&q| if q { a.xn_q8 } else { None });
         let mut q8 = move || q8.next().expect("one entry per norm");
         list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn, q8()));
         for (i, layer) in self.layers.iter().enumerate() {

@@ -2,9 +2,10 @@
 //
 // x is quantized to int8 in groups of 32 (scale amax / 127, as llama.cpp's q8_1
 // activations; q8_x.wgsl), once per workgroup or once for all by the op that produced
-// it, staged in workgroup memory with each group's scale and sum, and multiplied with the weights' integer quants by dot4I8Packed: one
-// instruction for four products, where the float path spends about four per weight
-// (unpack, convert, FMA) and ran out of issue slots before memory did.
+// it, staged in workgroup memory with each group's scale and sum, and multiplied with
+// the weights' integer quants by dot4I8Packed: one instruction for four products, where
+// the float path spends about four per weight (unpack, convert, FMA) and ran out of
+// issue slots before memory did.
 //
 // Weights are read in "slices": a slice is the part of a block one lane decodes, sized
 // by the per-type file so that the lanes of a row read consecutive 16-byte pieces of it
@@ -111,9 +112,8 @@ fn x_at(i: u32) -> vec4<f32> {
 
 // Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
 // with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group), adding the
-// sums of its int8 values. K is a
-// multiple of 32 for every type of this driver, so a group is either wholly inside x
-// or past it.
+// sums of its int8 values. K is a multiple of 32 for every type of this driver, so a
+// group is either wholly inside x or past it.
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
         let e = t0 + 32u * g;
