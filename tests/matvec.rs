@@ -22,6 +22,9 @@ fn weights(ty: GgmlType, m: u64, k: u64, seed: u64) -> Vec<u8> {
 
 /// Runs `route` on the device and returns y. `x` is the whole input binding: K values,
 /// or for a `glu` route gate and up with up starting at element `x_up`.
+///
+/// Runs it twice, y overwritten with NaN in between, and asserts both runs agree bit
+/// for bit: a dot4 batch queue left unreset by the first would skip rows of the second.
 fn run(
     device: &dyn Device,
     cache: &PipelineCache,
@@ -42,6 +45,7 @@ fn run(
         .create_buffer("y", (Y_FIRST + route.m) * 4, BufferUse::Storage)
         .unwrap();
     let pipeline = matvec::pipeline(device, cache, route).unwrap();
+    let queue = matvec::queue(device, route).unwrap();
     let mut list = CommandList::new();
     for d in matvec::dispatches(
         pipeline,
@@ -53,15 +57,38 @@ fn run(
         Slice::new(yb, 0, (Y_FIRST + route.m) * 4),
         Y_FIRST,
         x_up,
+        queue,
     )
     .unwrap()
     {
         list.dispatch(d);
     }
-    device.submit(&list).unwrap();
-    let y =
-        read_f32(device, yb, 0, (Y_FIRST + route.m) as usize).unwrap()[Y_FIRST as usize..].to_vec();
-    for b in parts.iter().map(|s| s.buffer).chain([xb, yb]) {
+    let run_once = || {
+        let poison = vec![f32::NAN; (Y_FIRST + route.m) as usize];
+        device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
+        device.submit(&list).unwrap();
+        read_f32(device, yb, 0, (Y_FIRST + route.m) as usize).unwrap()[Y_FIRST as usize..].to_vec()
+    };
+    let y = run_once();
+    let again = run_once();
+    let differ = y
+        .iter()
+        .zip(&again)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    assert_eq!(
+        differ,
+        0,
+        "{}: a second run differs in {differ} of {} rows",
+        route.pipeline_key(),
+        route.m
+    );
+    for b in parts
+        .iter()
+        .map(|s| s.buffer)
+        .chain([xb, yb])
+        .chain(queue.map(|q| q.buffer))
+    {
         device.destroy_buffer(b).unwrap();
     }
     y
@@ -344,4 +371,37 @@ fn dot4_stages_prequantized_x() {
         let ctx = format!("{} xq8 {m} x {k}", kernel.name);
         assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
     });
+}
+
+/// dot4 workgroups take row batches in a grid-stride loop, or with `queue` their first
+/// by their index and the rest from the batch queue. On one or two workgroups, far fewer
+/// than the rows need (999 rows in batches of 16 to 64 rows, or 45 rows in several x
+/// tiles), every row is still computed, once, and the queue is left reset for the next
+/// dispatch (`run` runs each route twice).
+#[test]
+fn dot4_rows_are_covered_on_any_number_of_workgroups() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let profile = device.profile();
+    let small_tiles = small_tiles(profile);
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for (p, (m, k)) in [(profile, (999u64, 512u64)), (&small_tiles, (45, 1280))] {
+            let force = Force::Kernel(kernel.name.to_string());
+            let routed = route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap();
+            for (queue, groups) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
+                let mut route = routed.clone();
+                route.coop.as_mut().unwrap().queue = queue;
+                for part in &mut route.parts {
+                    part.workgroups = [groups, 1, 1];
+                }
+                let seed = 5 * m + k + kernel.ty.id() as u64;
+                let w = weights(kernel.ty, m, k, seed);
+                let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
+                let actual = run(&device, &cache, &route, &w, &x, None);
+                let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+                let ctx = format!("{} on {groups} workgroups", route.pipeline_key());
+                assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+            }
+        }
+    }
 }

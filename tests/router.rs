@@ -154,6 +154,30 @@ fn dot4_workgroups_stage_x_in_proportion_to_the_weights() {
     assert_eq!(groups(576, 1536), (72, false));
 }
 
+/// On the H200 preset, the dot4 routes that take their row batches from the queue: those
+/// whose workgroups have at least 4 batches of at least 32 KB each.
+#[test]
+fn dot4_workgroups_queue_for_their_batches_where_they_have_several_big_ones() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let queued = |ty, m, k| {
+        let r = route_matvec(&h200, ty, m, k, None).unwrap();
+        let queue = r.coop.unwrap().queue;
+        assert_eq!(queue, r.reason().contains("from a queue"), "{}", r.reason());
+        queue
+    };
+    // 202,048 rows in batches of 32 (8 lanes a row) over 1,024 workgroups: 6.17 batches
+    // of 146 KB each.
+    assert!(queued(GgmlType::Q5_K, 202_048, 6_656));
+    // 15.7 batches of 8 rows each: 35 KB of Q8_0, but 18 KB of Q4_K and 27 KB of Q6_K.
+    assert!(queued(GgmlType::Q8_0, 128_256, 4_096));
+    assert!(!queued(GgmlType::Q4_K, 128_256, 4_096));
+    assert!(!queued(GgmlType::Q6_K, 128_256, 4_096));
+    // The FFN shapes: 3.5 batches per workgroup or fewer.
+    for (m, k) in [(14_336, 4_096), (4_096, 14_336)] {
+        assert!(!queued(GgmlType::Q8_0, m, k));
+    }
+}
+
 #[test]
 fn dot4_short_rows_take_a_whole_subgroup() {
     let h200 = DeviceProfile::preset("h200").unwrap();

@@ -277,6 +277,9 @@ pub struct CoopConfig {
     /// The `dot4` driver only: x arrives already quantized ([`quantize_x_q8`]'s layout,
     /// written by the norm that produced it), and staging copies it.
     pub x_q8: bool,
+    /// The `dot4` driver only: workgroups take their row batches from a queue (the
+    /// dispatch's fourth binding) rather than in a grid-stride loop.
+    pub queue: bool,
 }
 
 impl CoopConfig {
@@ -303,6 +306,19 @@ impl CoopConfig {
 const PARAMS_BYTES: u32 = 16;
 const DOT4_PARAMS_BYTES: u32 = 32;
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+/// dot4 adds its batch queue (`wgsl/matvec/dot4.wgsl`, `take_batch`), bound whether or
+/// not the route takes batches from it ([`CoopConfig::queue`]).
+const DOT4_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+
+/// Bytes of a dot4 batch queue: one counter, zero between dispatches (a fresh buffer is
+/// zeroed, and every dispatch leaves it so). Dispatches that share one run one after
+/// the other, as a read-write binding makes them.
+pub const QUEUE_BYTES: u64 = 4;
 
 impl MatvecKernel {
     /// The complete WGSL source.
@@ -316,13 +332,15 @@ impl MatvecKernel {
             lanes: 0,
             glu: false,
             x_q8: false,
+            queue: false,
         });
         match self.family {
             Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
             Family::Dot4 => format!(
                 "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst LANES: u32 = {}u;\n\
-                 const X_GLU: bool = {};\nconst X_Q8: bool = {};\n\n{driver}\n{Q8_X}\n{helpers}\n{body}",
-                cfg.wg, cfg.tile, cfg.lanes, cfg.glu, cfg.x_q8
+                 const X_GLU: bool = {};\nconst X_Q8: bool = {};\nconst QUEUE: bool = {};\n\n\
+                 {driver}\n{Q8_X}\n{helpers}\n{body}",
+                cfg.wg, cfg.tile, cfg.lanes, cfg.glu, cfg.x_q8, cfg.queue
             ),
             Family::Coop => {
                 let (enable, xs, xs_bytes) = match cfg.x {
@@ -352,7 +370,7 @@ impl MatvecKernel {
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
         match coop {
             Some(c) if self.family.cooperative() => format!(
-                "{} wg{} tile{}{}{}{}{}{}",
+                "{} wg{} tile{}{}{}{}{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
@@ -368,7 +386,8 @@ impl MatvecKernel {
                     String::new()
                 },
                 if c.glu { " glu" } else { "" },
-                if c.x_q8 { " xq8" } else { "" }
+                if c.x_q8 { " xq8" } else { "" },
+                if c.queue { " queue" } else { "" }
             ),
             _ => self.name.to_string(),
         }
@@ -381,7 +400,11 @@ impl MatvecKernel {
             } else {
                 PARAMS_BYTES
             },
-            storage: STORAGE,
+            storage: if self.family == Family::Dot4 {
+                DOT4_STORAGE
+            } else {
+                STORAGE
+            },
             fallback_reason: None,
         }
     }
@@ -401,7 +424,8 @@ pub struct RowPart {
 /// `y_first` + M. `y_first` lets matvecs that share an input write side by side into
 /// one buffer at any element offset (a binding offset would have to be aligned).
 /// `x_up`: for a `glu` route, where in `x` the second operand starts (elements, a
-/// multiple of 4).
+/// multiple of 4). `queue`: a dot4 route's batch queue ([`QUEUE_BYTES`]), None for the
+/// other families.
 #[allow(clippy::too_many_arguments)]
 pub fn dispatches(
     pipeline: PipelineId,
@@ -413,6 +437,7 @@ pub fn dispatches(
     y: Slice,
     y_first: u64,
     x_up: Option<u64>,
+    queue: Option<Slice>,
 ) -> Result<Vec<Dispatch>> {
     if parts.len() != weights.len() {
         return Err(Error::Invalid(format!(
@@ -440,7 +465,7 @@ pub fn dispatches(
             Ok(Dispatch {
                 pipeline,
                 params,
-                storage: vec![*w, x, y],
+                storage: [*w, x, y].into_iter().chain(queue).collect(),
                 workgroups: p.workgroups,
                 bytes_read: p.rows * row_bytes + x.size,
             })
@@ -598,6 +623,23 @@ pub fn upload_weights(
             Ok(Slice::new(buffer, 0, size))
         })
         .collect()
+}
+
+/// A batch queue for dispatches of `route` if its family takes one (dot4), else None.
+/// Matvecs may share one: they then run one after another.
+pub fn queue(
+    device: &dyn crate::device::Device,
+    route: &crate::router::Route,
+) -> Result<Option<Slice>> {
+    if route.family != Family::Dot4 {
+        return Ok(None);
+    }
+    let buffer = device.create_buffer(
+        "dot4 batch queue",
+        QUEUE_BYTES,
+        crate::device::BufferUse::Storage,
+    )?;
+    Ok(Some(Slice::new(buffer, 0, QUEUE_BYTES)))
 }
 
 /// The pipeline for `route`, created on first use.

@@ -76,6 +76,7 @@ pub fn time_matvec(
     device.upload(xb, 0, &x_data)?;
     let yb = device.create_buffer("y", m * 4, BufferUse::Storage)?;
     let pipeline = matvec::pipeline(device, cache, route)?;
+    let queue = matvec::queue(device, route)?;
     let (x, y) = (Slice::new(xb, 0, x_bytes), Slice::new(yb, 0, m * 4));
 
     // Two untimed iterations first: the first dispatches of a list pay for binding.
@@ -94,6 +95,7 @@ pub fn time_matvec(
             y,
             0,
             None,
+            queue,
         )? {
             list.dispatch(d);
         }
@@ -118,6 +120,9 @@ pub fn time_matvec(
     times.sort_by(f64::total_cmp);
     for s in sets.iter().flatten() {
         device.destroy_buffer(s.buffer)?;
+    }
+    if let Some(q) = queue {
+        device.destroy_buffer(q.buffer)?;
     }
     device.destroy_buffer(xb)?;
     device.destroy_buffer(yb)?;

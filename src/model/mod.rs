@@ -147,6 +147,8 @@ struct Matrix {
     /// For a `glu` route (the FFN's down projection on dot4): where up starts in its
     /// input buffer, which holds [gate; up] and is multiplied as silu(gate) * up.
     x_up: Option<u64>,
+    /// A dot4 route's batch queue (shared by all of them).
+    queue: Option<Slice>,
 }
 
 /// Weights a dot4 matrix fed by a norm holds at least for the norm to hand it x already
@@ -302,6 +304,9 @@ impl Model {
             }
             Ok(t)
         };
+        // One batch queue for every dot4 matrix: a step's matvecs run one after another.
+        let queue =
+            dev.create_buffer("dot4 batch queue", matvec::QUEUE_BYTES, BufferUse::Storage)?;
         // `feed`: what the matrix multiplies, which decides how a dot4 route takes x.
         let upload = |name: &str,
                       ty,
@@ -352,6 +357,8 @@ impl Model {
             let pipeline = matvec::pipeline(dev, &cache, &route)?;
             Ok(Matrix {
                 name: name.to_string(),
+                queue: (route.family == Family::Dot4)
+                    .then(|| Slice::new(queue, 0, matvec::QUEUE_BYTES)),
                 route,
                 pipeline,
                 parts,
@@ -810,6 +817,7 @@ fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result
         y,
         w.out_first,
         w.x_up,
+        w.queue,
     )? {
         list.dispatch(d);
     }

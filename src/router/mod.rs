@@ -98,6 +98,18 @@ const COOP_PERSISTENT_WORKGROUPS: u64 = 1024;
 /// points lower on the FFN shapes and about 2 higher on 4,096 x 4,096.
 const DOT4_WEIGHT_PER_STAGED_X: u64 = 4;
 const DOT4_MIN_WORKGROUPS: u64 = 256;
+/// dot4 takes row batches from a queue (`CoopConfig::queue`) when a workgroup has at
+/// least DOT4_QUEUE_MIN_BATCHES of them, each of at least DOT4_QUEUE_MIN_BATCH_BYTES of
+/// weights. With a fixed share of few batches, the workgroups with one more than the
+/// rest decide when the matvec ends; but each queued batch costs an atomic on one
+/// counter and a workgroup barrier. Measured on the H200 (% of the probe, builds
+/// alternated on one machine): with the queue, the 202,048 x 6,656 Q5_K head (6.17
+/// batches of 146 KB per workgroup) on pre-quantized x 88.0-88.5 -> 89.3-89.7, the Q8_0
+/// 128,256 x 4,096 head (15.7 batches of 35 KB) 86.5-86.7 -> 90.0-90.3; with the queue
+/// for every route, the Q6_K, Q5_K and Q4_K heads (batches of 27, 22, 18 KB) lost 0.5,
+/// 1.4 and 2.5, and the FFN shapes (2-3.5 batches per workgroup) 0.5-2.
+const DOT4_QUEUE_MIN_BATCHES: f64 = 4.0;
+const DOT4_QUEUE_MIN_BATCH_BYTES: u64 = 32 * 1024;
 /// Rows per scalar workgroup, fixed by `wgsl/matvec/scalar.wgsl`.
 const SCALAR_ROWS_PER_WG: u64 = 64;
 /// The coop tile is a multiple of this, so of every block size (32 and 256).
@@ -245,7 +257,7 @@ pub fn route_matvec(
     };
 
     // Clause 2: coop geometry, from the device's limits.
-    let coop = family.cooperative().then(|| {
+    let mut coop = family.cooperative().then(|| {
         let x = kernel.x_stage(profile.f16);
         let wg = COOP_WG
             .min(profile.max_invocations_per_workgroup)
@@ -293,6 +305,7 @@ pub fn route_matvec(
             lanes,
             glu: false,
             x_q8: false,
+            queue: false,
         }
     });
 
@@ -314,7 +327,7 @@ pub fn route_matvec(
     }
     let max_groups = profile.max_workgroups_per_dim.max(1) as u64;
     let mut staged_clause = None;
-    let parts = (0..n_parts)
+    let parts: Vec<RowPart> = (0..n_parts)
         .map(|i| {
             let first_row = i * rows_per_part;
             let rows = rows_per_part.min(m - first_row);
@@ -357,6 +370,21 @@ pub fn route_matvec(
         })
         .collect();
     clauses.extend(staged_clause);
+
+    // Clause 4: dot4 workgroups take their row batches from a queue where each has
+    // several, and big enough that the queue's atomic is cheap beside one.
+    if let (Family::Dot4, Some(c), Some(p)) = (family, coop.as_mut(), parts.first()) {
+        let rows_per_wg = c.rows_per_workgroup(profile.subgroup_max);
+        let batch_bytes = rows_per_wg * row_bytes;
+        let per_wg = p.rows.div_ceil(rows_per_wg) as f64 / p.workgroups[0] as f64;
+        if batch_bytes >= DOT4_QUEUE_MIN_BATCH_BYTES && per_wg >= DOT4_QUEUE_MIN_BATCHES {
+            c.queue = true;
+            clauses.push(format!(
+                "row batches from a queue: {per_wg:.2} batches of {:.0} KB per workgroup",
+                batch_bytes as f64 / 1e3
+            ));
+        }
+    }
 
     Ok(Route {
         kernel: kernel.name,

@@ -11,13 +11,15 @@
 // by the per-type file so that the lanes of a row read consecutive 16-byte pieces of it
 // (full cache lines per load instruction rather than words scattered over several
 // blocks). LANES lanes per row, striding over its slices; a wider subgroup takes several
-// rows. Rows are handed out with a grid-stride loop over row batches, so any subgroup
-// size and any number of workgroups is correct.
+// rows. A workgroup takes a batch of rows (one per subgroup or team) at a time, in a
+// grid-stride loop or, with QUEUE, its first by its index and the rest from a queue
+// (`take_batch`); either way any subgroup size and any number of workgroups is correct.
 //
 // The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256),
 // LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_GLU (whether x is
-// the SwiGLU of two halves of its binding; see `x_at`) and X_Q8 (whether x arrives
-// already quantized; see `stage_x`), and appends q8_x.wgsl.
+// the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
+// already quantized; see `stage_x`) and QUEUE (whether workgroups take row batches from
+// a queue; see `take_batch`), and appends q8_x.wgsl.
 // The per-type file appended after this one defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -43,6 +45,9 @@ struct Params {
 @group(0) @binding(1) var<storage, read> w: array<W>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// With QUEUE, the batch queue (`take_batch`): batches handed out past each workgroup's
+// first; zero between dispatches. Bound, unused, without.
+@group(0) @binding(4) var<storage, read_write> queue: atomic<u32>;
 
 // Group g of the tile: its 32 int8 values as two halves of 16 (4 per word, see
 // `xq16`), its scale, and the sum of its quantized values times the scale (for the
@@ -172,6 +177,65 @@ fn row_partial(row_byte: u32, blk0: u32, n_slices: u32, tl: u32, lanes: u32) -> 
     return acc;
 }
 
+// The next batch for this workgroup, one of `groups`, or one past the `n_batches` of
+// the dispatch when none is left: handed out in order, as workgroups free, where the
+// grid-stride loop fixes each workgroup's batches in advance. With few batches per
+// workgroup that fixed share ends raggedly (the 202,048 x 6,656 head: 6.17 batches
+// each on an H200, so 17 % of the workgroups run a seventh while the rest are done);
+// the queue evens it out, at an atomic on one counter per batch (see the router).
+//
+// Every workgroup that had a batch takes until it is refused, so the counter's last
+// ticket is n_batches - 1 however many workgroups there are: whoever draws it resets
+// the counter for the next dispatch.
+var<workgroup> next_batch: u32;
+fn take_batch(lid: u32, groups: u32, n_batches: u32) -> u32 {
+    if (lid == 0u) {
+        let t = atomicAdd(&queue, 1u);
+        if (t == n_batches - 1u) {
+            atomicStore(&queue, 0u);
+        }
+        next_batch = groups + t;
+    }
+    return workgroupUniformLoad(&next_batch);
+}
+
+// The rows base .. base + a batch: one per subgroup or team, x in one tile or several.
+fn batch_rows(base: u32, one_tile: bool, lid: u32, sg_id: u32, per_sg: u32, team: u32,
+              tl: u32, lanes: u32) {
+    let row = base + sg_id * per_sg + team;
+    let ok = row < params.m;
+    let rb = row * params.row_bytes;
+    var acc = 0.0;
+    if (one_tile) {
+        if (ok) {
+            acc = row_partial(rb, 0u, (params.k / BLOCK) * SLICES, tl, lanes);
+        }
+    } else {
+        for (var t0 = 0u; t0 < params.k; t0 += TILE) {
+            workgroupBarrier();
+            stage_x(t0, lid);
+            workgroupBarrier();
+            if (ok) {
+                let blocks = min(TILE, params.k - t0) / BLOCK;
+                acc += row_partial(rb, t0 / BLOCK, blocks * SLICES, tl, lanes);
+            }
+        }
+    }
+    // Sum over the row's lanes, outside any branch: every lane of the subgroup takes
+    // part.
+    var total = acc;
+    if (LANES == 0u) {
+        total = subgroupAdd(acc);
+    } else {
+        for (var o = LANES / 2u; o > 0u; o /= 2u) {
+            total += subgroupShuffleXor(total, o);
+        }
+    }
+    if (tl == 0u && ok) {
+        y[params.y_offset + row] = total;
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>,
@@ -196,38 +260,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let team = select(lane / max(LANES, 1u), 0u, LANES == 0u);
     let tl = select(lane % max(LANES, 1u), lane, LANES == 0u);
     let batch = n_sg * per_sg;
-    for (var base = wid.x * batch; base < params.m; base += groups.x * batch) {
-        let row = base + sg_id * per_sg + team;
-        let ok = row < params.m;
-        let rb = row * params.row_bytes;
-        var acc = 0.0;
-        if (one_tile) {
-            if (ok) {
-                acc = row_partial(rb, 0u, (params.k / BLOCK) * SLICES, tl, lanes);
-            }
-        } else {
-            for (var t0 = 0u; t0 < params.k; t0 += TILE) {
-                workgroupBarrier();
-                stage_x(t0, lid);
-                workgroupBarrier();
-                if (ok) {
-                    let blocks = min(TILE, params.k - t0) / BLOCK;
-                    acc += row_partial(rb, t0 / BLOCK, blocks * SLICES, tl, lanes);
-                }
-            }
+    if (QUEUE) {
+        let n_batches = (params.m + batch - 1u) / batch;
+        for (var b = wid.x; b < n_batches; b = take_batch(lid, groups.x, n_batches)) {
+            batch_rows(b * batch, one_tile, lid, sg_id, per_sg, team, tl, lanes);
         }
-        // Sum over the row's lanes, outside any branch: every lane of the subgroup
-        // takes part.
-        var total = acc;
-        if (LANES == 0u) {
-            total = subgroupAdd(acc);
-        } else {
-            for (var o = LANES / 2u; o > 0u; o /= 2u) {
-                total += subgroupShuffleXor(total, o);
-            }
-        }
-        if (tl == 0u && ok) {
-            y[params.y_offset + row] = total;
+    } else {
+        for (var base = wid.x * batch; base < params.m; base += groups.x * batch) {
+            batch_rows(base, one_tile, lid, sg_id, per_sg, team, tl, lanes);
         }
     }
 }
