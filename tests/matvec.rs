@@ -306,7 +306,7 @@ fn weights_beyond_the_binding_limit_are_split() {
 fn dot4_applies_swiglu_while_staging() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    each_dot4_route(device.profile(), |kernel, mut route, (m, k)| {
+    each_dot4_route(device.profile(), (67, 512), |kernel, mut route, (m, k)| {
         route.coop.as_mut().unwrap().glu = true;
         let seed = m + k + kernel.ty.id() as u64;
         let w = weights(kernel.ty, m, k, seed);
@@ -332,12 +332,17 @@ fn dot4_applies_swiglu_while_staging() {
     });
 }
 
-/// Every dot4 kernel's forced route on two shapes, x in one tile and in several (a
-/// profile with little workgroup memory), handed to `f` with its (M, K).
-fn each_dot4_route(profile: &DeviceProfile, mut f: impl FnMut(&MatvecKernel, Route, (u64, u64))) {
+/// Every dot4 kernel's forced route on two shapes, `one_tile` with x in one tile and
+/// 45 x 1,280 with x in several (a profile with little workgroup memory), handed to `f`
+/// with its (M, K).
+fn each_dot4_route(
+    profile: &DeviceProfile,
+    one_tile: (u64, u64),
+    mut f: impl FnMut(&MatvecKernel, Route, (u64, u64)),
+) {
     let small_tiles = small_tiles(profile);
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        for (p, (m, k)) in [(profile, (67u64, 512u64)), (&small_tiles, (45, 1280))] {
+        for (p, (m, k)) in [(profile, one_tile), (&small_tiles, (45, 1280))] {
             let force = Force::Kernel(kernel.name.to_string());
             f(
                 kernel,
@@ -355,7 +360,7 @@ fn each_dot4_route(profile: &DeviceProfile, mut f: impl FnMut(&MatvecKernel, Rou
 fn dot4_stages_prequantized_x() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    each_dot4_route(device.profile(), |kernel, mut route, (m, k)| {
+    each_dot4_route(device.profile(), (67, 512), |kernel, mut route, (m, k)| {
         route.coop.as_mut().unwrap().x_q8 = true;
         let seed = 3 * m + k + kernel.ty.id() as u64;
         let w = weights(kernel.ty, m, k, seed);
@@ -382,26 +387,20 @@ fn dot4_stages_prequantized_x() {
 fn dot4_rows_are_covered_on_any_number_of_workgroups() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let profile = device.profile();
-    let small_tiles = small_tiles(profile);
-    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        for (p, (m, k)) in [(profile, (999u64, 512u64)), (&small_tiles, (45, 1280))] {
-            let force = Force::Kernel(kernel.name.to_string());
-            let routed = route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap();
-            for (queue, groups) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
-                let mut route = routed.clone();
-                route.coop.as_mut().unwrap().queue = queue;
-                for part in &mut route.parts {
-                    part.workgroups = [groups, 1, 1];
-                }
-                let seed = 5 * m + k + kernel.ty.id() as u64;
-                let w = weights(kernel.ty, m, k, seed);
-                let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
-                let actual = run(&device, &cache, &route, &w, &x, None);
-                let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
-                let ctx = format!("{} on {groups} workgroups", route.pipeline_key());
-                assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+    each_dot4_route(device.profile(), (999, 512), |kernel, routed, (m, k)| {
+        let seed = 5 * m + k + kernel.ty.id() as u64;
+        let w = weights(kernel.ty, m, k, seed);
+        let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
+        let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+        for (queue, groups) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
+            let mut route = routed.clone();
+            route.coop.as_mut().unwrap().queue = queue;
+            for part in &mut route.parts {
+                part.workgroups = [groups, 1, 1];
             }
+            let actual = run(&device, &cache, &route, &w, &x, None);
+            let ctx = format!("{} on {groups} workgroups", route.pipeline_key());
+            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
         }
-    }
+    });
 }

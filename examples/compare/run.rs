@@ -116,6 +116,22 @@ pub fn matvec_suite(
     Ok(cases)
 }
 
+/// Greedy steps at `positions`, each queued before the previous token is read back (as
+/// Session decodes), so that the GPU never waits for the CPU between them.
+fn queued_steps(model: &Model, positions: impl IntoIterator<Item = usize>) -> brass::Result<()> {
+    let mut in_flight = None;
+    for pos in positions {
+        let next = model.step_read(Input::Previous, pos)?;
+        if let Some(ticket) = in_flight.replace(next) {
+            model.token(ticket)?;
+        }
+    }
+    if let Some(ticket) = in_flight {
+        model.token(ticket)?;
+    }
+    Ok(())
+}
+
 /// Greedy decode of `tokens` tokens after a warm-up, then one profiled step for the
 /// lm-head / rest split.
 ///
@@ -150,28 +166,13 @@ pub fn decode(
     }
     // The same position over and over: its cache slot is rewritten, and the timed steps
     // that follow start from it as they would have.
-    // Queued one ahead, as below, so that the GPU does not idle between them.
     let warm_until = Instant::now() + effort(quick).warmup;
-    let mut warming = None;
-    while Instant::now() < warm_until {
-        let next = model.step_read(Input::Previous, WARMUP - 1)?;
-        if let Some(ticket) = warming.replace(next) {
-            model.token(ticket)?;
-        }
-    }
-    if let Some(ticket) = warming {
-        model.token(ticket)?;
-    }
-    // As Session decodes greedily: each step is queued before the previous token is
-    // read back, so the GPU never waits for the CPU between tokens.
+    queued_steps(
+        &model,
+        std::iter::repeat(WARMUP - 1).take_while(|_| Instant::now() < warm_until),
+    )?;
     let t = Instant::now();
-    let mut in_flight = model.step_read(Input::Previous, WARMUP)?;
-    for pos in WARMUP + 1..WARMUP + tokens {
-        let next = model.step_read(Input::Previous, pos)?;
-        model.token(in_flight)?;
-        in_flight = next;
-    }
-    model.token(in_flight)?;
+    queued_steps(&model, WARMUP..WARMUP + tokens)?;
     let seconds = t.elapsed().as_secs_f64();
     let ms_per_token = seconds * 1e3 / tokens as f64;
 

@@ -625,21 +625,24 @@ pub fn upload_weights(
         .collect()
 }
 
-/// A batch queue for dispatches of `route` if its family takes one (dot4), else None.
-/// Matvecs may share one: they then run one after another.
-pub fn queue(
-    device: &dyn crate::device::Device,
-    route: &crate::router::Route,
-) -> Result<Option<Slice>> {
-    if route.family != Family::Dot4 {
-        return Ok(None);
-    }
+/// A new dot4 batch queue. Matvecs may share one: they then run one after another.
+pub fn create_queue(device: &dyn crate::device::Device) -> Result<Slice> {
     let buffer = device.create_buffer(
         "dot4 batch queue",
         QUEUE_BYTES,
         crate::device::BufferUse::Storage,
     )?;
-    Ok(Some(Slice::new(buffer, 0, QUEUE_BYTES)))
+    Ok(Slice::new(buffer, 0, QUEUE_BYTES))
+}
+
+/// A batch queue for dispatches of `route` if its family takes one (dot4), else None.
+pub fn queue(
+    device: &dyn crate::device::Device,
+    route: &crate::router::Route,
+) -> Result<Option<Slice>> {
+    (route.family == Family::Dot4)
+        .then(|| create_queue(device))
+        .transpose()
 }
 
 /// The pipeline for `route`, created on first use.

@@ -305,8 +305,7 @@ impl Model {
             Ok(t)
         };
         // One batch queue for every dot4 matrix: a step's matvecs run one after another.
-        let queue =
-            dev.create_buffer("dot4 batch queue", matvec::QUEUE_BYTES, BufferUse::Storage)?;
+        let queue = matvec::create_queue(dev)?;
         // `feed`: what the matrix multiplies, which decides how a dot4 route takes x.
         let upload = |name: &str,
                       ty,
@@ -357,8 +356,7 @@ impl Model {
             let pipeline = matvec::pipeline(dev, &cache, &route)?;
             Ok(Matrix {
                 name: name.to_string(),
-                queue: (route.family == Family::Dot4)
-                    .then(|| Slice::new(queue, 0, matvec::QUEUE_BYTES)),
+                queue: (route.family == Family::Dot4).then_some(queue),
                 route,
                 pipeline,
                 parts,
