@@ -5,9 +5,11 @@
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
 //!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--json out.json] [--adapter NAME]
 
+use std::collections::HashMap;
+
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::kernels::matvec::{Family, MatvecKernel, MATVEC_KERNELS};
-use brass::kernels::timing::{matvec_bytes, time_matvec, Effort};
+use brass::kernels::timing::{matvec_bytes, time_matvec, time_stream_read, Effort, Times};
 use brass::kernels::PipelineCache;
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force};
@@ -52,6 +54,12 @@ struct Args {
     /// matvecs they feed (the quantization itself is then the norm's work).
     #[arg(long)]
     x_q8: bool,
+    /// A/B, implies --x-q8: x read in place by the lanes (router clause 5), forced.
+    #[arg(long, conflicts_with = "x_staged")]
+    x_direct: bool,
+    /// A/B, implies --x-q8: x copied into workgroup memory, forced.
+    #[arg(long)]
+    x_staged: bool,
     /// A/B: override the routed cap on workgroups of a single-tile coop/dot4 matvec.
     #[arg(long)]
     coop_groups: Option<u32>,
@@ -109,6 +117,13 @@ struct Case {
     /// Per matvec in a chain of dependent ones in one pass (see kernels::timing).
     chained_us: f64,
     chained_pct_of_probe: f64,
+    /// The probe's streaming read of the same weight bytes in one dispatch, timed the
+    /// same way: the most a matvec of this size can reach (kernels::timing).
+    read_median_us: f64,
+    read_chained_us: f64,
+    /// `read_median_us / median_us` and `read_chained_us / chained_us`, in %.
+    pct_of_read: f64,
+    chained_pct_of_read: f64,
     route: String,
 }
 
@@ -144,7 +159,7 @@ fn run(args: &Args) -> brass::Result<()> {
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
     println!(
-        "{:<32} {:<6} {:<40} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7}",
+        "{:<32} {:<6} {:<40} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7} {:>7} {:>7}",
         "shape",
         "type",
         "kernel",
@@ -154,13 +169,21 @@ fn run(args: &Args) -> brass::Result<()> {
         "GB/s",
         "% probe",
         "chain µs",
-        "% chain"
+        "% chain",
+        "% read",
+        "% chread"
+    );
+    println!(
+        "(% read, % chread: a pure streaming read of the same weight bytes in one dispatch, \
+         alone and chained, over the matvec's time)"
     );
     let cache = PipelineCache::new();
     let wanted = |list: &[String], name: &str| {
         list.is_empty() || list.iter().any(|s| s.eq_ignore_ascii_case(name))
     };
     let mut cases = Vec::new();
+    // Read ceilings by weight bytes: shared by every kernel of a type on a shape.
+    let mut reads = HashMap::new();
     for &(group, label, m, k, only) in SHAPES {
         if !wanted(&args.shapes, group) {
             continue;
@@ -185,9 +208,16 @@ fn run(args: &Args) -> brass::Result<()> {
                 if !wanted(&args.families, kernel.family.name()) || !wanted(&args.kernels, short) {
                     continue;
                 }
-                let case = bench_case(&device, &cache, args, label, kernel, m, k, probe.gbps)?;
+                let case = bench_case(
+                    &device,
+                    &cache,
+                    args,
+                    (label, kernel, m, k),
+                    probe.gbps,
+                    &mut reads,
+                )?;
                 println!(
-                    "{:<32} {:<6} {:<40} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}% {:>9.1} {:>6.1}%",
+                    "{:<32} {:<6} {:<40} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>6.1}% {:>9.1} {:>6.1}% {:>6.1}% {:>6.1}%",
                     label,
                     ty.name(),
                     case.kernel.trim_start_matches("matvec/"),
@@ -197,7 +227,9 @@ fn run(args: &Args) -> brass::Result<()> {
                     case.gbps,
                     case.pct_of_probe,
                     case.chained_us,
-                    case.chained_pct_of_probe
+                    case.chained_pct_of_probe,
+                    case.pct_of_read,
+                    case.chained_pct_of_read
                 );
                 cases.push(case);
             }
@@ -220,20 +252,21 @@ fn run(args: &Args) -> brass::Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn bench_case(
     device: &WgpuDevice,
     cache: &PipelineCache,
     args: &Args,
-    label: &str,
-    kernel: &MatvecKernel,
-    m: u64,
-    k: u64,
+    (label, kernel, m, k): (&str, &MatvecKernel, u64, u64),
     probe_gbps: f64,
+    reads: &mut HashMap<u64, Times>,
 ) -> brass::Result<Case> {
     let (ty, family) = (kernel.ty, kernel.family);
     let force = Force::Kernel(kernel.name.to_string());
     let mut route = route_matvec(device.profile(), ty, m, k, Some(&force))?;
+    if args.x_q8 || args.x_direct || args.x_staged {
+        let how = (args.x_direct || args.x_staged).then_some(args.x_direct);
+        brass::router::take_x_q8(device.profile(), &mut route, how);
+    }
     if let (Some(wg), Some(c)) = (args.coop_wg, route.coop.as_mut()) {
         c.wg = wg;
         route
@@ -252,10 +285,6 @@ fn bench_case(
             .clauses
             .push(format!("bench override: {lanes} lanes per row"));
     }
-    if let (true, Family::Dot4, Some(c)) = (args.x_q8, family, route.coop.as_mut()) {
-        c.x_q8 = true;
-        route.clauses.push("bench: x already quantized".to_string());
-    }
     if let (Some(cap), Some(c)) = (args.coop_groups, route.coop) {
         let rows_per_wg = c.rows_per_workgroup(device.profile().subgroup_max);
         for p in &mut route.parts {
@@ -265,16 +294,22 @@ fn bench_case(
             .clauses
             .push(format!("bench override: at most {cap} workgroups"));
     }
-    let t = time_matvec(
-        device,
-        cache,
-        &route,
-        Effort {
-            iters: args.iters,
-            rotate_bytes: args.rotate_mb * 1_000_000,
-            warmup: std::time::Duration::from_millis(args.warmup_ms),
-        },
-    )?;
+    let effort = Effort {
+        iters: args.iters,
+        rotate_bytes: args.rotate_mb * 1_000_000,
+        warmup: std::time::Duration::from_millis(args.warmup_ms),
+    };
+    let t = time_matvec(device, cache, &route, effort)?;
+    let weight_bytes = m * route.row_bytes;
+    let read = match reads.get(&weight_bytes) {
+        Some(r) => *r,
+        None => {
+            let r = time_stream_read(device, weight_bytes, effort)?;
+            reads.insert(weight_bytes, r);
+            r
+        }
+    };
+
     let bytes = matvec_bytes(&route);
     let gbps = bytes as f64 / (t.median_us * 1e3);
     Ok(Case {
@@ -293,6 +328,10 @@ fn bench_case(
         pct_of_probe: 100.0 * gbps / probe_gbps,
         chained_us: t.chained_us,
         chained_pct_of_probe: 100.0 * bytes as f64 / (t.chained_us * 1e3) / probe_gbps,
+        read_median_us: read.median_us,
+        read_chained_us: read.chained_us,
+        pct_of_read: 100.0 * read.median_us / t.median_us,
+        chained_pct_of_read: 100.0 * read.chained_us / t.chained_us,
         route: route.reason(),
     })
 }

@@ -10,7 +10,7 @@ use brass::kernels::matvec::{
 };
 use brass::kernels::PipelineCache;
 use brass::quant::{random_blocks, GgmlType};
-use brass::router::{route_matvec, Force, Route};
+use brass::router::{route_matvec, take_x_q8, Force, Route};
 
 /// llama.cpp's bound for MUL_MAT in its backend tests.
 const MAX_NMSE: f64 = 5e-4;
@@ -353,15 +353,17 @@ fn each_dot4_route(
     }
 }
 
-/// An `x_q8` dot4 route stages x already quantized (as the norms write it) by copying:
-/// every quant type, one tile and several, within the same int8 bound as quantizing
-/// while staging.
+/// An `x_q8` dot4 route takes x already quantized (as the norms write it): staging
+/// copies it, or the lanes read it in place (`x_direct`). Every quant type, one tile and
+/// several, within the same int8 bound as quantizing while staging. Where the staged
+/// route is one tile with the same lanes, both give the same output bit for bit: the
+/// same sums in the same order.
 #[test]
-fn dot4_stages_prequantized_x() {
+fn dot4_takes_prequantized_x_staged_or_in_place() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    each_dot4_route(device.profile(), (67, 512), |kernel, mut route, (m, k)| {
-        route.coop.as_mut().unwrap().x_q8 = true;
+    let mut compared = 0;
+    each_dot4_route(device.profile(), (67, 512), |kernel, routed, (m, k)| {
         let seed = 3 * m + k + kernel.ty.id() as u64;
         let w = weights(kernel.ty, m, k, seed);
         let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
@@ -370,12 +372,30 @@ fn dot4_stages_prequantized_x() {
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect();
         assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
-
-        let actual = run(&device, &cache, &route, &w, &q8, None);
         let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
-        let ctx = format!("{} xq8 {m} x {k}", kernel.name);
-        assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+
+        let outputs = [false, true].map(|direct| {
+            let mut route = routed.clone();
+            take_x_q8(device.profile(), &mut route, Some(direct));
+            let c = route.coop.unwrap();
+            assert_eq!(c.x_direct, direct);
+            let actual = run(&device, &cache, &route, &w, &q8, None);
+            let ctx = format!("{} {} {m} x {k}", kernel.name, route.pipeline_key());
+            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+            let bits: Vec<u32> = actual.iter().map(|v| v.to_bits()).collect();
+            (bits, (k <= c.tile as u64 || direct).then_some(c.lanes))
+        });
+        let [(staged, staged_order), (direct, direct_order)] = outputs;
+        if staged_order.is_some() && staged_order == direct_order {
+            assert_eq!(
+                staged, direct,
+                "{} {m} x {k}: staged vs in place",
+                kernel.name
+            );
+            compared += 1;
+        }
     });
+    assert!(compared > 0, "no route compared staged and in place");
 }
 
 /// dot4 workgroups take row batches in a grid-stride loop, or with `queue` their first

@@ -327,6 +327,17 @@ fn assert_q8_of(what: &str, values: &[f32], q8: &[f32]) {
             (d_gpu - d_cpu).abs() <= 1e-6 * d_cpu.abs(),
             "{what}: group {n} scale {d_gpu} vs {d_cpu}"
         );
+        // The tail's sums are of the GPU's own int8 values, which may differ from the
+        // CPU's by a step at a tie: checked against those, bit for bit.
+        let word = |i: usize| i32::from_le_bytes(g[32 + 4 * i..36 + 4 * i].try_into().unwrap());
+        let sum = |r: std::ops::Range<usize>| g[r].iter().map(|&v| v as i8 as i32).sum::<i32>();
+        let (s_lo, s_hi) = (sum(0..16), sum(16..32));
+        assert_eq!((word(2), word(3)), (s_lo, s_hi), "{what}: group {n} sums");
+        assert_eq!(
+            f32::from_bits(word(1) as u32).to_bits(),
+            (d_gpu * (s_lo + s_hi) as f32).to_bits(),
+            "{what}: group {n} d * sum"
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 use brass::device::{DeviceProfile, PRESETS};
 use brass::kernels::matvec::{Family, XStage, MATVEC_KERNELS};
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, Force};
+use brass::router::{route_matvec, take_x_q8, Force};
 
 /// (model, M, K): every matvec shape of these models, and square/FFN shapes at the
 /// hidden sizes that have broken engines before.
@@ -176,6 +176,59 @@ fn dot4_workgroups_queue_for_their_batches_where_they_have_several_big_ones() {
     for (m, k) in [(14_336, 4_096), (4_096, 14_336)] {
         assert!(!queued(GgmlType::Q8_0, m, k));
     }
+}
+
+/// Clause 5: x that arrives quantized is read in place by the types whose lanes each
+/// take a whole 32-weight block (consecutive x groups), copied into workgroup memory by
+/// the K-quants; read in place, nothing is staged and a workgroup is one row batch.
+#[test]
+fn prequantized_x_is_read_in_place_where_lanes_read_consecutive_groups() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let direct = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+    ];
+    let staged = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+    for (m, k) in [
+        (4_096, 4_096),
+        (14_336, 4_096),
+        (4_096, 14_336),
+        (128_256, 4_096),
+    ] {
+        for ty in direct.into_iter().chain(staged) {
+            let mut r = route_matvec(&h200, ty, m, k, None).unwrap();
+            take_x_q8(&h200, &mut r, None);
+            let c = r.coop.unwrap();
+            assert!(c.x_q8);
+            assert_eq!(
+                c.x_direct,
+                direct.contains(&ty),
+                "{ty} {m}x{k}: {}",
+                r.reason()
+            );
+            if c.x_direct {
+                assert!(!c.queue && r.reason().contains("read it in place"));
+                let batches = m.div_ceil(c.rows_per_workgroup(h200.subgroup_max));
+                assert_eq!(r.parts[0].workgroups, [batches as u32, 1, 1]);
+            } else {
+                assert!(r.reason().contains("staging copies it"));
+            }
+        }
+    }
+    // Forced either way, and no effect on the other families.
+    let mut r = route_matvec(&h200, GgmlType::Q4_K, 4_096, 4_096, None).unwrap();
+    take_x_q8(&h200, &mut r, Some(true));
+    assert!(r.coop.unwrap().x_direct && r.reason().contains("(forced)"));
+    let mut r = route_matvec(&h200, GgmlType::Q8_0, 4_096, 4_096, None).unwrap();
+    take_x_q8(&h200, &mut r, Some(false));
+    assert!(!r.coop.unwrap().x_direct);
+    let coop = Force::Family(Family::Coop);
+    let mut r = route_matvec(&h200, GgmlType::Q8_0, 4_096, 4_096, Some(&coop)).unwrap();
+    take_x_q8(&h200, &mut r, None);
+    assert!(!r.coop.unwrap().x_q8);
 }
 
 #[test]

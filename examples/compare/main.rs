@@ -54,6 +54,10 @@ struct Args {
     /// Tokens to decode (default 64, 4 with --quick).
     #[arg(short = 'n', long)]
     tokens: Option<usize>,
+    /// Whether norms hand the dot4 matrices they feed x already quantized: true for
+    /// all, false for none (default: the model's rule; see `LoadOptions::x_q8`).
+    #[arg(long)]
+    x_q8: Option<bool>,
     #[arg(long)]
     skip_matvec: bool,
     #[arg(long)]
@@ -245,7 +249,12 @@ fn measure_device(
     };
     let decode = match model {
         Some((file, name)) if timed => Some(run::decode(
-            device, file, name, tokens, args.quick, probe.gbps,
+            device,
+            file,
+            name,
+            tokens,
+            (args.quick, args.x_q8),
+            probe.gbps,
         )?),
         _ => None,
     };

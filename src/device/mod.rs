@@ -15,7 +15,7 @@ mod profile;
 mod wgpu_device;
 
 pub use ledger::{LedgerEntry, LedgerReport};
-pub use probe::{bandwidth_probe, probe_sources, ProbeResult};
+pub use probe::{bandwidth_probe, probe_sources, ProbeResult, StreamRead};
 pub use profile::{Backend, DeviceProfile, Vendor, PRESETS};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice};
 

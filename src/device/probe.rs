@@ -47,6 +47,52 @@ impl std::fmt::Display for ProbeResult {
     }
 }
 
+/// The probe's streaming-read kernel, also the yardstick `kernels::timing` holds a
+/// matvec to at its own size: a pure read of as many bytes, in one dispatch.
+pub struct StreamRead {
+    pipeline: super::PipelineId,
+    wg: u32,
+    max_groups: u32,
+}
+
+impl StreamRead {
+    pub fn new(device: &dyn Device) -> Result<Self> {
+        let profile = device.profile();
+        let wg = 256u32
+            .min(profile.max_workgroup_size_x)
+            .min(profile.max_invocations_per_workgroup);
+        let pipeline = device.create_pipeline(&PipelineDesc {
+            name: "probe/stream_read",
+            wgsl: STREAM_READ,
+            entry: "main",
+            constants: &[("WG", wg as f64)],
+            params_bytes: 8,
+            storage: &[Access::Read, Access::ReadWrite],
+            fallback_reason: None,
+        })?;
+        Ok(StreamRead {
+            pipeline,
+            wg,
+            max_groups: profile.max_workgroups_per_dim,
+        })
+    }
+
+    /// Reads all of `src` (a multiple of 16 bytes) with about `loads` 16-byte loads per
+    /// invocation (fewer, more workgroups); `sink` (16 bytes) is written only in name,
+    /// which also makes reads that share a sink run one after another.
+    pub fn dispatch(&self, src: Slice, sink: Slice, loads: u32) -> Dispatch {
+        let n_vec4 = (src.size / 16) as u32;
+        let groups = n_vec4.div_ceil(self.wg * loads).clamp(1, self.max_groups);
+        Dispatch {
+            pipeline: self.pipeline,
+            params: vec![n_vec4, 0x5eed_f00d],
+            storage: vec![src, sink],
+            workgroups: [groups, 1, 1],
+            bytes_read: src.size,
+        }
+    }
+}
+
 /// Measures streaming-read bandwidth over the largest buffer the device binds, up to
 /// 1 GiB.
 pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> {
@@ -55,9 +101,6 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
     let n_vec4 = (bytes / 16) as u32;
     let buffer = device.create_buffer("probe source", bytes, BufferUse::Storage)?;
     let sink = device.create_buffer("probe sink", 16, BufferUse::Storage)?;
-    let wg = 256u32
-        .min(profile.max_workgroup_size_x)
-        .min(profile.max_invocations_per_workgroup);
     let fill = device.create_pipeline(&PipelineDesc {
         name: "probe/fill",
         wgsl: FILL,
@@ -67,15 +110,7 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
         storage: &[Access::ReadWrite],
         fallback_reason: None,
     })?;
-    let read = device.create_pipeline(&PipelineDesc {
-        name: "probe/stream_read",
-        wgsl: STREAM_READ,
-        entry: "main",
-        constants: &[("WG", wg as f64)],
-        params_bytes: 8,
-        storage: &[Access::Read, Access::ReadWrite],
-        fallback_reason: None,
-    })?;
+    let read = StreamRead::new(device)?;
     let max_groups = profile.max_workgroups_per_dim;
     let mut setup = CommandList::new();
     setup.dispatch(Dispatch {
@@ -88,16 +123,9 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
     device.submit(&setup)?;
     device.wait()?;
 
-    // About 16 vec4 loads per invocation: enough in flight, few enough workgroups.
-    let groups = n_vec4.div_ceil(wg * 16).clamp(1, max_groups);
     let mut list = CommandList::new();
-    list.dispatch(Dispatch {
-        pipeline: read,
-        params: vec![n_vec4, 0x5eed_f00d],
-        storage: vec![Slice::new(buffer, 0, bytes), Slice::new(sink, 0, 16)],
-        workgroups: [groups, 1, 1],
-        bytes_read: bytes,
-    });
+    // About 16 loads per invocation: enough in flight, few enough workgroups.
+    list.dispatch(read.dispatch(Slice::new(buffer, 0, bytes), Slice::new(sink, 0, 16), 16));
     let timed = |list: &CommandList| -> Result<f64> {
         if profile.timestamps {
             Ok(device.submit_timed(list, Timing::Whole)?[0])

@@ -277,6 +277,9 @@ pub struct CoopConfig {
     /// The `dot4` driver only: x arrives already quantized ([`quantize_x_q8`]'s layout,
     /// written by the norm that produced it), and staging copies it.
     pub x_q8: bool,
+    /// The `dot4` driver only, with `x_q8`: x is read in place, not staged (all of K is
+    /// one tile, and `tile` sizes nothing).
+    pub x_direct: bool,
     /// The `dot4` driver only: workgroups take their row batches from a queue (the
     /// dispatch's fourth binding) rather than in a grid-stride loop.
     pub queue: bool,
@@ -332,15 +335,16 @@ impl MatvecKernel {
             lanes: 0,
             glu: false,
             x_q8: false,
+            x_direct: false,
             queue: false,
         });
         match self.family {
             Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
             Family::Dot4 => format!(
                 "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst LANES: u32 = {}u;\n\
-                 const X_GLU: bool = {};\nconst X_Q8: bool = {};\nconst QUEUE: bool = {};\n\n\
-                 {driver}\n{Q8_X}\n{helpers}\n{body}",
-                cfg.wg, cfg.tile, cfg.lanes, cfg.glu, cfg.x_q8, cfg.queue
+                 const X_GLU: bool = {};\nconst X_Q8: bool = {};\nconst X_DIRECT: bool = {};\n\
+                 const QUEUE: bool = {};\n\n{driver}\n{Q8_X}\n{helpers}\n{body}",
+                cfg.wg, cfg.tile, cfg.lanes, cfg.glu, cfg.x_q8, cfg.x_direct, cfg.queue
             ),
             Family::Coop => {
                 let (enable, xs, xs_bytes) = match cfg.x {
@@ -370,7 +374,7 @@ impl MatvecKernel {
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
         match coop {
             Some(c) if self.family.cooperative() => format!(
-                "{} wg{} tile{}{}{}{}{}{}{}",
+                "{} wg{} tile{}{}{}{}{}{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
@@ -387,6 +391,7 @@ impl MatvecKernel {
                 },
                 if c.glu { " glu" } else { "" },
                 if c.x_q8 { " xq8" } else { "" },
+                if c.x_direct { " direct" } else { "" },
                 if c.queue { " queue" } else { "" }
             ),
             _ => self.name.to_string(),
@@ -544,10 +549,11 @@ pub fn int8_x_error_bound(
     })
 }
 
-/// x quantized as the dot4 driver stages it ([`Q8_X`]): per 32 values (zero-padded
-/// past the end) 16 + 16 int8 values, the f32 scale d = amax / 127 and 12 unused bytes.
-/// The CPU twin of the WGSL `q8_group`, for tests and benchmarks that hand a matvec
-/// pre-quantized x.
+/// x quantized as the dot4 driver takes it ([`Q8_X`]): per 32 values (zero-padded past
+/// the end) 16 + 16 int8 values, then the group's tail: the f32 scale d = amax / 127,
+/// d times the sum of the int8 values (f32), and the sums of the first and the last 16
+/// (i32). The CPU twin of the WGSL `q8_group`, for tests and benchmarks that hand a
+/// matvec pre-quantized x.
 pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(x.len().div_ceil(32) * Q8_GROUP_BYTES as usize);
     for chunk in x.chunks(32) {
@@ -556,12 +562,18 @@ pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
         let amax = g.iter().fold(0f32, |a, v| a.max(v.abs()));
         let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
         // pack4x8snorm: floor(0.5 + 127 * clamp(v, -1, 1)).
-        out.extend(
-            g.iter()
-                .map(|&v| (0.5 + 127.0 * (v * inv).clamp(-1.0, 1.0)).floor() as i8 as u8),
-        );
-        out.extend((amax / 127.0).to_le_bytes());
-        out.extend([0u8; 12]);
+        let q: Vec<i8> = g
+            .iter()
+            .map(|&v| (0.5 + 127.0 * (v * inv).clamp(-1.0, 1.0)).floor() as i8)
+            .collect();
+        let sum = |h: &[i8]| h.iter().map(|&v| v as i32).sum::<i32>();
+        let (s_lo, s_hi) = (sum(&q[..16]), sum(&q[16..]));
+        let d = amax / 127.0;
+        out.extend(q.iter().map(|&v| v as u8));
+        out.extend(d.to_le_bytes());
+        out.extend((d * (s_lo + s_hi) as f32).to_le_bytes());
+        out.extend(s_lo.to_le_bytes());
+        out.extend(s_hi.to_le_bytes());
     }
     out
 }

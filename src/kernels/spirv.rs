@@ -132,6 +132,7 @@ pub fn catalog() -> Vec<(String, String)> {
                 lanes: 0,
                 glu: false,
                 x_q8: false,
+                x_direct: false,
                 queue: false,
             });
             (k.name.to_string(), k.source(coop))

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::device::{BufferUse, CommandList, Device, Slice, Timing};
+use crate::device::{BufferUse, CommandList, Device, Slice, StreamRead, Timing};
 use crate::kernels::matvec;
 use crate::kernels::PipelineCache;
 use crate::quant::random_blocks;
@@ -79,8 +79,6 @@ pub fn time_matvec(
     let queue = matvec::queue(device, route)?;
     let (x, y) = (Slice::new(xb, 0, x_bytes), Slice::new(yb, 0, m * 4));
 
-    // Two untimed iterations first: the first dispatches of a list pay for binding.
-    const SKIP: usize = 2;
     let iters = effort.iters.max(copies.min(64));
     let mut list = CommandList::new();
     for i in 0..iters + SKIP {
@@ -100,24 +98,7 @@ pub fn time_matvec(
             list.dispatch(d);
         }
     }
-    let warm_until = Instant::now() + effort.warmup;
-    loop {
-        device.submit(&list)?;
-        device.wait()?;
-        if Instant::now() >= warm_until {
-            break;
-        }
-    }
-    let per_dispatch = device.submit_timed(&list, Timing::PerDispatch)?;
-    let whole_ns: f64 = device.submit_timed(&list, Timing::Whole)?.iter().sum();
-    let chained_us = whole_ns / 1e3 / (iters + SKIP) as f64;
-    // A tensor split over several bindings is one matvec: sum its parts.
-    let mut times: Vec<f64> = per_dispatch
-        .chunks(route.parts.len())
-        .skip(SKIP)
-        .map(|c| c.iter().sum::<f64>() / 1e3)
-        .collect();
-    times.sort_by(f64::total_cmp);
+    let times = time_list(device, &list, route.parts.len(), effort)?;
     for s in sets.iter().flatten() {
         device.destroy_buffer(s.buffer)?;
     }
@@ -126,12 +107,109 @@ pub fn time_matvec(
     }
     device.destroy_buffer(xb)?;
     device.destroy_buffer(yb)?;
+    Ok(Times { copies, ..times })
+}
+
+/// Two untimed iterations first: the first dispatches of a list pay for binding.
+const SKIP: usize = 2;
+
+/// Times `list`, SKIP iterations and then timed ones of `per_iter` dispatches each,
+/// after warming up: per iteration alone and chained (see the module's comment).
+fn time_list(
+    device: &dyn Device,
+    list: &CommandList,
+    per_iter: usize,
+    effort: Effort,
+) -> crate::Result<Times> {
+    let warm_until = Instant::now() + effort.warmup;
+    loop {
+        device.submit(list)?;
+        device.wait()?;
+        if Instant::now() >= warm_until {
+            break;
+        }
+    }
+    let per_dispatch = device.submit_timed(list, Timing::PerDispatch)?;
+    let whole_ns: f64 = device.submit_timed(list, Timing::Whole)?.iter().sum();
+    let n_iters = per_dispatch.len() / per_iter;
+    // An iteration of several dispatches (a tensor split over several bindings) is one
+    // matvec: sum its parts.
+    let mut times: Vec<f64> = per_dispatch
+        .chunks(per_iter)
+        .skip(SKIP)
+        .map(|c| c.iter().sum::<f64>() / 1e3)
+        .collect();
+    times.sort_by(f64::total_cmp);
     Ok(Times {
-        copies,
-        chained_us,
+        copies: 0,
+        chained_us: whole_ns / 1e3 / n_iters as f64,
         median_us: times[times.len() / 2],
         min_us: times[0],
         max_us: times[times.len() - 1],
+    })
+}
+
+/// Times the bandwidth probe's streaming read over `bytes`, as [`time_matvec`] times a
+/// matvec: rotated copies, alone and chained (each read waits for the one before, as
+/// they share their sink); each figure the best of three launch shapes. A matvec moving that many bytes in one dispatch cannot beat
+/// it, which makes it the ceiling a matvec's time is held to at its own size, where the
+/// probe's rate (over a buffer of up to 1 GiB) leaves out what a dispatch costs before
+/// and after its bytes stream.
+pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crate::Result<Times> {
+    let bytes = bytes.next_multiple_of(16);
+    let read = StreamRead::new(device)?;
+    // Past the binding limit, a buffer and a read per binding's worth, as a matvec's
+    // row parts.
+    let limit = device.profile().usable_binding_bytes();
+    let sizes: Vec<u64> = (0..bytes.div_ceil(limit))
+        .map(|i| limit.min(bytes - i * limit))
+        .collect();
+    let copies = effort.rotate_bytes.div_ceil(bytes).clamp(1, 512) as usize;
+    let mut buffers = Vec::new();
+    for _ in 0..copies {
+        for &size in &sizes {
+            buffers.push(Slice::new(
+                device.create_buffer("read copy", size, BufferUse::Storage)?,
+                0,
+                size,
+            ));
+        }
+    }
+    let sink = Slice::new(
+        device.create_buffer("read sink", 16, BufferUse::Storage)?,
+        0,
+        16,
+    );
+    let iters = effort.iters.max(copies.min(64));
+    // The probe's 16 loads per invocation suit a 1 GiB read; a small one may go faster
+    // with fewer, in more workgroups. The fastest of these is the ceiling.
+    let mut best: Option<Times> = None;
+    for loads in [1, 4, 16] {
+        let mut list = CommandList::new();
+        for i in 0..iters + SKIP {
+            let copy = i % copies;
+            for &src in &buffers[copy * sizes.len()..(copy + 1) * sizes.len()] {
+                list.dispatch(read.dispatch(src, sink, loads));
+            }
+        }
+        let t = time_list(device, &list, sizes.len(), effort)?;
+        best = Some(match best {
+            Some(b) => Times {
+                median_us: b.median_us.min(t.median_us),
+                min_us: b.min_us.min(t.min_us),
+                max_us: b.max_us.min(t.max_us),
+                chained_us: b.chained_us.min(t.chained_us),
+                copies,
+            },
+            None => t,
+        });
+    }
+    for b in buffers.iter().chain([&sink]) {
+        device.destroy_buffer(b.buffer)?;
+    }
+    Ok(Times {
+        copies,
+        ..best.expect("three read shapes timed")
     })
 }
 

@@ -22,7 +22,7 @@ use crate::kernels::matvec::{self, Family};
 use crate::kernels::ops::{rope_table, EmbedPart, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
-use crate::router::{route_matvec, Force, Route};
+use crate::router::{route_matvec, take_x_q8, Force, Route};
 use crate::{Error, Result};
 
 /// The hyperparameters of a llama-architecture model, from GGUF metadata.
@@ -155,7 +155,9 @@ struct Matrix {
 /// quantized. The q8 norm costs about 1.5 µs more per dispatch on the H200 than the
 /// f32 one (SmolLM2: 8 % slower decode with every norm writing q8); copying instead of
 /// quantizing saved 0.5 µs per SmolLM2 matvec, 1-2 µs on 30-60 MB FFN shapes, and 3-4
-/// µs on 360-930 MB lm-heads.
+/// µs on 360-930 MB lm-heads. Rechecked once Q4_1 and Q8_0 read such x in place (router
+/// clause 5), alternated on one H200: every norm writing q8 still cost a SmolLM2-shape
+/// Q4_1 model 720 -> 680 tok/s and the Llama-3-8B shape 288 -> 285.
 pub const Q8_NORM_MIN_BYTES: u64 = 128_000_000;
 
 /// What a matrix multiplies, which decides how a dot4 route takes x.
@@ -307,63 +309,62 @@ impl Model {
         // One batch queue for every dot4 matrix: a step's matvecs run one after another.
         let queue = matvec::create_queue(dev)?;
         // `feed`: what the matrix multiplies, which decides how a dot4 route takes x.
-        let upload = |name: &str,
-                      ty,
-                      m: u64,
-                      k: u64,
-                      bytes: &[u8],
-                      out_first,
-                      feed: Feed|
-         -> Result<Matrix> {
-            let mut route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref()).map_err(
-                |e| match e {
-                    Error::UnsupportedType(what) => {
-                        Error::UnsupportedType(format!("`{name}`: {what}"))
+        let upload =
+            |name: &str,
+             ty,
+             m: u64,
+             k: u64,
+             bytes: &[u8],
+             out_first,
+             feed: Feed|
+             -> Result<Matrix> {
+                let mut route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref())
+                    .map_err(|e| match e {
+                        Error::UnsupportedType(what) => {
+                            Error::UnsupportedType(format!("`{name}`: {what}"))
+                        }
+                        other => other,
+                    })?;
+                let mut x_up = None;
+                match (route.family, route.coop.as_mut(), feed) {
+                    (Family::Dot4, Some(c), Feed::Glu(up)) => {
+                        c.glu = true;
+                        x_up = Some(up);
+                        route
+                            .clauses
+                            .push("input silu(gate) * up, computed while staging x".to_string());
                     }
-                    other => other,
-                },
-            )?;
-            let mut x_up = None;
-            match (route.family, route.coop.as_mut(), feed) {
-                (Family::Dot4, Some(c), Feed::Glu(up)) => {
-                    c.glu = true;
-                    x_up = Some(up);
-                    route
-                        .clauses
-                        .push("input silu(gate) * up, computed while staging x".to_string());
+                    (Family::Dot4, Some(_), Feed::Norm)
+                        if options
+                            .x_q8
+                            .unwrap_or(bytes.len() as u64 >= Q8_NORM_MIN_BYTES) =>
+                    {
+                        route.clauses.push(match options.x_q8 {
+                            Some(_) => "x quantized once, by the norm that produced it (forced)"
+                                .to_string(),
+                            None => format!(
+                                "x quantized once, by the norm that produced it, for {:.0} MB of \
+                             weights (at least {} MB)",
+                                bytes.len() as f64 / 1e6,
+                                Q8_NORM_MIN_BYTES / 1_000_000
+                            ),
+                        });
+                        take_x_q8(dev.profile(), &mut route, None);
+                    }
+                    _ => {}
                 }
-                (Family::Dot4, Some(c), Feed::Norm)
-                    if options
-                        .x_q8
-                        .unwrap_or(bytes.len() as u64 >= Q8_NORM_MIN_BYTES) =>
-                {
-                    c.x_q8 = true;
-                    route.clauses.push(match options.x_q8 {
-                        Some(_) => "x quantized once, by the norm that produced it (forced); \
-                                    staging copies it"
-                            .to_string(),
-                        None => format!(
-                            "x quantized once, by the norm that produced it, for {:.0} MB of \
-                             weights (at least {} MB); staging copies it",
-                            bytes.len() as f64 / 1e6,
-                            Q8_NORM_MIN_BYTES / 1_000_000
-                        ),
-                    });
-                }
-                _ => {}
-            }
-            let parts = matvec::upload_weights(dev, name, &route, bytes)?;
-            let pipeline = matvec::pipeline(dev, &cache, &route)?;
-            Ok(Matrix {
-                name: name.to_string(),
-                queue: (route.family == Family::Dot4).then_some(queue),
-                route,
-                pipeline,
-                parts,
-                out_first,
-                x_up,
-            })
-        };
+                let parts = matvec::upload_weights(dev, name, &route, bytes)?;
+                let pipeline = matvec::pipeline(dev, &cache, &route)?;
+                Ok(Matrix {
+                    name: name.to_string(),
+                    queue: (route.family == Family::Dot4).then_some(queue),
+                    route,
+                    pipeline,
+                    parts,
+                    out_first,
+                    x_up,
+                })
+            };
         let matrix = |name: &str, m: u64, k: u64, feed: Feed| -> Result<Matrix> {
             let t = checked(name, m, k)?;
             upload(name, t.ty, m, k, file.tensor_data(t), 0, feed)

@@ -18,8 +18,9 @@
 // The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256),
 // LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_GLU (whether x is
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
-// already quantized; see `stage_x`) and QUEUE (whether workgroups take row batches from
-// a queue; see `take_batch`), and appends q8_x.wgsl.
+// already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
+// rather than staged; see `xq16`) and QUEUE (whether workgroups take row batches from a
+// queue; see `take_batch`), and appends q8_x.wgsl.
 // The per-type file appended after this one defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -72,23 +73,46 @@ fn slot(g: u32) -> u32 {
     return g + g / 8u;
 }
 
+// With X_DIRECT, x (already quantized, with its tails) is read where the staged copy
+// would be, group g of the tile being group g of x (the route makes all of K one tile):
+// no workgroup copies it and none waits at a barrier for it before its first weight
+// load. Every workgroup's lanes read the same few KB, which stay in the compute unit's
+// cache.
+
 // Half h (0 or 1) of group g.
 fn xq16(g: u32, h: u32) -> vec4<u32> {
+    if (X_DIRECT) {
+        return bitcast<vec4<u32>>(x[3u * g + h]);
+    }
     return xq[h * HALF + slot(g)];
+}
+
+// Group g's tail: d, d * sum(xq), and the sums of its halves (bitcast).
+fn xtail(g: u32) -> vec4<f32> {
+    return x[3u * g + 2u];
 }
 
 // Group g's scale.
 fn xd(g: u32) -> f32 {
+    if (X_DIRECT) {
+        return xtail(g).x;
+    }
     return xds[slot(g)].x;
 }
 
 // Group g's sum: d * sum(xq).
 fn xsum(g: u32) -> f32 {
+    if (X_DIRECT) {
+        return xtail(g).y;
+    }
     return xds[slot(g)].y;
 }
 
 // sum(xq) over half h of group g.
 fn xsum16(g: u32, h: u32) -> i32 {
+    if (X_DIRECT) {
+        return bitcast<i32>(xtail(g)[2u + h]);
+    }
     return xhalf_sums[slot(g)][h];
 }
 
@@ -116,8 +140,7 @@ fn x_at(i: u32) -> vec4<f32> {
 }
 
 // Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
-// with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group), adding the
-// sums of its int8 values. K is a multiple of 32 for every type of this driver, so a
+// with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group). K is a multiple of 32 for every type of this driver, so a
 // group is either wholly inside x or past it.
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
@@ -128,9 +151,7 @@ fn stage_x(t0: u32, lid: u32) {
             q = Q8Group(vec4<u32>(0u), vec4<u32>(0u), vec4<f32>(0.0));
         } else if (X_Q8) {
             let i = 3u * (e / 32u);
-            let lo = bitcast<vec4<u32>>(x[i]);
-            let hi = bitcast<vec4<u32>>(x[i + 1u]);
-            q = Q8Group(lo, hi, q8_tail(lo, hi, x[i + 2u].x));
+            q = Q8Group(bitcast<vec4<u32>>(x[i]), bitcast<vec4<u32>>(x[i + 1u]), x[i + 2u]);
         } else {
             let i = e / 4u;
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),
@@ -244,8 +265,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_subgroups) n_sg: u32,
         @builtin(subgroup_invocation_id) lane: u32,
         @builtin(subgroup_size) sg_size: u32) {
-    let one_tile = params.k <= TILE;
-    if (one_tile) {
+    let one_tile = X_DIRECT || params.k <= TILE;
+    if (one_tile && !X_DIRECT) {
         // x fits: quantize it once and keep it for every row batch this workgroup takes.
         stage_x(0u, lid);
         workgroupBarrier();

@@ -1,14 +1,12 @@
 // x as the dot4 matvecs take it, "q8 groups": each 32 values as int8 with one scale
 // d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
 // quantizes f32 x this way while staging it, and the norms can write it once for every
-// matvec that reads their output (ops/q8_out.wgsl), so that those matvecs stage it by
-// copying. Both use these functions, so a pre-quantized x is bit for bit the x the
-// matvec would have quantized.
+// matvec that reads their output (ops/q8_out.wgsl), so that those matvecs copy it or
+// read it in place. Both use this arithmetic, so a pre-quantized x is bit for bit the x
+// the matvec would have quantized.
 //
 // In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
-// values (4 per word, little-endian), its last 16, then (d, unused x 3). Staging
-// computes the sums of the int8 values (`q8_tail`, eight dot4I8Packed per group) rather
-// than the norm, where they would cost a second meeting of a group's invocations.
+// values (4 per word, little-endian), its last 16, then its tail as `Q8Group` holds it.
 
 struct Q8Group {
     lo: vec4<u32>,
