@@ -179,6 +179,13 @@ fn measure(args: &Args) -> Result<(), String> {
     } else {
         let (path, name) = model_path(args).map_err(|e| e.to_string())?;
         let file = GgufFile::open(&path).map_err(|e| e.to_string())?;
+        // A file copied under another name (`model.gguf`) still says what it holds.
+        let name = match file.get_str("general.name") {
+            Ok(model) if args.synthetic.is_none() && !model.is_empty() => {
+                format!("{model} ({name})")
+            }
+            _ => name,
+        };
         Some((file, name))
     };
     let adapters: Vec<_> = list_adapters()
