@@ -123,43 +123,85 @@ fn rms_norm_matches() {
     }
 }
 
+/// [q; pad; k; pad; v] as the model lays them out in one buffer, and where k and v start.
+fn qkv_buffer(q: &[f32], k: &[f32], v: &[f32], pad: usize) -> (Vec<f32>, (u64, u64)) {
+    let k_first = q.len() + pad;
+    let v_first = k_first + k.len() + pad;
+    let mut all = vec![f32::NAN; v_first + v.len()];
+    all[..q.len()].copy_from_slice(q);
+    all[k_first..k_first + k.len()].copy_from_slice(k);
+    all[v_first..].copy_from_slice(v);
+    (all, (k_first as u64, v_first as u64))
+}
+
+/// rope_kv rotates q in place and k into the key cache as the f64 reference does, and
+/// copies v into the value cache: full and partial rotation, GQA, k and v right after
+/// q or after padding (the model aligns them for binding), the first and a late row.
 #[test]
-fn rope_matches_adjacent_pair_reference() {
+fn rope_kv_matches_adjacent_pair_reference() {
     let g = setup();
     let base = 100_000.0;
-    // (heads, head_dim, rope_dim): full rotation, and a partial rope_dim.
-    for (n_heads, head_dim, rope_dim) in [(9usize, 64usize, 64usize), (3, 64, 32), (2, 128, 128)] {
+    // (heads, kv heads, head_dim, rope_dim, padding between q, k and v)
+    for (n_heads, n_kv, head_dim, rope_dim, pad) in [
+        (9usize, 3usize, 64usize, 64usize, 0usize),
+        (3, 3, 64, 32, 8),
+        (2, 1, 128, 128, 0),
+        (4, 2, 18, 10, 3),
+    ] {
         let n_pos = 300;
+        let kv_dim = n_kv * head_dim;
         let table = g.buf(&ops::rope_table(base, rope_dim, n_pos));
         for pos in [0usize, 1, 17, 299] {
-            let x = common::Rng::new(pos as u64 + 7).vec(n_heads * head_dim);
-            let xs = g.buf(&x);
-            g.run(vec![g.ops.rope(
-                n_heads as u64,
-                head_dim as u64,
-                rope_dim as u64,
-                pos as u64,
-                table,
-                xs,
-            )]);
-            let expected = ops::rope_ref(&x, n_heads, head_dim, rope_dim, pos, base);
-            assert_close(
-                &format!("rope {n_heads}x{head_dim}/{rope_dim} pos {pos}"),
-                &expected,
-                &g.get(xs),
-                1e-6,
+            let mut rng = common::Rng::new(pos as u64 + 7);
+            let (q, k, v) = (
+                rng.vec(n_heads * head_dim),
+                rng.vec(kv_dim),
+                rng.vec(kv_dim),
+            );
+            let (all, firsts) = qkv_buffer(&q, &k, &v, pad);
+            let qkv = g.buf(&all);
+            let (kc, vc) = (g.zeros(n_pos * kv_dim), g.zeros(n_pos * kv_dim));
+            let heads = ops::Heads {
+                n_heads: n_heads as u64,
+                n_kv_heads: n_kv as u64,
+                head_dim: head_dim as u64,
+                rope_dim: rope_dim as u64,
+            };
+            g.run(vec![g
+                .ops
+                .rope_kv(heads, pos as u64, table, qkv, firsts, kc, vc)]);
+            let ctx = format!("rope_kv {n_heads}/{n_kv}x{head_dim}/{rope_dim} pad {pad} pos {pos}");
+            let out = g.get(qkv);
+            let expected_q = ops::rope_ref(&q, n_heads, head_dim, rope_dim, pos, base);
+            assert_close(&format!("{ctx}: q"), &expected_q, &out[..q.len()], 1e-6);
+            // k and v themselves are left as they were.
+            assert_eq!(
+                &out[firsts.0 as usize..firsts.0 as usize + kv_dim],
+                &k[..],
+                "{ctx}"
+            );
+            let row = |c: Slice| g.get(c)[pos * kv_dim..(pos + 1) * kv_dim].to_vec();
+            let expected_k = ops::rope_ref(&k, n_kv, head_dim, rope_dim, pos, base);
+            assert_close(&format!("{ctx}: k row"), &expected_k, &row(kc), 1e-6);
+            assert_eq!(row(vc), v, "{ctx}: v row");
+            // Other rows untouched.
+            let written = |c: Slice| g.get(c).iter().filter(|&&x| x != 0.0).count();
+            assert!(
+                written(kc) <= kv_dim && written(vc) <= kv_dim,
+                "{ctx}: other rows"
             );
         }
     }
 }
 
 #[test]
-fn kv_append_then_attention_matches() {
+fn rope_kv_then_attention_matches() {
     let g = setup();
     // SmolLM2's heads (9 over 3 kv heads), an MHA shape, a long context that needs
     // several loop trips per invocation, a head size that does not divide the
     // workgroup (80: three groups, idle invocations), one larger than it (512) and one
     // that is not a multiple of 4 (18: the dot product's tail).
+    let base = 10_000.0;
     for (n_heads, n_kv, hd, n_pos) in [
         (9usize, 3usize, 64usize, 40usize),
         (4, 4, 32, 1),
@@ -169,46 +211,71 @@ fn kv_append_then_attention_matches() {
         (2, 1, 18, 7),
     ] {
         let kv_dim = n_kv * hd;
+        let q_dim = n_heads * hd;
         let max_pos = n_pos + 5;
+        let table = g.buf(&ops::rope_table(base, hd, max_pos));
+        let heads = ops::Heads {
+            n_heads: n_heads as u64,
+            n_kv_heads: n_kv as u64,
+            head_dim: hd as u64,
+            rope_dim: hd as u64,
+        };
         let mut rng = common::Rng::new((n_heads * 1000 + n_pos) as u64);
         let k_all = rng.vec(n_pos * kv_dim);
         let v_all = rng.vec(n_pos * kv_dim);
-        let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|v| v * 4.0).collect();
+        let q: Vec<f32> = rng.vec(q_dim).iter().map(|v| v * 4.0).collect();
         let kc = g.zeros(max_pos * kv_dim);
         let vc = g.zeros(max_pos * kv_dim);
-        // Append position by position through the kernel, as decode does.
+        // Append position by position through the kernel, as decode does; the last
+        // position's q is the one attending.
         let mut ds = Vec::new();
-        let mut keep = Vec::new();
+        let mut q_last = None;
         for p in 0..n_pos {
-            let k = g.buf(&k_all[p * kv_dim..(p + 1) * kv_dim]);
-            let v = g.buf(&v_all[p * kv_dim..(p + 1) * kv_dim]);
-            ds.push(g.ops.kv_append(kv_dim as u64, p as u64, k, v, kc, vc));
-            keep.push((k, v));
+            let step_q = if p + 1 == n_pos {
+                q.clone()
+            } else {
+                vec![0.0; q_dim]
+            };
+            let range = p * kv_dim..(p + 1) * kv_dim;
+            let (all, firsts) = qkv_buffer(&step_q, &k_all[range.clone()], &v_all[range], 0);
+            let qkv = g.buf(&all);
+            ds.push(g.ops.rope_kv(heads, p as u64, table, qkv, firsts, kc, vc));
+            q_last = Some(qkv);
         }
+        let q_rotated = Slice::new(q_last.unwrap().buffer, 0, (q_dim * 4) as u64);
         let scores = g.zeros(n_heads * max_pos);
-        let out = g.zeros(n_heads * hd);
+        let out = g.zeros(q_dim);
         ds.push(g.ops.attention(
             n_heads as u64,
             n_kv as u64,
             hd as u64,
             n_pos as u64,
             max_pos as u64,
-            g.buf(&q),
+            q_rotated,
             kc,
             vc,
             scores,
             out,
         ));
         g.run(ds);
-        assert_eq!(&g.get(kc)[..n_pos * kv_dim], &k_all[..]);
-        assert_eq!(&g.get(vc)[..n_pos * kv_dim], &v_all[..]);
-        let expected = ops::attention_ref(&q, &k_all, &v_all, n_heads, n_kv, hd, n_pos);
+        let k_rotated: Vec<f32> = (0..n_pos)
+            .flat_map(|p| {
+                let k = &k_all[p * kv_dim..(p + 1) * kv_dim];
+                ops::rope_ref(k, n_kv, hd, hd, p, base)
+            })
+            .collect();
+        let ctx = format!("attention {n_heads}/{n_kv}x{hd} over {n_pos}");
         assert_close(
-            &format!("attention {n_heads}/{n_kv}x{hd} over {n_pos}"),
-            &expected,
-            &g.get(out),
-            1e-5,
+            &format!("{ctx}: k cache"),
+            &k_rotated,
+            &g.get(kc)[..n_pos * kv_dim],
+            1e-6,
         );
+        assert_eq!(&g.get(vc)[..n_pos * kv_dim], &v_all[..], "{ctx}: v cache");
+        let q_expected = ops::rope_ref(&q, n_heads, hd, hd, n_pos - 1, base);
+        let expected =
+            ops::attention_ref(&q_expected, &k_rotated, &v_all, n_heads, n_kv, hd, n_pos);
+        assert_close(&ctx, &expected, &g.get(out), 1e-5);
     }
 }
 

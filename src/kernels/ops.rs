@@ -87,21 +87,12 @@ const RMS_NORM: OpSpec = OpSpec {
     wide: true,
     norm_out: Some(NormOut::F32),
 };
-const ROPE: OpSpec = OpSpec {
-    name: "ops/rope",
-    wgsl: include_str!("../../wgsl/ops/rope.wgsl"),
+const ROPE_KV: OpSpec = OpSpec {
+    name: "ops/rope_kv",
+    wgsl: include_str!("../../wgsl/ops/rope_kv.wgsl"),
     helpers: "",
-    params_bytes: 16,
-    storage: &[R, RW],
-    wide: false,
-    norm_out: None,
-};
-const KV_APPEND: OpSpec = OpSpec {
-    name: "ops/kv_append",
-    wgsl: include_str!("../../wgsl/ops/kv_append.wgsl"),
-    helpers: "",
-    params_bytes: 16,
-    storage: &[R, R, RW, RW],
+    params_bytes: 32,
+    storage: &[R, RW, RW, RW],
     wide: false,
     norm_out: None,
 };
@@ -162,12 +153,11 @@ const ARGMAX_CHUNK: u64 = 2048;
 pub const ARGMAX_MAX_GROUPS: u64 = 1024;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 10] = [
+const ALL_OPS: [OpSpec; 9] = [
     EMBED,
     RMS_NORM,
     RMS_NORM_Q8,
-    ROPE,
-    KV_APPEND,
+    ROPE_KV,
     ATTENTION,
     SILU_MUL,
     ADD_RMS_NORM,
@@ -200,6 +190,16 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
     })
 }
 
+/// The attention heads of a layer, as RoPE and the KV cache see them.
+#[derive(Clone, Copy, Debug)]
+pub struct Heads {
+    pub n_heads: u64,
+    pub n_kv_heads: u64,
+    pub head_dim: u64,
+    /// Dimensions of each head that RoPE rotates (even, at most `head_dim`).
+    pub rope_dim: u64,
+}
+
 /// One row part of an embedding table: rows `first_row..first_row + rows` in `table`.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbedPart {
@@ -215,8 +215,7 @@ pub struct EmbedPart {
 pub struct Ops {
     embed: PipelineId,
     rms_norm: Norms,
-    rope: PipelineId,
-    kv_append: PipelineId,
+    rope_kv: PipelineId,
     attention: PipelineId,
     /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
     /// matvec route): a pipeline that is never dispatched is an audit defect.
@@ -280,8 +279,7 @@ impl Ops {
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
             rms_norm: norms(&RMS_NORM, &RMS_NORM_Q8)?,
-            rope: get(device, cache, &ROPE)?,
-            kv_append: get(device, cache, &KV_APPEND)?,
+            rope_kv: get(device, cache, &ROPE_KV)?,
             attention: get(device, cache, &ATTENTION)?,
             silu_mul: needs
                 .silu_mul
@@ -329,42 +327,38 @@ impl Ops {
         }
     }
 
-    /// Rotates `x` (`n_heads` heads of `head_dim`) in place for position `pos`;
+    /// RoPE and the KV-cache append of one position: q (`heads.n_heads` heads) rotated
+    /// in place, k rotated into row `pos` of `k_cache`, v copied into row `pos` of
+    /// `v_cache`. q, k and v lie in `qkv` from elements 0, `k_first` and `v_first`;
     /// `table` is [`rope_table`]'s output on the device.
-    pub fn rope(
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv(
         &self,
-        n_heads: u64,
-        head_dim: u64,
-        rope_dim: u64,
+        heads: Heads,
         pos: u64,
         table: Slice,
-        x: Slice,
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self.rope,
-            params: vec![n_heads as u32, head_dim as u32, rope_dim as u32, pos as u32],
-            storage: vec![table, x],
-            workgroups: groups_for(n_heads * rope_dim / 2, 64),
-            bytes_read: n_heads * head_dim * 4 + rope_dim * 4,
-        }
-    }
-
-    /// Writes `k` and `v` (`kv_dim` each) into row `pos` of the caches.
-    pub fn kv_append(
-        &self,
-        kv_dim: u64,
-        pos: u64,
-        k: Slice,
-        v: Slice,
+        qkv: Slice,
+        (k_first, v_first): (u64, u64),
         k_cache: Slice,
         v_cache: Slice,
     ) -> Dispatch {
+        let kv_dim = heads.n_kv_heads * heads.head_dim;
+        let q_pairs = heads.n_heads * (heads.rope_dim / 2);
         Dispatch {
-            pipeline: self.kv_append,
-            params: vec![kv_dim as u32, pos as u32, 0, 0],
-            storage: vec![k, v, k_cache, v_cache],
-            workgroups: groups_for(kv_dim, 64),
-            bytes_read: kv_dim * 8,
+            pipeline: self.rope_kv,
+            params: vec![
+                heads.n_heads as u32,
+                heads.n_kv_heads as u32,
+                heads.head_dim as u32,
+                heads.rope_dim as u32,
+                pos as u32,
+                k_first as u32,
+                v_first as u32,
+                0,
+            ],
+            storage: vec![table, qkv, k_cache, v_cache],
+            workgroups: groups_for(q_pairs + 2 * kv_dim, 64),
+            bytes_read: (heads.n_heads * heads.head_dim + 2 * kv_dim) * 4 + heads.rope_dim * 4,
         }
     }
 
@@ -479,7 +473,7 @@ pub fn rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
 }
 
 /// `(cos, sin)` of `pos · base^(-2i / rope_dim)` for `pos < n_pos`, `i < rope_dim / 2`,
-/// interleaved, row-major by position: the table `ops/rope` reads.
+/// interleaved, row-major by position: the table `ops/rope_kv` reads.
 pub fn rope_table(base: f64, rope_dim: usize, n_pos: usize) -> Vec<f32> {
     let half = rope_dim / 2;
     let mut out = Vec::with_capacity(n_pos * half * 2);

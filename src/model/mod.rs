@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::device::{BufferUse, CommandList, Device, ReadTicket, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
-use crate::kernels::ops::{rope_table, EmbedPart, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
+use crate::kernels::ops::{rope_table, EmbedPart, Heads, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
 use crate::router::{route_matvec, take_x_q8, Force, Route};
@@ -730,15 +730,22 @@ impl Model {
         for w in &l.qkv {
             matvec_into(list, w, a.norm_out(w), a.qkv)?;
         }
-        if a.k.offset == a.q.offset + a.q.size {
-            // k's heads follow q's: one RoPE over both.
-            let qk = Slice::new(a.q.buffer, a.q.offset, a.q.size + a.k.size);
-            list.dispatch(ops.rope(nh + nkv, hd, rd, pos, self.rope, qk));
-        } else {
-            list.dispatch(ops.rope(nh, hd, rd, pos, self.rope, a.q));
-            list.dispatch(ops.rope(nkv, hd, rd, pos, self.rope, a.k));
-        }
-        list.dispatch(ops.kv_append(c.kv_dim() as u64, pos, a.k, a.v, l.k_cache, l.v_cache));
+        let heads = Heads {
+            n_heads: nh,
+            n_kv_heads: nkv,
+            head_dim: hd,
+            rope_dim: rd,
+        };
+        let first = |s: Slice| (s.offset - a.qkv.offset) / 4;
+        list.dispatch(ops.rope_kv(
+            heads,
+            pos,
+            self.rope,
+            a.qkv,
+            (first(a.k), first(a.v)),
+            l.k_cache,
+            l.v_cache,
+        ));
         list.dispatch(ops.attention(
             nh,
             nkv,
