@@ -6,6 +6,9 @@
 //! so each waits for the one before it, as a decode step's dependent dispatches do; the
 //! chain's time per matvec leaves out what opening a pass and writing its timestamps
 //! costs, which the isolated figure includes.
+//!
+//! [`time_stream_read`] times a pure read of a matvec's weight bytes the same way: the
+//! ceiling for that size.
 
 use std::time::{Duration, Instant};
 
@@ -151,10 +154,10 @@ fn time_list(
 
 /// Times the bandwidth probe's streaming read over `bytes`, as [`time_matvec`] times a
 /// matvec: rotated copies, alone and chained (each read waits for the one before, as
-/// they share their sink); each figure the best of three launch shapes. A matvec moving that many bytes in one dispatch cannot beat
-/// it, which makes it the ceiling a matvec's time is held to at its own size, where the
-/// probe's rate (over a buffer of up to 1 GiB) leaves out what a dispatch costs before
-/// and after its bytes stream.
+/// they share their sink); each figure the best of three launch shapes. A matvec moving
+/// that many bytes in one dispatch cannot beat it, which makes it the ceiling a
+/// matvec's time is held to at its own size, where the probe's rate (over a buffer of
+/// up to 1 GiB) leaves out what a dispatch costs before and after its bytes stream.
 pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crate::Result<Times> {
     let bytes = bytes.next_multiple_of(16);
     let read = StreamRead::new(device)?;

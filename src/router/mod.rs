@@ -403,16 +403,18 @@ pub fn route_matvec(
 /// Clause 5: a dot4 route whose x arrives quantized, as the op that produced it wrote it
 /// ([`matvec::quantize_x_q8`]'s layout, tails included). Its lanes read it in place where
 /// a lane's slice is a whole 32-weight block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), so that
-/// the lanes of a row read consecutive x groups: whole cache lines, which stay in the
+/// the lanes of a row read consecutive x groups, 48 bytes apart, which stay in the
 /// compute unit's cache for every row. Nothing is staged, nobody waits at a barrier, and
-/// a workgroup is one row batch. The K-quants' lanes read every other group of four
-/// blocks at once, which in place costs a cache line per lane, so staging copies x for
-/// them. `direct` overrides the choice (A/B runs).
+/// a workgroup is one row batch. A K-quant lane's slice meets two groups (four for
+/// Q6_K) and its loads of them, at twice that stride or more, lost in place, so staging
+/// copies x for the K-quants. `direct` overrides the choice (A/B runs).
 ///
-/// Measured on the H200 (% of the probe, staged copy -> in place): Q8_0 128,256 x 4,096
-/// 92.6 -> 96.5, 14,336 x 4,096 59.5 -> 61.6, 4,096 x 14,336 57.3 -> 60.8, 4,096 x 4,096
-/// 33.7 -> 34.8; Q4_K 128,256 x 4,096 78 -> 75.6 and Q6_K 79.5 -> 60.7, FFN shapes Q4_K
-/// -3 / 0, Q6_K -10 / -8.
+/// Measured on the H200 (% of the probe, staged copy -> in place, alternated on one
+/// machine): the 128,256 x 4,096 heads Q8_0 92.6 -> 96.2, Q4_1 79.6 -> 90.4, Q4_0 73.8
+/// -> 83.3, Q5_1 81.3 -> 90.7; Q8_0 14,336 x 4,096 60.4 -> 62.8 and 4,096 x 14,336
+/// 58.4 -> 60.8, Q4_1 50 -> 54 and 46 -> 50. In place the K-quants lost: the Q4_K head
+/// 78 -> 75.6 and Q6_K 79.5 -> 60.7 (63 and 51 on 1,024 persistent workgroups), FFN
+/// shapes Q4_K -3 / 0, Q6_K -10 / -8.
 pub fn take_x_q8(profile: &DeviceProfile, route: &mut Route, direct: Option<bool>) {
     let Some(c) = route.coop.as_mut().filter(|_| route.family == Family::Dot4) else {
         return;
