@@ -101,7 +101,7 @@ pub fn time_matvec(
             list.dispatch(d);
         }
     }
-    let times = time_list(device, &list, route.parts.len(), effort)?;
+    let times = time_list(device, &list, route.parts.len(), copies, effort)?;
     for s in sets.iter().flatten() {
         device.destroy_buffer(s.buffer)?;
     }
@@ -110,18 +110,20 @@ pub fn time_matvec(
     }
     device.destroy_buffer(xb)?;
     device.destroy_buffer(yb)?;
-    Ok(Times { copies, ..times })
+    Ok(times)
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.
 const SKIP: usize = 2;
 
-/// Times `list`, SKIP iterations and then timed ones of `per_iter` dispatches each,
-/// after warming up: per iteration alone and chained (see the module's comment).
+/// Times `list`, SKIP iterations and then timed ones of `per_iter` dispatches each
+/// (rotating through `copies` of their data), after warming up: per iteration alone and
+/// chained (see the module's comment).
 fn time_list(
     device: &dyn Device,
     list: &CommandList,
     per_iter: usize,
+    copies: usize,
     effort: Effort,
 ) -> crate::Result<Times> {
     let warm_until = Instant::now() + effort.warmup;
@@ -144,7 +146,7 @@ fn time_list(
         .collect();
     times.sort_by(f64::total_cmp);
     Ok(Times {
-        copies: 0,
+        copies,
         chained_us: whole_ns / 1e3 / n_iters as f64,
         median_us: times[times.len() / 2],
         min_us: times[0],
@@ -195,7 +197,7 @@ pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crat
                 list.dispatch(read.dispatch(src, sink, loads));
             }
         }
-        let t = time_list(device, &list, sizes.len(), effort)?;
+        let t = time_list(device, &list, sizes.len(), copies, effort)?;
         best = Some(match best {
             Some(b) => Times {
                 median_us: b.median_us.min(t.median_us),
@@ -210,10 +212,7 @@ pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crat
     for b in buffers.iter().chain([&sink]) {
         device.destroy_buffer(b.buffer)?;
     }
-    Ok(Times {
-        copies,
-        ..best.expect("three read shapes timed")
-    })
+    Ok(best.expect("three read shapes timed"))
 }
 
 /// Bytes one matvec moves: the weights, x and y.

@@ -121,13 +121,15 @@ fn idle_fraction(slices: u64, lanes: u64) -> f64 {
     (rounds * lanes - slices) as f64 / (rounds * lanes) as f64
 }
 
-/// dot4 lanes per row: a whole subgroup, which keeps the row uniform across it, unless
+/// dot4 lanes per row of `k` weights of type `ty` (the part of a row one x tile
+/// covers): a whole subgroup, which keeps the row uniform across it, unless
 /// a row spans two rounds of it or more, its lanes would idle in the last round, and a
 /// narrower team (half or a quarter of the smallest subgroup, at least 4 lanes) leaves
 /// fewer idle. On the H200 the 202,048 x 6,656 Q5_K head (104 slices a row) went from
 /// 66 % to 80 % of the probe with 8 lanes; where 32 lanes divide a row evenly, teams of
 /// 8 or 16 mostly lost (2-19 %; the Q6_K head gained 2 %).
-fn dot4_lanes(profile: &DeviceProfile, slices: u64) -> (u32, Option<String>) {
+fn dot4_lanes(profile: &DeviceProfile, ty: GgmlType, k: u64) -> (u32, Option<String>) {
+    let slices = k / ty.block_size() as u64 * matvec::dot4_slices_per_block(ty);
     let subgroup = profile.subgroup_max.max(1) as u64;
     let whole = idle_fraction(slices, subgroup);
     // Rows of less than two rounds are launch-bound shapes (SmolLM2's K = 576 and
@@ -290,8 +292,7 @@ pub fn route_matvec(
         // option of benches/matvec.rs (--coop-rows) until a rule explains both.
         let rows = 1;
         let lanes = if family == Family::Dot4 {
-            let slices = k.min(tile) / ty.block_size() as u64 * matvec::dot4_slices_per_block(ty);
-            let (lanes, clause) = dot4_lanes(profile, slices);
+            let (lanes, clause) = dot4_lanes(profile, ty, k.min(tile));
             clauses.extend(clause);
             lanes
         } else {
@@ -431,8 +432,7 @@ pub fn take_x_q8(profile: &DeviceProfile, route: &mut Route, direct: Option<bool
     c.queue = false;
     // Nothing staged: the smallest tile keeps the unused workgroup arrays small.
     c.tile = TILE_QUANTUM as u32;
-    let slices = route.k / route.ty.block_size() as u64 * matvec::dot4_slices_per_block(route.ty);
-    let (lanes, lanes_clause) = dot4_lanes(profile, slices);
+    let (lanes, lanes_clause) = dot4_lanes(profile, route.ty, route.k);
     c.lanes = lanes;
     let rows_per_wg = c.rows_per_workgroup(profile.subgroup_max);
     let max_groups = profile.max_workgroups_per_dim.max(1) as u64;

@@ -79,17 +79,23 @@ fn slot(g: u32) -> u32 {
 // load. Every workgroup's lanes read the same few KB, which stay in the compute unit's
 // cache.
 
+// With X_Q8, vec4 j of group g of x (q8_x.wgsl's layout): 0 and 1 its halves' int8
+// values, 2 its tail (d, d * sum(xq), and the sums of its halves, bitcast).
+fn x_q8(g: u32, j: u32) -> vec4<f32> {
+    return x[3u * g + j];
+}
+
 // Half h (0 or 1) of group g.
 fn xq16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
-        return bitcast<vec4<u32>>(x[3u * g + h]);
+        return bitcast<vec4<u32>>(x_q8(g, h));
     }
     return xq[h * HALF + slot(g)];
 }
 
-// Group g's tail: d, d * sum(xq), and the sums of its halves (bitcast).
+// Group g's tail, read in place.
 fn xtail(g: u32) -> vec4<f32> {
-    return x[3u * g + 2u];
+    return x_q8(g, 2u);
 }
 
 // Group g's scale.
@@ -140,8 +146,8 @@ fn x_at(i: u32) -> vec4<f32> {
 }
 
 // Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
-// with X_Q8 copies it, already quantized (q8_x.wgsl: three vec4s per group). K is a multiple of 32 for every type of this driver, so a
-// group is either wholly inside x or past it.
+// with X_Q8 copies it, already quantized. K is a multiple of 32 for every type of this
+// driver, so a group is either wholly inside x or past it.
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
         let e = t0 + 32u * g;
@@ -150,8 +156,9 @@ fn stage_x(t0: u32, lid: u32) {
         if (e >= params.k) {
             q = Q8Group(vec4<u32>(0u), vec4<u32>(0u), vec4<f32>(0.0));
         } else if (X_Q8) {
-            let i = 3u * (e / 32u);
-            q = Q8Group(bitcast<vec4<u32>>(x[i]), bitcast<vec4<u32>>(x[i + 1u]), x[i + 2u]);
+            let xg = e / 32u;
+            q = Q8Group(bitcast<vec4<u32>>(x_q8(xg, 0u)), bitcast<vec4<u32>>(x_q8(xg, 1u)),
+                        x_q8(xg, 2u));
         } else {
             let i = e / 4u;
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),

@@ -20,6 +20,12 @@ fn q8_inv(amax: f32) -> f32 {
     return select(0.0, 1.0 / amax, amax > 0.0);
 }
 
+// The tail of a group with scale d whose halves' int8 values sum to s_lo and s_hi: the
+// one formula for it, so that a tail the norms write is bit for bit a staged one.
+fn q8_tail_of(d: f32, s_lo: i32, s_hi: i32) -> vec4<f32> {
+    return vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
+}
+
 // The group's tail from its int8 values (two halves of 16) and its scale.
 fn q8_tail(lo: vec4<u32>, hi: vec4<u32>, d: f32) -> vec4<f32> {
     // The sum of the quantized values, not of x: an offset or minimum term then carries
@@ -30,7 +36,7 @@ fn q8_tail(lo: vec4<u32>, hi: vec4<u32>, d: f32) -> vec4<f32> {
              + dot4I8Packed(lo.z, ones) + dot4I8Packed(lo.w, ones);
     let s_hi = dot4I8Packed(hi.x, ones) + dot4I8Packed(hi.y, ones)
              + dot4I8Packed(hi.z, ones) + dot4I8Packed(hi.w, ones);
-    return vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
+    return q8_tail_of(d, s_lo, s_hi);
 }
 
 // One group by one invocation. (ops/q8_out.wgsl spreads a group over eight, with the

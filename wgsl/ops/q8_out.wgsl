@@ -65,8 +65,7 @@ fn write_out(lid: u32, scale: f32) {
                      + q8_sums[first + 3u];
             let s_hi = q8_sums[first + 4u] + q8_sums[first + 5u] + q8_sums[first + 6u]
                      + q8_sums[first + 7u];
-            let d = amax / 127.0;
-            let tail = vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
+            let tail = q8_tail_of(amax / 127.0, s_lo, s_hi);
             for (var j = 0u; j < 4u; j++) {
                 out_q8[12u * g + 8u + j] = bitcast<u32>(tail[j]);
             }
