@@ -67,7 +67,10 @@ fn tiny(arch: &str, q_type: GgmlType) -> GgufFile {
 }
 
 fn load(file: &GgufFile) -> brass::Result<Model> {
-    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    load_on(Arc::new(common::gpu()), file)
+}
+
+fn load_on(device: Arc<dyn Device>, file: &GgufFile) -> brass::Result<Model> {
     Model::from_gguf(
         device,
         file,
@@ -121,6 +124,27 @@ fn an_unsupported_tensor_type_names_the_tensor() {
     let err = load(&tiny("llama", GgmlType::BF16)).unwrap_err();
     assert!(matches!(err, Error::UnsupportedType(_)), "{err}");
     assert!(err.to_string().contains("blk.0.attn_q.weight"), "{err}");
+}
+
+/// An app that keeps its device loses no memory to a load that fails half way (here at
+/// the first layer's attn_q, after the embeddings and a norm are on the device) nor to a
+/// model it drops.
+#[test]
+fn a_failed_load_and_a_dropped_model_give_their_memory_back() {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let before = device.memory_in_use();
+    let err = load_on(device.clone(), &tiny("llama", GgmlType::BF16)).unwrap_err();
+    assert!(matches!(err, Error::UnsupportedType(_)), "{err}");
+    assert_eq!(device.memory_in_use(), before, "after the failed load");
+    let model = load_on(device.clone(), &tiny("llama", GgmlType::F32)).unwrap();
+    let loaded = device.memory_in_use();
+    assert!(
+        loaded.bytes >= (VOCAB * DIM * 4) * 2 && loaded.buffers > before.buffers,
+        "a loaded model holds at least its embeddings and lm-head: {loaded:?}"
+    );
+    model.forward_logits(Input::Token(1), 0).unwrap();
+    drop(model);
+    assert_eq!(device.memory_in_use(), before, "after dropping the model");
 }
 
 /// A prompt longer than the context is refused before anything runs, and the session

@@ -19,6 +19,8 @@ pub use probe::{bandwidth_probe, probe_sources, ProbeResult, StreamRead};
 pub use profile::{Backend, DeviceProfile, Vendor, PRESETS};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice};
 
+use std::sync::{Arc, Mutex};
+
 use crate::Result;
 
 /// Handle of a buffer owned by a device.
@@ -193,6 +195,92 @@ pub trait Device: Send + Sync {
 
     /// Dispatch counts and bytes per pipeline since the device was created.
     fn ledger(&self) -> LedgerReport;
+
+    /// The buffers alive on the device and their bytes.
+    fn memory_in_use(&self) -> MemoryInUse;
+}
+
+/// What [`Device::memory_in_use`] counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryInUse {
+    pub buffers: usize,
+    pub bytes: u64,
+}
+
+/// Buffers freed together when this is dropped. A model keeps everything it creates on
+/// the device in one, so that dropping the model, or a load that fails half way, gives
+/// the device its memory back: an app that keeps its device and switches models, or
+/// retries a load, loses nothing. Benchmarks borrow the device for a run's scratch.
+pub struct OwnedBuffers<'d> {
+    device: DeviceHandle<'d>,
+    ids: Mutex<Vec<BufferId>>,
+}
+
+enum DeviceHandle<'d> {
+    Shared(Arc<dyn Device>),
+    Borrowed(&'d dyn Device),
+}
+
+impl OwnedBuffers<'static> {
+    pub fn new(device: Arc<dyn Device>) -> Self {
+        OwnedBuffers {
+            device: DeviceHandle::Shared(device),
+            ids: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<'d> OwnedBuffers<'d> {
+    pub fn borrowing(device: &'d dyn Device) -> Self {
+        OwnedBuffers {
+            device: DeviceHandle::Borrowed(device),
+            ids: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn device(&self) -> &dyn Device {
+        match &self.device {
+            DeviceHandle::Shared(d) => d.as_ref(),
+            DeviceHandle::Borrowed(d) => *d,
+        }
+    }
+
+    /// A new buffer, owned by this set.
+    pub fn create(&self, label: &str, bytes: u64, usage: BufferUse) -> Result<BufferId> {
+        let id = self.device().create_buffer(label, bytes, usage)?;
+        self.adopt(id);
+        Ok(id)
+    }
+
+    /// A new buffer holding `data`, owned by this set.
+    pub fn create_with(&self, label: &str, data: &[u8], usage: BufferUse) -> Result<Slice> {
+        let bytes = (data.len().max(4) as u64).next_multiple_of(4);
+        let id = self.create(label, bytes, usage)?;
+        self.device().upload(id, 0, data)?;
+        Ok(Slice::new(id, 0, bytes))
+    }
+
+    /// Takes ownership of buffers created elsewhere.
+    pub fn adopt_all(&self, slices: Vec<Slice>) -> Vec<Slice> {
+        for s in &slices {
+            self.adopt(s.buffer);
+        }
+        slices
+    }
+
+    pub fn adopt(&self, id: BufferId) {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+    }
+}
+
+impl Drop for OwnedBuffers<'_> {
+    fn drop(&mut self) {
+        let ids = std::mem::take(self.ids.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for id in ids {
+            // A lost device has freed everything already; nothing else can fail here.
+            let _ = self.device().destroy_buffer(id);
+        }
+    }
 }
 
 /// Reads `len` f32 values from a buffer.

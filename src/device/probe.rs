@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use super::{Access, BufferUse, CommandList, Device, Dispatch, PipelineDesc, Slice, Timing};
+use super::{
+    Access, BufferUse, CommandList, Device, Dispatch, OwnedBuffers, PipelineDesc, Slice, Timing,
+};
 use crate::Result;
 
 const STREAM_READ: &str = include_str!("../../wgsl/probe/stream_read.wgsl");
@@ -99,8 +101,10 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
     let profile = device.profile().clone();
     let bytes = TARGET_BYTES.min(profile.usable_binding_bytes());
     let n_vec4 = (bytes / 16) as u32;
-    let buffer = device.create_buffer("probe source", bytes, BufferUse::Storage)?;
-    let sink = device.create_buffer("probe sink", 16, BufferUse::Storage)?;
+    // Freed when this returns, also on an error.
+    let owned = OwnedBuffers::borrowing(device);
+    let buffer = owned.create("probe source", bytes, BufferUse::Storage)?;
+    let sink = owned.create("probe sink", 16, BufferUse::Storage)?;
     let fill = device.create_pipeline(&PipelineDesc {
         name: "probe/fill",
         wgsl: FILL,
@@ -141,8 +145,6 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
         .map(|_| timed(&list))
         .collect::<Result<_>>()?;
     times.sort_by(f64::total_cmp);
-    device.destroy_buffer(buffer)?;
-    device.destroy_buffer(sink)?;
     let best = times[0];
     let median = times[times.len() / 2];
     Ok(ProbeResult {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::ledger::Ledger;
 use super::{
     Access, Backend, BufferId, BufferUse, Command, CommandList, Device, DeviceProfile,
-    LedgerReport, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, Vendor,
+    LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, Vendor,
 };
 use crate::{Error, Result};
 
@@ -718,6 +718,15 @@ impl Device for WgpuDevice {
     fn buffer_size(&self, buffer: BufferId) -> Result<u64> {
         let state = lock(&self.state);
         Ok(self.buffer_entry(&state, buffer)?.size)
+    }
+
+    fn memory_in_use(&self) -> MemoryInUse {
+        let state = lock(&self.state);
+        let live = state.buffers.iter().flatten();
+        MemoryInUse {
+            buffers: live.clone().count(),
+            bytes: live.map(|e| e.size).sum(),
+        }
     }
 
     fn destroy_buffer(&self, buffer: BufferId) -> Result<()> {

@@ -612,29 +612,36 @@ pub fn upload_weights(
     }
     let block_bytes = route.ty.type_size();
     let layout = route.matvec_kernel().layout;
-    route
-        .parts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let start = (p.first_row * route.row_bytes) as usize;
-            let len = (p.rows * route.row_bytes) as usize;
-            let name = if route.parts.len() == 1 {
-                label.to_string()
-            } else {
-                format!("{label} part {i}")
-            };
-            // Whole 16-byte elements for the kernels that read vec4<u32>.
-            let size = (len as u64).next_multiple_of(16);
-            let buffer = device.create_buffer(&name, size, crate::device::BufferUse::Weights)?;
-            device.upload(
-                buffer,
-                0,
-                &layout.arrange(&bytes[start..start + len], block_bytes),
-            )?;
-            Ok(Slice::new(buffer, 0, size))
-        })
-        .collect()
+    let mut parts = Vec::with_capacity(route.parts.len());
+    for (i, p) in route.parts.iter().enumerate() {
+        let start = (p.first_row * route.row_bytes) as usize;
+        let len = (p.rows * route.row_bytes) as usize;
+        let name = if route.parts.len() == 1 {
+            label.to_string()
+        } else {
+            format!("{label} part {i}")
+        };
+        // Whole 16-byte elements for the kernels that read vec4<u32>.
+        let size = (len as u64).next_multiple_of(16);
+        let made = device
+            .create_buffer(&name, size, crate::device::BufferUse::Weights)
+            .and_then(|buffer| {
+                parts.push(Slice::new(buffer, 0, size));
+                device.upload(
+                    buffer,
+                    0,
+                    &layout.arrange(&bytes[start..start + len], block_bytes),
+                )
+            });
+        if let Err(e) = made {
+            // The parts made so far go too: on an error the caller has nothing to free.
+            for s in parts {
+                let _ = device.destroy_buffer(s.buffer);
+            }
+            return Err(e);
+        }
+    }
+    Ok(parts)
 }
 
 /// A new dot4 batch queue. Matvecs may share one: they then run one after another.

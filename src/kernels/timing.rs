@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::device::{BufferUse, CommandList, Device, Slice, StreamRead, Timing};
+use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
 use crate::kernels::matvec;
 use crate::kernels::PipelineCache;
 use crate::quant::random_blocks;
@@ -54,14 +54,21 @@ pub fn time_matvec(
     let n_blocks = (m * k) as usize / route.ty.block_size();
     let data = random_blocks(route.ty, n_blocks, m ^ k);
     let copies = effort.rotate_bytes.div_ceil(weight_bytes).clamp(1, 512) as usize;
-    let first = matvec::upload_weights(device, "matvec weights", route, &data)?;
+    // Freed when this returns, whether it times the route or fails half way.
+    let buffers = OwnedBuffers::borrowing(device);
+    let first = buffers.adopt_all(matvec::upload_weights(
+        device,
+        "matvec weights",
+        route,
+        &data,
+    )?);
     drop(data);
     let mut sets = vec![first.clone()];
     let mut fill = CommandList::new();
     for _ in 1..copies {
         let mut set = Vec::new();
         for s in &first {
-            let b = device.create_buffer("weight copy", s.size, BufferUse::Storage)?;
+            let b = buffers.create("weight copy", s.size, BufferUse::Storage)?;
             fill.copy(*s, b, 0);
             set.push(Slice::new(b, 0, s.size));
         }
@@ -75,12 +82,18 @@ pub fn time_matvec(
         bytemuck::cast_slice(&x_values).to_vec()
     };
     let x_bytes = route.x_bytes();
-    let xb = device.create_buffer("x", x_bytes, BufferUse::Storage)?;
-    device.upload(xb, 0, &x_data)?;
-    let yb = device.create_buffer("y", m * 4, BufferUse::Storage)?;
+    let x = Slice::new(
+        buffers.create("x", x_bytes, BufferUse::Storage)?,
+        0,
+        x_bytes,
+    );
+    device.upload(x.buffer, 0, &x_data)?;
+    let y = Slice::new(buffers.create("y", m * 4, BufferUse::Storage)?, 0, m * 4);
     let pipeline = matvec::pipeline(device, cache, route)?;
     let queue = matvec::queue(device, route)?;
-    let (x, y) = (Slice::new(xb, 0, x_bytes), Slice::new(yb, 0, m * 4));
+    if let Some(q) = queue {
+        buffers.adopt(q.buffer);
+    }
 
     let iters = effort.iters.max(copies.min(64));
     let mut list = CommandList::new();
@@ -101,16 +114,7 @@ pub fn time_matvec(
             list.dispatch(d);
         }
     }
-    let times = time_list(device, &list, route.parts.len(), copies, effort)?;
-    for s in sets.iter().flatten() {
-        device.destroy_buffer(s.buffer)?;
-    }
-    if let Some(q) = queue {
-        device.destroy_buffer(q.buffer)?;
-    }
-    device.destroy_buffer(xb)?;
-    device.destroy_buffer(yb)?;
-    Ok(times)
+    time_list(device, &list, route.parts.len(), copies, effort)
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.
@@ -170,21 +174,18 @@ pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crat
         .map(|i| limit.min(bytes - i * limit))
         .collect();
     let copies = effort.rotate_bytes.div_ceil(bytes).clamp(1, 512) as usize;
+    let owned = OwnedBuffers::borrowing(device);
     let mut buffers = Vec::new();
     for _ in 0..copies {
         for &size in &sizes {
             buffers.push(Slice::new(
-                device.create_buffer("read copy", size, BufferUse::Storage)?,
+                owned.create("read copy", size, BufferUse::Storage)?,
                 0,
                 size,
             ));
         }
     }
-    let sink = Slice::new(
-        device.create_buffer("read sink", 16, BufferUse::Storage)?,
-        0,
-        16,
-    );
+    let sink = Slice::new(owned.create("read sink", 16, BufferUse::Storage)?, 0, 16);
     let iters = effort.iters.max(copies.min(64));
     // The probe's 16 loads per invocation suit a 1 GiB read; a small one may go faster
     // with fewer, in more workgroups. The fastest of these is the ceiling.
@@ -208,9 +209,6 @@ pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crat
             },
             None => t,
         });
-    }
-    for b in buffers.iter().chain([&sink]) {
-        device.destroy_buffer(b.buffer)?;
     }
     Ok(best.expect("three read shapes timed"))
 }

@@ -16,7 +16,7 @@ pub use session::{Generate, Prompt, Session, Token};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::device::{BufferUse, CommandList, Device, ReadTicket, Slice};
+use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, ReadTicket, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
 use crate::kernels::ops::{rope_table, EmbedPart, Heads, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
@@ -241,6 +241,8 @@ pub struct Model {
     norm_q8: Vec<bool>,
     /// Keeps every pipeline the model uses alive and deduplicated.
     _pipelines: PipelineCache,
+    /// Every buffer above: freed when the model is dropped.
+    _buffers: OwnedBuffers<'static>,
 }
 
 impl std::fmt::Debug for Model {
@@ -292,6 +294,9 @@ impl Model {
             .unwrap_or(config.context_length.min(DEFAULT_MAX_CONTEXT))
             .max(1);
         let dev: &dyn Device = device.as_ref();
+        // Everything this model creates on the device: freed with the model, or here on
+        // any error below.
+        let buffers = OwnedBuffers::new(device.clone());
         let cache = PipelineCache::new();
         let (dim, kv_dim) = (config.dim as u64, config.kv_dim() as u64);
         let q_dim = (config.n_heads * config.head_dim) as u64;
@@ -308,6 +313,7 @@ impl Model {
         };
         // One batch queue for every dot4 matrix: a step's matvecs run one after another.
         let queue = matvec::create_queue(dev)?;
+        buffers.adopt(queue.buffer);
         // `feed`: what the matrix multiplies, which decides how a dot4 route takes x.
         let upload =
             |name: &str,
@@ -353,7 +359,7 @@ impl Model {
                     }
                     _ => {}
                 }
-                let parts = matvec::upload_weights(dev, name, &route, bytes)?;
+                let parts = buffers.adopt_all(matvec::upload_weights(dev, name, &route, bytes)?);
                 let pipeline = matvec::pipeline(dev, &cache, &route)?;
                 Ok(Matrix {
                     name: name.to_string(),
@@ -427,12 +433,12 @@ impl Model {
                     t.n_elements()
                 )));
             }
-            upload_f32(dev, name, &to_f32(file, t)?)
+            upload_f32(&buffers, name, &to_f32(file, t)?)
         };
         let storage = |name: &str, n: u64| -> Result<Slice> {
             let bytes = n.max(1) * 4;
             Ok(Slice::new(
-                dev.create_buffer(name, bytes, BufferUse::Storage)?,
+                buffers.create(name, bytes, BufferUse::Storage)?,
                 0,
                 bytes,
             ))
@@ -459,7 +465,7 @@ impl Model {
                 Ok(EmbedPart {
                     first_row,
                     rows,
-                    table: upload_f32(dev, "token_embd (f32)", values)?,
+                    table: upload_f32(&buffers, "token_embd (f32)", values)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -531,7 +537,7 @@ impl Model {
             },
         )?;
         let rope = upload_f32(
-            dev,
+            &buffers,
             "rope cos/sin",
             &rope_table(config.rope_base, config.rope_dim, n_ctx),
         )?;
@@ -577,6 +583,7 @@ impl Model {
             n_ctx,
             norm_q8,
             _pipelines: cache,
+            _buffers: buffers,
         })
     }
 
@@ -830,11 +837,8 @@ fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result
     Ok(())
 }
 
-fn upload_f32(device: &dyn Device, label: &str, values: &[f32]) -> Result<Slice> {
-    let bytes = (values.len().max(1) * 4) as u64;
-    let buffer = device.create_buffer(label, bytes, BufferUse::Weights)?;
-    device.upload(buffer, 0, bytemuck::cast_slice(values))?;
-    Ok(Slice::new(buffer, 0, bytes))
+fn upload_f32(buffers: &OwnedBuffers<'_>, label: &str, values: &[f32]) -> Result<Slice> {
+    buffers.create_with(label, bytemuck::cast_slice(values), BufferUse::Weights)
 }
 
 impl Model {
