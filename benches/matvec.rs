@@ -3,12 +3,13 @@
 //! streaming-read bandwidth (the probe), as a table and as JSON.
 //!
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
-//!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--json out.json] [--adapter NAME]
+//!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--prefetch true|false] [--json out.json]
+//!     [--adapter NAME]
 
 use std::collections::HashMap;
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::matvec::{Family, MatvecKernel, MATVEC_KERNELS};
+use brass::kernels::matvec::{dot4_splits_slices, Family, MatvecKernel, MATVEC_KERNELS};
 use brass::kernels::timing::{matvec_bytes, time_matvec, time_stream_read, Effort, Times};
 use brass::kernels::PipelineCache;
 use brass::quant::GgmlType;
@@ -63,6 +64,10 @@ struct Args {
     /// A/B: override the routed cap on workgroups of a single-tile coop/dot4 matvec.
     #[arg(long)]
     coop_groups: Option<u32>,
+    /// A/B: load each lane's next slice ahead (router clause 6) on or off, where the
+    /// kernel can (the K-quants' dot4; x in one tile, no queue).
+    #[arg(long)]
+    prefetch: Option<bool>,
     /// GPU work before each timed run, in ms: GPUs drop their clocks while the CPU
     /// prepares the next case, and would otherwise be timed half asleep.
     #[arg(long, default_value_t = 300)]
@@ -293,6 +298,12 @@ fn bench_case(
         route
             .clauses
             .push(format!("bench override: at most {cap} workgroups"));
+    }
+    if let (Some(on), Some(c)) = (args.prefetch, route.coop.as_mut()) {
+        if dot4_splits_slices(ty) && family == Family::Dot4 {
+            c.prefetch = on;
+            route.clauses.push(format!("bench override: prefetch {on}"));
+        }
     }
     let effort = Effort {
         iters: args.iters,

@@ -269,6 +269,88 @@ fn dot4_slices_per_block_match_the_wgsl() {
     }
 }
 
+/// Whether a dot4 kernel splits its slices into loads and arithmetic (router clause 6
+/// asks only those to load a slice ahead) is stated in Rust and in the WGSL.
+#[test]
+fn dot4_splits_slices_matches_the_wgsl() {
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        assert_eq!(
+            matvec::dot4_splits_slices(kernel.ty),
+            kernel
+                .source(None)
+                .lines()
+                .any(|l| l.starts_with("fn slice_load(")),
+            "{}",
+            kernel.name
+        );
+    }
+}
+
+/// Router clause 6: a Q4_K or Q5_K dot4 route that loads each lane's next slice ahead, also
+/// across the end of a row, computes what one that does not computes, within the int8
+/// bound of the reference; and where both add a lane's slices one at a time (`STEP` 1,
+/// or teams of lanes; Q4_K's whole-subgroup rows otherwise add them in pairs), the same
+/// sums in the same order, bit for bit. On one and two workgroups (dozens of row batches
+/// each, the last ragged), a whole subgroup per row and teams of 4 lanes, rows of 8 and
+/// of 20 slices (some lanes run past a row's last slice).
+#[test]
+fn dot4_prefetch_gives_the_same_bits() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let mut compared = 0;
+    let split = MATVEC_KERNELS
+        .iter()
+        .filter(|k| k.family == Family::Dot4 && matvec::dot4_splits_slices(k.ty));
+    for kernel in split {
+        let source = kernel.source(None);
+        let step = source
+            .lines()
+            .find_map(|l| l.strip_prefix("const STEP: u32 = "))
+            .unwrap_or_else(|| panic!("{} declares no STEP", kernel.name));
+        let one_at_a_time = step == "1u;";
+        for (m, k) in [(333, 512), (37, 1280)] {
+            let force = Force::Kernel(kernel.name.to_string());
+            let routed = route_matvec(device.profile(), kernel.ty, m, k, Some(&force)).unwrap();
+            assert!(k <= routed.coop.unwrap().tile as u64, "one tile");
+            let seed = 7 * m + k + kernel.ty.id() as u64;
+            let w = weights(kernel.ty, m, k, seed);
+            let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
+            let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+            for lanes in [0, 4] {
+                for groups in [1, 2] {
+                    let [plain, ahead] = [false, true].map(|prefetch| {
+                        let mut route = routed.clone();
+                        let c = route.coop.as_mut().unwrap();
+                        (c.lanes, c.prefetch, c.queue) = (lanes, prefetch, false);
+                        for part in &mut route.parts {
+                            part.workgroups = [groups, 1, 1];
+                        }
+                        let actual = run(&device, &cache, &route, &w, &x, None);
+                        let ctx = format!("{} on {groups} workgroups", route.pipeline_key());
+                        assert_within_int8_bound(
+                            &ctx,
+                            kernel.ty,
+                            &w,
+                            (m, k),
+                            &x,
+                            &expected,
+                            &actual,
+                            1e-5,
+                        );
+                        actual.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+                    });
+                    if one_at_a_time || lanes > 0 {
+                        assert_eq!(plain, ahead, "{} {m} x {k} lanes {lanes}", kernel.name);
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Q5_K on both lane counts, Q4_K on teams: 2 shapes x 2 workgroup counts.
+    assert_eq!(compared, (2 * 2 + 2) * 2);
+}
+
 /// A weight bigger than lavapipe's 128 MiB binding is split into row parts.
 #[test]
 fn weights_beyond_the_binding_limit_are_split() {

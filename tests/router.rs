@@ -178,6 +178,33 @@ fn dot4_workgroups_queue_for_their_batches_where_they_have_several_big_ones() {
     }
 }
 
+/// Clause 6, on the H200 preset: the Q4_K and Q5_K routes whose workgroups take at least
+/// 8 row batches each, x in one tile and no queue, load each lane's next slice ahead. Of
+/// the catalog that is the 128,256- and 151,936-row heads; the FFN shapes (2-3.6 batches
+/// per workgroup) and the queued 202,048 x 6,656 head do not, nor does any other type.
+#[test]
+fn k_quant_heads_load_a_slice_ahead() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    for (model, m, k) in catalog() {
+        for ty in kernel_types() {
+            // K-quants need K to be a multiple of 256 (not SmolLM2's 576).
+            let Ok(r) = route_matvec(&h200, ty, m, k, None) else {
+                continue;
+            };
+            let Some(c) = r.coop else { continue };
+            let expected = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K)
+                && matches!(model, "llama3-8b lm-head" | "qwen3-8b lm-head");
+            assert_eq!(c.prefetch, expected, "{model} {ty}: {}", r.reason());
+            assert_eq!(c.prefetch, r.reason().contains("next slice ahead"));
+            assert!(!(c.prefetch && c.queue));
+            // Read in place (one batch per workgroup), nothing is loaded ahead.
+            let mut direct = r.clone();
+            take_x_q8(&h200, &mut direct, Some(true));
+            assert!(!direct.coop.unwrap().prefetch);
+        }
+    }
+}
+
 /// Clause 5: x that arrives quantized is read in place by the types whose lanes each
 /// take a whole 32-weight block (consecutive x groups), copied into workgroup memory by
 /// the K-quants; read in place, nothing is staged and a workgroup is one row batch.

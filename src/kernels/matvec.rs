@@ -117,6 +117,9 @@ impl Layout {
 const SCALAR_DRIVER: &str = include_str!("../../wgsl/matvec/scalar.wgsl");
 const COOP_DRIVER: &str = include_str!("../../wgsl/matvec/coop.wgsl");
 const DOT4_DRIVER: &str = include_str!("../../wgsl/matvec/dot4.wgsl");
+/// Appended to the dot4 driver with `CoopConfig::prefetch`, or its stub without.
+const DOT4_PREFETCH: &str = include_str!("../../wgsl/matvec/dot4_prefetch.wgsl");
+const DOT4_NO_PREFETCH: &str = include_str!("../../wgsl/matvec/dot4_no_prefetch.wgsl");
 
 macro_rules! kernel {
     ($ty:ident, $family:ident, $file:literal) => {
@@ -172,7 +175,7 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(Q5_1, Dot4, "q5_1_dot4", [Q5_BITS]),
     kernel!(Q4_1, Scalar, "q4_1_scalar"),
     kernel!(Q4_1, Coop, "q4_1_coop"),
-    kernel!(Q4_1, Dot4, "q4_1_dot4"),
+    kernel!(Q4_1, Dot4, "q4_1_dot4", []),
     kernel!(Q4_K, Scalar, "q4_k_scalar", [K_SCALE_MIN_SCALAR]),
     kernel!(Q4_K, Coop, "q4_k_coop", [K_SCALE_MIN_COOP]),
     kernel!(Q4_K, Dot4, "q4_k_dot4", [K_SCALE_MIN_DOT4]),
@@ -201,6 +204,13 @@ pub fn dot4_slices_per_block(ty: GgmlType) -> u64 {
         GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 4,
         _ => 1,
     }
+}
+
+/// Whether a dot4 kernel's per-type file splits a slice into `slice_load` and
+/// `slice_math`, so that the driver can load one slice ahead (`CoopConfig::prefetch`);
+/// a test checks it against the WGSL.
+pub fn dot4_splits_slices(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K)
 }
 
 pub fn find(ty: GgmlType, family: Family) -> Option<&'static MatvecKernel> {
@@ -283,9 +293,31 @@ pub struct CoopConfig {
     /// The `dot4` driver only: workgroups take their row batches from a queue (the
     /// dispatch's fourth binding) rather than in a grid-stride loop.
     pub queue: bool,
+    /// The `dot4` driver only, for the kernels that split a slice into its loads and its
+    /// arithmetic ([`dot4_splits_slices`]), x in one tile and no queue: each lane loads
+    /// its next slice, in this row or the next, before it computes the one it holds.
+    pub prefetch: bool,
 }
 
 impl CoopConfig {
+    /// 256 invocations, a 4,096-element tile staged as `x`, a whole subgroup per row and
+    /// none of the options: how a kernel's source reads where no route configures it
+    /// (spirv/, the tests' checks of the WGSL).
+    pub fn canonical(x: XStage) -> CoopConfig {
+        CoopConfig {
+            wg: 256,
+            tile: 4096,
+            x,
+            rows: 1,
+            lanes: 0,
+            glu: false,
+            x_q8: false,
+            x_direct: false,
+            queue: false,
+            prefetch: false,
+        }
+    }
+
     /// Rows one workgroup takes per batch, planning for the largest subgroup the device
     /// may run: `rows` per subgroup (coop), or one per `lanes` lanes (dot4).
     pub fn rows_per_workgroup(&self, subgroup_max: u32) -> u64 {
@@ -327,24 +359,27 @@ impl MatvecKernel {
     /// The complete WGSL source.
     pub fn source(&self, coop: Option<CoopConfig>) -> String {
         let (driver, helpers, body) = (self.family.driver(), self.helpers.join("\n"), self.body);
-        let cfg = coop.unwrap_or(CoopConfig {
-            wg: 256,
-            tile: 4096,
-            x: self.x_stage(false),
-            rows: 1,
-            lanes: 0,
-            glu: false,
-            x_q8: false,
-            x_direct: false,
-            queue: false,
-        });
+        let cfg = coop.unwrap_or(CoopConfig::canonical(self.x_stage(false)));
         match self.family {
             Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
             Family::Dot4 => format!(
                 "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst LANES: u32 = {}u;\n\
                  const X_GLU: bool = {};\nconst X_Q8: bool = {};\nconst X_DIRECT: bool = {};\n\
-                 const QUEUE: bool = {};\n\n{driver}\n{Q8_X}\n{helpers}\n{body}",
-                cfg.wg, cfg.tile, cfg.lanes, cfg.glu, cfg.x_q8, cfg.x_direct, cfg.queue
+                 const QUEUE: bool = {};\nconst PREFETCH: bool = {};\n\n\
+                 {driver}\n{}\n{Q8_X}\n{helpers}\n{body}",
+                cfg.wg,
+                cfg.tile,
+                cfg.lanes,
+                cfg.glu,
+                cfg.x_q8,
+                cfg.x_direct,
+                cfg.queue,
+                cfg.prefetch,
+                if cfg.prefetch {
+                    DOT4_PREFETCH
+                } else {
+                    DOT4_NO_PREFETCH
+                }
             ),
             Family::Coop => {
                 let (enable, xs, xs_bytes) = match cfg.x {
@@ -374,7 +409,7 @@ impl MatvecKernel {
     pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
         match coop {
             Some(c) if self.family.cooperative() => format!(
-                "{} wg{} tile{}{}{}{}{}{}{}{}",
+                "{} wg{} tile{}{}{}{}{}{}{}{}{}",
                 self.name,
                 c.wg,
                 c.tile,
@@ -392,7 +427,8 @@ impl MatvecKernel {
                 if c.glu { " glu" } else { "" },
                 if c.x_q8 { " xq8" } else { "" },
                 if c.x_direct { " direct" } else { "" },
-                if c.queue { " queue" } else { "" }
+                if c.queue { " queue" } else { "" },
+                if c.prefetch { " prefetch" } else { "" }
             ),
             _ => self.name.to_string(),
         }

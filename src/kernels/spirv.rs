@@ -118,26 +118,27 @@ pub fn wgsl_to_msl(name: &str, wgsl: &str, entry: &str) -> Result<String> {
 
 /// Every kernel brass ships, as (file stem under `spirv/`, complete WGSL). Coop
 /// matvecs are given in one canonical configuration: 256 invocations, a 4,096-element
-/// tile, x staged as f16 (the H200's route for K = 4,096).
+/// tile, x staged as f16 (the H200's route for K = 4,096); the dot4 kernels that can
+/// load a slice ahead also with that path (`<name>_prefetch`).
 pub fn catalog() -> Vec<(String, String)> {
     use super::matvec::{CoopConfig, Family, MATVEC_KERNELS};
     let mut out: Vec<(String, String)> = MATVEC_KERNELS
         .iter()
         .map(|k| {
-            let coop = (k.family == Family::Coop).then_some(CoopConfig {
-                wg: 256,
-                tile: 4096,
-                x: k.x_stage(true),
-                rows: 1,
-                lanes: 0,
-                glu: false,
-                x_q8: false,
-                x_direct: false,
-                queue: false,
-            });
+            let coop = (k.family == Family::Coop).then_some(CoopConfig::canonical(k.x_stage(true)));
             (k.name.to_string(), k.source(coop))
         })
         .collect();
+    for k in MATVEC_KERNELS
+        .iter()
+        .filter(|k| k.family == Family::Dot4 && super::matvec::dot4_splits_slices(k.ty))
+    {
+        let coop = CoopConfig {
+            prefetch: true,
+            ..CoopConfig::canonical(k.x_stage(true))
+        };
+        out.push((format!("{}_prefetch", k.name), k.source(Some(coop))));
+    }
     for (name, wgsl) in crate::device::probe_sources() {
         out.push((name.to_string(), wgsl.to_string()));
     }

@@ -110,6 +110,19 @@ const DOT4_MIN_WORKGROUPS: u64 = 256;
 /// 1.4 and 2.5, and the FFN shapes (2-3.5 batches per workgroup) 0.5-2.
 const DOT4_QUEUE_MIN_BATCHES: f64 = 4.0;
 const DOT4_QUEUE_MIN_BATCH_BYTES: u64 = 32 * 1024;
+/// A dot4 route whose kernel can (`matvec::dot4_splits_slices`: Q4_K, Q5_K), with x in
+/// one tile and no queue, loads each lane's next slice before it computes the one it
+/// holds, across the end of a row too (`CoopConfig::prefetch`), where a workgroup has at
+/// least DOT4_PREFETCH_MIN_BATCHES row batches: a workgroup that runs through many rows
+/// then never waits at a row's end with nothing in flight. Measured on the H200 (% of
+/// the probe, builds alternated on one machine, two device calls, x pre-quantized as the
+/// model hands it to heads): the 128,256 x 4,096 heads (15.7 batches per workgroup) Q4_K
+/// 78.3-78.8 -> 81.4-81.9, Q5_K 72.6-75.9 -> 78.7-82.5. Q6_K split the same way gained
+/// nothing (79.8-82.9 -> 79.8-82.4), so it does not split. On f32 x the Q5_K head lost
+/// 2-5 (the model gives heads pre-quantized x). The Llama-3-8B FFN shapes (2-3.6 batches
+/// per workgroup) went both ways, -7 to +3 (Q5_K 14,336 x 4,096 on f32 x 47 -> 39), so
+/// they do not.
+const DOT4_PREFETCH_MIN_BATCHES: f64 = 8.0;
 /// Rows per scalar workgroup, fixed by `wgsl/matvec/scalar.wgsl`.
 const SCALAR_ROWS_PER_WG: u64 = 64;
 /// The coop tile is a multiple of this, so of every block size (32 and 256).
@@ -308,6 +321,7 @@ pub fn route_matvec(
             x_q8: false,
             x_direct: false,
             queue: false,
+            prefetch: false,
         }
     });
 
@@ -376,14 +390,28 @@ pub fn route_matvec(
     // Clause 4: dot4 workgroups take their row batches from a queue where each has
     // several, and big enough that the queue's atomic is cheap beside one.
     if let (Family::Dot4, Some(c), Some(p)) = (family, coop.as_mut(), parts.first()) {
-        let rows_per_wg = c.rows_per_workgroup(profile.subgroup_max);
-        let batch_bytes = rows_per_wg * row_bytes;
-        let per_wg = p.rows.div_ceil(rows_per_wg) as f64 / p.workgroups[0] as f64;
+        let batch_bytes = c.rows_per_workgroup(profile.subgroup_max) * row_bytes;
+        let per_wg = batches_per_workgroup(profile, c, p);
         if batch_bytes >= DOT4_QUEUE_MIN_BATCH_BYTES && per_wg >= DOT4_QUEUE_MIN_BATCHES {
             c.queue = true;
             clauses.push(format!(
                 "row batches from a queue: {per_wg:.2} batches of {:.0} KB per workgroup",
                 batch_bytes as f64 / 1e3
+            ));
+        }
+    }
+
+    // Clause 6: the K-quants load a slice ahead where workgroups run through many rows.
+    if let (Family::Dot4, Some(c), Some(p)) = (family, coop.as_mut(), parts.first()) {
+        let per_wg = batches_per_workgroup(profile, c, p);
+        if matvec::dot4_splits_slices(ty)
+            && !c.queue
+            && k <= c.tile as u64
+            && per_wg >= DOT4_PREFETCH_MIN_BATCHES
+        {
+            c.prefetch = true;
+            clauses.push(format!(
+                "each lane loads its next slice ahead, across rows: {per_wg:.1} row batches                  per workgroup"
             ));
         }
     }
@@ -399,6 +427,13 @@ pub fn route_matvec(
         parts,
         clauses,
     })
+}
+
+/// Row batches per workgroup of a coop route's row part (the first part is the largest).
+fn batches_per_workgroup(profile: &DeviceProfile, c: &CoopConfig, part: &RowPart) -> f64 {
+    part.rows
+        .div_ceil(c.rows_per_workgroup(profile.subgroup_max)) as f64
+        / part.workgroups[0] as f64
 }
 
 /// Clause 5: a dot4 route whose x arrives quantized, as the op that produced it wrote it
@@ -430,6 +465,8 @@ pub fn take_x_q8(profile: &DeviceProfile, route: &mut Route, direct: Option<bool
     }
     c.x_direct = true;
     c.queue = false;
+    // One batch per workgroup: no row to load ahead into.
+    c.prefetch = false;
     // Nothing staged: the smallest tile keeps the unused workgroup arrays small.
     c.tile = TILE_QUANTUM as u32;
     let (lanes, lanes_clause) = dot4_lanes(profile, route.ty, route.k);

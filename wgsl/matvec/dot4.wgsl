@@ -19,8 +19,10 @@
 // LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_GLU (whether x is
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
 // already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
-// rather than staged; see `xq16`) and QUEUE (whether workgroups take row batches from a
-// queue; see `take_batch`), and appends q8_x.wgsl.
+// rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
+// queue; see `take_batch`) and PREFETCH (whether lanes load a slice ahead: then
+// dot4_prefetch.wgsl follows this file, else its stub, dot4_no_prefetch.wgsl), and
+// appends q8_x.wgsl.
 // The per-type file appended after this one defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -29,7 +31,10 @@
 //   const STEP: u32           slices per lane per iteration, 1 or 2 (see `row_partial`)
 //   fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32
 // the dot product of slice j of block blk of the row starting at byte row_byte, where
-// the block's first weight is x group g of the staged tile.
+// the block's first weight is x group g of the staged tile; and, to be prefetched
+// (`matvec::dot4_splits_slices`), the same in two halves:
+//   struct Raw                fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw
+//   fn slice_math(r: Raw, j: u32, g: u32) -> f32
 
 struct Params {
     m: u32,          // rows in this dispatch
@@ -249,8 +254,16 @@ fn batch_rows(base: u32, one_tile: bool, lid: u32, sg_id: u32, per_sg: u32, team
             }
         }
     }
-    // Sum over the row's lanes, outside any branch: every lane of the subgroup takes
-    // part.
+    // Outside any branch: every lane of the subgroup takes part.
+    let total = row_total(acc);
+    if (tl == 0u && ok) {
+        y[params.y_offset + row] = total;
+    }
+}
+
+// The sum of a row's partial dot products over its lanes. Every lane of the subgroup
+// must call it.
+fn row_total(acc: f32) -> f32 {
     var total = acc;
     if (LANES == 0u) {
         total = subgroupAdd(acc);
@@ -259,9 +272,7 @@ fn batch_rows(base: u32, one_tile: bool, lid: u32, sg_id: u32, per_sg: u32, team
             total += subgroupShuffleXor(total, o);
         }
     }
-    if (tl == 0u && ok) {
-        y[params.y_offset + row] = total;
-    }
+    return total;
 }
 
 @compute @workgroup_size(WG)
@@ -288,6 +299,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let team = select(lane / max(LANES, 1u), 0u, LANES == 0u);
     let tl = select(lane % max(LANES, 1u), lane, LANES == 0u);
     let batch = n_sg * per_sg;
+    if (PREFETCH && one_tile && !QUEUE) {
+        rows_prefetched(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes);
+        return;
+    }
     if (QUEUE) {
         let n_batches = (params.m + batch - 1u) / batch;
         for (var b = wid.x; b < n_batches; b = take_batch(lid, groups.x, n_batches)) {

@@ -22,14 +22,27 @@ const SLICES: u32 = 4u;
 const HALF_SKEW: u32 = 0u;
 const STEP: u32 = 2u;
 
-fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+// A slice's loads apart from its arithmetic, so that the driver can load one slice
+// ahead (`rows_prefetched` in dot4.wgsl).
+struct Raw {
+    hdr: vec4<u32>,
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+}
+
+fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw {
     let base = (row_byte >> 4u) + blk * 9u;
-    let hdr = w[base];
-    let q0 = w[base + 1u + 2u * j];
-    let q1 = w[base + 2u + 2u * j];
+    return Raw(w[base], w[base + 1u + 2u * j], w[base + 2u + 2u * j]);
+}
+
+fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
     let g0 = g + 2u * j;
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    let lo = group_dot(q0 & m4, q1 & m4, g0);
-    let hi = group_dot((q0 >> vec4<u32>(4u)) & m4, (q1 >> vec4<u32>(4u)) & m4, g0 + 1u);
-    return k_pair_result(hdr, j, g0, vec2<i32>(lo, hi));
+    let lo = group_dot(r.q0 & m4, r.q1 & m4, g0);
+    let hi = group_dot((r.q0 >> vec4<u32>(4u)) & m4, (r.q1 >> vec4<u32>(4u)) & m4, g0 + 1u);
+    return k_pair_result(r.hdr, j, g0, vec2<i32>(lo, hi));
+}
+
+fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+    return slice_math(slice_load(row_byte, blk, j), j, g);
 }

@@ -22,15 +22,33 @@ fn quants(qs: vec4<u32>, n: u32, qh5: vec4<u32>) -> vec4<u32> {
     return ((qs >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu)) | (qh5 & vec4<u32>(0x10101010u));
 }
 
-fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+// A slice's loads apart from its arithmetic, so that the driver can load one slice
+// ahead (`rows_prefetched` in dot4.wgsl).
+struct Raw {
+    hdr: vec4<u32>,
+    qh0: vec4<u32>,
+    qh1: vec4<u32>,
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+}
+
+fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw {
     let base = (row_byte >> 4u) + blk * 11u;
-    let hdr = w[base];
-    let q0 = w[base + 3u + 2u * j];
-    let q1 = w[base + 4u + 2u * j];
+    return Raw(w[base], w[base + 1u], w[base + 2u], w[base + 3u + 2u * j], w[base + 4u + 2u * j]);
+}
+
+fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+    return slice_math(slice_load(row_byte, blk, j), j, g);
+}
+
+fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
+    let hdr = r.hdr;
+    let q0 = r.q0;
+    let q1 = r.q1;
     // Fifth bits of sub-blocks 2j and 2j + 1 at bits 4 and 5 of each byte.
     let sh = vec4<u32>(2u * j);
-    let h0 = (w[base + 1u] >> sh) << vec4<u32>(4u);
-    let h1 = (w[base + 2u] >> sh) << vec4<u32>(4u);
+    let h0 = (r.qh0 >> sh) << vec4<u32>(4u);
+    let h1 = (r.qh1 >> sh) << vec4<u32>(4u);
     let g0 = g + 2u * j;
     let lo = group_dot(quants(q0, 0u, h0), quants(q1, 0u, h1), g0);
     let hi = group_dot(quants(q0, 4u, h0 >> vec4<u32>(1u)), quants(q1, 4u, h1 >> vec4<u32>(1u)), g0 + 1u);

@@ -1,0 +1,55 @@
+// Appended to dot4.wgsl for a route with PREFETCH (router clause 6). The per-type file
+// splits a slice into `slice_load` (its loads, as a `Raw`) and `slice_math` (the rest).
+
+// Slice s of `row` (nothing past the rows or the row's slices), x in one tile.
+fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
+    var r: Raw;
+    if (row < params.m && s < n_slices) {
+        r = slice_load(row * params.row_bytes, s / SLICES, s % SLICES);
+    }
+    return r;
+}
+
+// With PREFETCH (the per-type file splits a slice into `slice_load` and `slice_math`),
+// x in one tile and no queue: a lane's slices of its rows, one batch after another, as
+// one sequence, each slice's weights loaded before the previous slice's arithmetic, so
+// that a lane has loads in flight while it computes, also across the end of a row.
+// Every lane runs the same number of steps a row (some past the row's last slice), so
+// the lanes of a subgroup reach each row's end together.
+fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32) {
+    let n_slices = (params.k / BLOCK) * SLICES;
+    let steps = (n_slices + lanes - 1u) / lanes;
+    var base = first;
+    if (base >= params.m) {
+        return;
+    }
+    var i = 0u;
+    var s = tl;
+    var raw = load_slice(base + offset, s, n_slices);
+    var acc = 0.0;
+    loop {
+        let row = base + offset;
+        let row_end = i + 1u == steps;
+        let next_base = select(base, base + stride, row_end);
+        let next_s = select(s + lanes, tl, row_end);
+        let next = load_slice(next_base + offset, next_s, n_slices);
+        if (row < params.m && s < n_slices) {
+            let b = s / SLICES;
+            acc += slice_math(raw, s % SLICES, b * (BLOCK / 32u));
+        }
+        if (row_end) {
+            let total = row_total(acc);
+            if (tl == 0u && row < params.m) {
+                y[params.y_offset + row] = total;
+            }
+            acc = 0.0;
+            if (next_base >= params.m) {
+                break;
+            }
+        }
+        base = next_base;
+        s = next_s;
+        i = select(i + 1u, 0u, row_end);
+        raw = next;
+    }
+}
