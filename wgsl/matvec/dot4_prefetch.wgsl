@@ -10,9 +10,8 @@ fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
     return r;
 }
 
-// With PREFETCH (the per-type file splits a slice into `slice_load` and `slice_math`),
-// x in one tile and no queue: a lane's slices of its rows, one batch after another, as
-// one sequence, each slice's weights loaded before the previous slice's arithmetic, so
+// x in one tile, no queue: a lane's slices of its rows, one batch after another, as one
+// sequence, each slice's weights loaded before the previous slice's arithmetic, so
 // that a lane has loads in flight while it computes, also across the end of a row.
 // Every lane runs the same number of steps a row (some past the row's last slice), so
 // the lanes of a subgroup reach each row's end together.

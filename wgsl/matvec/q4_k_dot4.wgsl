@@ -23,7 +23,7 @@ const HALF_SKEW: u32 = 0u;
 const STEP: u32 = 2u;
 
 // A slice's loads apart from its arithmetic, so that the driver can load one slice
-// ahead (`rows_prefetched` in dot4.wgsl).
+// ahead (dot4_prefetch.wgsl).
 struct Raw {
     hdr: vec4<u32>,
     q0: vec4<u32>,

@@ -23,7 +23,7 @@ fn quants(qs: vec4<u32>, n: u32, qh5: vec4<u32>) -> vec4<u32> {
 }
 
 // A slice's loads apart from its arithmetic, so that the driver can load one slice
-// ahead (`rows_prefetched` in dot4.wgsl).
+// ahead (dot4_prefetch.wgsl).
 struct Raw {
     hdr: vec4<u32>,
     qh0: vec4<u32>,
