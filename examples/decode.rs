@@ -358,7 +358,7 @@ fn report(
         }
     }
     if args.audit {
-        let ledger = device.ledger();
+        let ledger = model.audit();
         eprintln!("{ledger}");
         if !ledger.defects().is_empty() {
             return Ok(ExitCode::FAILURE);

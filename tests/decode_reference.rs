@@ -61,7 +61,7 @@ fn load_with(path: &Path, family: Family, x_q8: Option<bool>) -> Model {
 }
 
 fn assert_no_defects(model: &Model) {
-    let ledger = model.device().ledger();
+    let ledger = model.audit();
     assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
 }
 

@@ -16,6 +16,11 @@ const VOCAB: u64 = 40;
 
 /// A one-layer llama with F32 weights; `q_type` is the type of `blk.0.attn_q.weight`.
 fn tiny(arch: &str, q_type: GgmlType) -> GgufFile {
+    tiny_without(arch, q_type, "")
+}
+
+/// `tiny` without the tensor named `missing`.
+fn tiny_without(arch: &str, q_type: GgmlType, missing: &str) -> GgufFile {
     let mut b = GgufBuilder::new();
     b.set("general.architecture", arch);
     for (k, v) in [
@@ -30,6 +35,9 @@ fn tiny(arch: &str, q_type: GgmlType) -> GgufFile {
     }
     let mut rng = common::Rng::new(3);
     let mut f32_tensor = |b: &mut GgufBuilder, name: &str, dims: &[u64]| {
+        if name == missing {
+            return;
+        }
         let n = dims.iter().product::<u64>() as usize;
         let data: Vec<f32> = rng.vec(n);
         b.add_tensor(
@@ -145,6 +153,31 @@ fn a_failed_load_and_a_dropped_model_give_their_memory_back() {
     model.forward_logits(Input::Token(1), 0).unwrap();
     drop(model);
     assert_eq!(device.memory_in_use(), before, "after dropping the model");
+}
+
+/// A model's audit covers the pipelines it created, not those of a load that failed on
+/// the same device after creating its own (here every layer's, before the missing
+/// output norm was found) and never dispatched them.
+#[test]
+fn a_models_audit_leaves_out_a_failed_loads_pipelines() {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let broken = tiny_without("llama", GgmlType::F32, "output_norm.weight");
+    let err = load_on(device.clone(), &broken).unwrap_err();
+    assert!(err.to_string().contains("output_norm.weight"), "{err}");
+    let orphans = device.ledger().defects().len();
+    assert!(
+        orphans > 0,
+        "the failed load created pipelines:\n{}",
+        device.ledger()
+    );
+    let model = load_on(device.clone(), &tiny("llama", GgmlType::F32)).unwrap();
+    for pos in 0..2 {
+        model.forward_logits(Input::Token(3), pos).unwrap();
+    }
+    let audit = model.audit();
+    assert!(audit.defects().is_empty(), "{audit}");
+    assert!(audit.total_dispatches() > 0 && !audit.entries.is_empty());
+    assert_eq!(device.ledger().defects().len(), orphans);
 }
 
 /// A prompt longer than the context is refused before anything runs, and the session

@@ -53,6 +53,12 @@ impl PipelineCache {
         self.by_key.lock().map(|m| m.len()).unwrap_or(0)
     }
 
+    /// Every pipeline this cache created.
+    pub fn ids(&self) -> Vec<PipelineId> {
+        let map = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        map.values().copied().collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

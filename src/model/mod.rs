@@ -16,7 +16,9 @@ pub use session::{Generate, Prompt, Session, Token};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, ReadTicket, Slice};
+use crate::device::{
+    BufferUse, CommandList, Device, LedgerReport, OwnedBuffers, ReadTicket, Slice,
+};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
 use crate::kernels::ops::{rope_table, EmbedPart, Heads, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
@@ -240,7 +242,7 @@ pub struct Model {
     /// (see `norms_q8`).
     norm_q8: Vec<bool>,
     /// Keeps every pipeline the model uses alive and deduplicated.
-    _pipelines: PipelineCache,
+    pipelines: PipelineCache,
     /// Every buffer above: freed when the model is dropped.
     _buffers: OwnedBuffers<'static>,
 }
@@ -582,7 +584,7 @@ impl Model {
             act,
             n_ctx,
             norm_q8,
-            _pipelines: cache,
+            pipelines: cache,
             _buffers: buffers,
         })
     }
@@ -593,6 +595,18 @@ impl Model {
 
     pub fn device(&self) -> &Arc<dyn Device> {
         &self.device
+    }
+
+    /// The dispatch audit of this model's pipelines: the device's ledger, less what
+    /// others created on the same device (another model, a load that failed half way,
+    /// a bandwidth probe). Every pipeline the model created and never dispatched is a
+    /// defect (`LedgerReport::defects`).
+    pub fn audit(&self) -> LedgerReport {
+        let mine: std::collections::HashSet<u32> =
+            self.pipelines.ids().into_iter().map(|id| id.0).collect();
+        let mut report = self.device.ledger();
+        report.entries.retain(|e| mine.contains(&e.pipeline));
+        report
     }
 
     /// Positions the KV cache holds.
