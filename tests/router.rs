@@ -195,7 +195,13 @@ fn k_quant_heads_load_a_slice_ahead() {
             let expected = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K)
                 && matches!(model, "llama3-8b lm-head" | "qwen3-8b lm-head");
             assert_eq!(c.prefetch, expected, "{model} {ty}: {}", r.reason());
-            assert_eq!(c.prefetch, r.reason().contains("next slice ahead"));
+            assert_eq!(
+                c.prefetch,
+                r.reason().contains("next slice ahead, across rows: ")
+                    && r.reason().contains(" row batches per workgroup"),
+                "{}",
+                r.reason()
+            );
             assert!(!(c.prefetch && c.queue));
             // Read in place (one batch per workgroup), nothing is loaded ahead.
             let mut direct = r.clone();

@@ -411,7 +411,8 @@ pub fn route_matvec(
         {
             c.prefetch = true;
             clauses.push(format!(
-                "each lane loads its next slice ahead, across rows: {per_wg:.1} row batches                  per workgroup"
+                "each lane loads its next slice ahead, across rows: {per_wg:.1} row batches \
+                 per workgroup"
             ));
         }
     }
