@@ -271,6 +271,11 @@ impl<'d> OwnedBuffers<'d> {
     pub fn adopt(&self, id: BufferId) {
         self.ids.lock().unwrap_or_else(|e| e.into_inner()).push(id);
     }
+
+    /// Hands every buffer to the caller: none is freed when this is dropped.
+    pub fn release(self) {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }
 
 impl Drop for OwnedBuffers<'_> {

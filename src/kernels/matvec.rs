@@ -175,7 +175,7 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(Q5_1, Dot4, "q5_1_dot4", [Q5_BITS]),
     kernel!(Q4_1, Scalar, "q4_1_scalar"),
     kernel!(Q4_1, Coop, "q4_1_coop"),
-    kernel!(Q4_1, Dot4, "q4_1_dot4", []),
+    kernel!(Q4_1, Dot4, "q4_1_dot4"),
     kernel!(Q4_K, Scalar, "q4_k_scalar", [K_SCALE_MIN_SCALAR]),
     kernel!(Q4_K, Coop, "q4_k_coop", [K_SCALE_MIN_COOP]),
     kernel!(Q4_K, Dot4, "q4_k_dot4", [K_SCALE_MIN_DOT4]),
@@ -648,6 +648,8 @@ pub fn upload_weights(
     }
     let block_bytes = route.ty.type_size();
     let layout = route.matvec_kernel().layout;
+    // On an error the parts made so far are freed: the caller gets all or nothing.
+    let owned = crate::device::OwnedBuffers::borrowing(device);
     let mut parts = Vec::with_capacity(route.parts.len());
     for (i, p) in route.parts.iter().enumerate() {
         let start = (p.first_row * route.row_bytes) as usize;
@@ -659,24 +661,15 @@ pub fn upload_weights(
         };
         // Whole 16-byte elements for the kernels that read vec4<u32>.
         let size = (len as u64).next_multiple_of(16);
-        let made = device
-            .create_buffer(&name, size, crate::device::BufferUse::Weights)
-            .and_then(|buffer| {
-                parts.push(Slice::new(buffer, 0, size));
-                device.upload(
-                    buffer,
-                    0,
-                    &layout.arrange(&bytes[start..start + len], block_bytes),
-                )
-            });
-        if let Err(e) = made {
-            // The parts made so far go too: on an error the caller has nothing to free.
-            for s in parts {
-                let _ = device.destroy_buffer(s.buffer);
-            }
-            return Err(e);
-        }
+        let buffer = owned.create(&name, size, crate::device::BufferUse::Weights)?;
+        device.upload(
+            buffer,
+            0,
+            &layout.arrange(&bytes[start..start + len], block_bytes),
+        )?;
+        parts.push(Slice::new(buffer, 0, size));
     }
+    owned.release();
     Ok(parts)
 }
 
