@@ -74,19 +74,8 @@ fn spirv_options(flavour: &str) -> Result<naga::back::spv::Options<'static>, Str
     Ok(o)
 }
 
-fn spirv(wgsl: &str, flavour: &str) -> Result<Vec<u32>, String> {
-    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .map_err(|e| e.emit_to_string(wgsl))?;
-    let pipeline = naga::back::spv::PipelineOptions {
-        shader_stage: naga::ShaderStage::Compute,
-        entry_point: "main".to_string(),
-    };
-    naga::back::spv::write_vec(&module, &info, &spirv_options(flavour)?, Some(&pipeline))
+fn spirv(name: &str, wgsl: &str, flavour: &str) -> Result<Vec<u32>, String> {
+    brass::kernels::spirv::wgsl_to_spirv_with(name, wgsl, "main", &[], &spirv_options(flavour)?)
         .map_err(|e| e.to_string())
 }
 
@@ -299,7 +288,7 @@ fn run() -> Result<(), String> {
         let n_storage = kernel.template().storage.len();
         println!("\n{} {}x{}: {}", ty, args.m, args.k, route.pipeline_key());
         for flavour in &args.flavours {
-            let words = spirv(&wgsl, flavour)?;
+            let words = spirv(kernel.name, &wgsl, flavour)?;
             let stats = raw.statistics(&words, n_storage)?;
             let line: Vec<String> = stats.iter().map(|(n, v)| format!("{n} {v}")).collect();
             println!("  {flavour:>9}: {}", line.join(", "));

@@ -82,18 +82,38 @@ pub fn spirv_and_workgroup_size(
         zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
         ..Default::default()
     };
+    Ok((write_spirv(name, &module, &info, entry, &options)?, size))
+}
+
+/// SPIR-V for `entry` written with `options` of the caller's choosing (bounds checks,
+/// loop bounding, version), overrides resolved as in [`wgsl_to_spirv`]: for tools that
+/// compare what drivers make of other translations of the same WGSL.
+pub fn wgsl_to_spirv_with(
+    name: &str,
+    wgsl: &str,
+    entry: &str,
+    constants: &[(&str, f64)],
+    options: &naga::back::spv::Options,
+) -> Result<Vec<u32>> {
+    let (module, info) = resolved(name, wgsl, entry, constants)?;
+    write_spirv(name, &module, &info, entry, options)
+}
+
+fn write_spirv(
+    name: &str,
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+    options: &naga::back::spv::Options,
+) -> Result<Vec<u32>> {
     let pipeline = naga::back::spv::PipelineOptions {
         shader_stage: naga::ShaderStage::Compute,
         entry_point: entry.to_string(),
     };
-    let words =
-        naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| {
-            Error::Shader {
-                name: name.to_string(),
-                what: e.to_string(),
-            }
-        })?;
-    Ok((words, size))
+    naga::back::spv::write_vec(module, info, options, Some(&pipeline)).map_err(|e| Error::Shader {
+        name: name.to_string(),
+        what: e.to_string(),
+    })
 }
 
 /// Metal Shading Language for the compute entry point `entry`.
