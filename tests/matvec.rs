@@ -20,6 +20,14 @@ fn weights(ty: GgmlType, m: u64, k: u64, seed: u64) -> Vec<u8> {
     random_blocks(ty, n_blocks, seed)
 }
 
+/// Random weights and x from one seed, and the CPU reference's y for them.
+fn reference_case(ty: GgmlType, m: u64, k: u64, seed: u64) -> (Vec<u8>, Vec<f32>, Vec<f32>) {
+    let w = weights(ty, m, k, seed);
+    let x = common::Rng::new(seed).vec(k as usize);
+    let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
+    (w, x, expected)
+}
+
 /// Runs `route` on the device and returns y. `x` is the whole input binding: K values,
 /// or for a `glu` route gate and up with up starting at element `x_up`.
 ///
@@ -136,9 +144,7 @@ fn check(
         }
     }
     let seed = m * 31 + k * 7 + ty.id() as u64;
-    let w = weights(ty, m, k, seed);
-    let x = common::Rng::new(seed).vec(k as usize);
-    let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
+    let (w, x, expected) = reference_case(ty, m, k, seed);
     let actual = run(device, cache, &route, &w, &x, None);
     let err = nmse(&expected, &actual);
     let ctx = format!("{} on {m} x {k} (route: {})", route.kernel, route.reason());
@@ -313,9 +319,7 @@ fn dot4_prefetch_gives_the_same_bits() {
             let routed = route_matvec(device.profile(), kernel.ty, m, k, Some(&force)).unwrap();
             assert!(k <= routed.coop.unwrap().tile as u64, "one tile");
             let seed = 7 * m + k + kernel.ty.id() as u64;
-            let w = weights(kernel.ty, m, k, seed);
-            let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
-            let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+            let (w, x, expected) = reference_case(kernel.ty, m, k, seed);
             for lanes in [0, 4] {
                 for groups in [1, 2] {
                     let [plain, ahead] = [false, true].map(|prefetch| {
@@ -447,14 +451,12 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
     let mut compared = 0;
     each_dot4_route(device.profile(), (67, 512), |kernel, routed, (m, k)| {
         let seed = 3 * m + k + kernel.ty.id() as u64;
-        let w = weights(kernel.ty, m, k, seed);
-        let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
+        let (w, x, expected) = reference_case(kernel.ty, m, k, seed);
         let q8: Vec<f32> = matvec::quantize_x_q8(&x)
             .chunks(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect();
         assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
-        let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
 
         let outputs = [false, true].map(|direct| {
             let mut route = routed.clone();
@@ -491,9 +493,7 @@ fn dot4_rows_are_covered_on_any_number_of_workgroups() {
     let cache = PipelineCache::new();
     each_dot4_route(device.profile(), (999, 512), |kernel, routed, (m, k)| {
         let seed = 5 * m + k + kernel.ty.id() as u64;
-        let w = weights(kernel.ty, m, k, seed);
-        let x: Vec<f32> = common::Rng::new(seed).vec(k as usize);
-        let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &x).unwrap();
+        let (w, x, expected) = reference_case(kernel.ty, m, k, seed);
         for (queue, groups) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
             let mut route = routed.clone();
             route.coop.as_mut().unwrap().queue = queue;
