@@ -284,11 +284,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32,
         @builtin(subgroup_size) sg_size: u32) {
     let one_tile = X_DIRECT || params.k <= TILE;
-    if (one_tile && !X_DIRECT) {
-        // x fits: quantize it once and keep it for every row batch this workgroup takes.
-        stage_x(0u, lid);
-        workgroupBarrier();
-    }
     // A whole subgroup per row (LANES = 0), or LANES lanes per row and sg_size / LANES
     // rows per subgroup (the router never picks LANES wider than the device's smallest
     // subgroup). With LANES = 0 these fold to constants and the row stays uniform across
@@ -300,8 +295,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let tl = select(lane % max(LANES, 1u), lane, LANES == 0u);
     let batch = n_sg * per_sg;
     if (PREFETCH && one_tile && !QUEUE) {
-        rows_prefetched(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes);
+        rows_prefetched(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes, lid);
         return;
+    }
+    if (one_tile && !X_DIRECT) {
+        // x fits: quantize it once and keep it for every row batch this workgroup takes.
+        stage_x(0u, lid);
+        workgroupBarrier();
     }
     if (QUEUE) {
         let n_batches = (params.m + batch - 1u) / batch;

@@ -15,7 +15,7 @@ fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
 // that a lane has loads in flight while it computes, also across the end of a row.
 // Every lane runs the same number of steps a row (some past the row's last slice), so
 // the lanes of a subgroup reach each row's end together.
-fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32) {
+fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
     let n_slices = (params.k / BLOCK) * SLICES;
     let steps = (n_slices + lanes - 1u) / lanes;
     var base = first;
@@ -25,6 +25,11 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32) {
     var i = 0u;
     var s = tl;
     var raw = load_slice(base + offset, s, n_slices);
+    // The first slice's loads are in flight while x is staged.
+    if (!X_DIRECT) {
+        stage_x(0u, lid);
+        workgroupBarrier();
+    }
     var acc = 0.0;
     loop {
         let row = base + offset;
