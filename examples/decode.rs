@@ -63,6 +63,11 @@ struct Args {
     /// all, false for none (default: for matrices of at least 128 MB).
     #[arg(long)]
     x_q8: Option<bool>,
+    /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
+    /// dispatch: true for all, false for none, computing it while staging (default: for
+    /// matrices of at least 8 MB).
+    #[arg(long)]
+    glu_q8: Option<bool>,
     /// KV-cache positions (default: the model's context, at most 4096).
     #[arg(long)]
     context: Option<usize>,
@@ -156,6 +161,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         context: args.context,
         force,
         x_q8: args.x_q8,
+        glu_q8: args.glu_q8,
     };
     let t0 = Instant::now();
     let model = Model::from_gguf(device.clone(), &file, &options)?;

@@ -14,7 +14,7 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(about = "Write a synthetic GGUF model with random weights")]
 struct Args {
-    /// smollm2-135m, llama3-8b, muse-30b or hidden-12288.
+    /// smollm2-135m, llama3.2-1b, llama3-8b, muse-30b or hidden-12288.
     #[arg(long)]
     preset: String,
     /// Override the layer count (quick runs).

@@ -44,9 +44,10 @@ fn load(path: &Path, family: Family) -> Model {
     load_with(path, family, None)
 }
 
-/// As [`load`], with the norms handing the dot4 matrices they feed x already quantized
-/// (`x_q8`: all, none, or by size).
-fn load_with(path: &Path, family: Family, x_q8: Option<bool>) -> Model {
+/// As [`load`], with the dot4 matrices taking x already quantized (`Some(true)`: all
+/// of them, `None`: by size, as `LoadOptions` decides): the norms' output, and
+/// silu(gate) * up from `ops/silu_mul_q8` for the down projections.
+fn load_with(path: &Path, family: Family, q8: Option<bool>) -> Model {
     let device: Arc<dyn Device> = Arc::new(common::gpu());
     Model::load(
         device,
@@ -54,7 +55,8 @@ fn load_with(path: &Path, family: Family, x_q8: Option<bool>) -> Model {
         &LoadOptions {
             context: Some(64),
             force: Some(Force::Family(family)),
-            x_q8,
+            x_q8: q8,
+            glu_q8: q8,
         },
     )
     .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
@@ -186,7 +188,10 @@ fn default_model_agrees_with_llamacpp() {
 // either as its summation order changed).
 
 // These two run with every norm writing its output quantized for the matrices it feeds
-// (the default only does so for large ones), so the q8 norms are checked whole-model.
+// and every down projection taking silu(gate) * up quantized by ops/silu_mul_q8 (the
+// default only does so for large matrices), so those ops are checked whole-model; the
+// agreement test below runs the default (here: down projections computing it while
+// staging).
 
 #[test]
 fn dot4_default_model_error_is_llamacpp_class() {

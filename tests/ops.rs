@@ -373,6 +373,12 @@ fn argmax_picks_the_lowest_index_on_ties() {
 /// `q8` as the GPU wrote it matches `quantize_x_q8(values)`: every int8 within one step
 /// (rounding at a tie may differ) and the scale to f32 precision.
 fn assert_q8_of(what: &str, values: &[f32], q8: &[f32]) {
+    assert_q8_near(what, values, q8, 1e-6);
+}
+
+/// As [`assert_q8_of`], the scales within `scale_rel` of the reference's: for values the
+/// GPU computed itself (its exp is not the CPU's).
+fn assert_q8_near(what: &str, values: &[f32], q8: &[f32], scale_rel: f32) {
     let gpu: Vec<u8> = q8.iter().flat_map(|v| v.to_le_bytes()).collect();
     let cpu = quantize_x_q8(values);
     assert_eq!(gpu.len(), cpu.len(), "{what}: q8 length");
@@ -391,7 +397,7 @@ fn assert_q8_of(what: &str, values: &[f32], q8: &[f32]) {
         }
         let (d_gpu, d_cpu) = (scale(g), scale(c));
         assert!(
-            (d_gpu - d_cpu).abs() <= 1e-6 * d_cpu.abs(),
+            (d_gpu - d_cpu).abs() <= scale_rel * d_cpu.abs(),
             "{what}: group {n} scale {d_gpu} vs {d_cpu}"
         );
         // The tail's sums are of the GPU's own int8 values, which may differ from the
@@ -420,6 +426,7 @@ fn q8_norms_also_write_their_output_quantized() {
             &cache,
             OpsNeeds {
                 silu_mul: false,
+                silu_mul_q8: false,
                 norms_f32: false,
                 norms_q8: true,
             },
@@ -463,5 +470,49 @@ fn q8_norms_also_write_their_output_quantized() {
             1e-5,
         );
         assert_q8_of(&what, &g.get(out), &g.get(q8));
+    }
+}
+
+/// silu(gate) * up written quantized, as the dot4 down projection takes it, lengths that
+/// are and are not multiples of 32, on a workgroup per eight groups and on three.
+#[test]
+fn silu_mul_q8_writes_the_glu_quantized() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let g = Gpu {
+        ops: Ops::with(
+            &device,
+            &cache,
+            OpsNeeds {
+                silu_mul: false,
+                silu_mul_q8: true,
+                norms_f32: true,
+                norms_q8: false,
+            },
+        )
+        .unwrap(),
+        device,
+    };
+    for n in [32usize, 1000, 14_336, 70_000] {
+        let mut rng = common::Rng::new(n as u64 + 17);
+        let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 8.0).collect();
+        let up = rng.vec(n);
+        let (gb, ub) = (g.buf(&gate), g.buf(&up));
+        let q8 = g.zeros(n.div_ceil(32) * 12);
+        g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, q8)]);
+        let what = format!("silu_mul_q8 n={n}");
+        assert_q8_near(&what, &ops::silu_mul_ref(&gate, &up), &g.get(q8), 1e-5);
+        // Three workgroups looping over all the groups write the same.
+        let looped = g.zeros(n.div_ceil(32) * 12);
+        let mut d = g.ops.silu_mul_q8(n as u64, gb, ub, looped);
+        d.workgroups = [3, 1, 1];
+        g.run(vec![d]);
+        let bits = |s| {
+            g.get(s)
+                .iter()
+                .map(|v: &f32| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bits(q8), bits(looped), "{what} on 3 workgroups");
     }
 }

@@ -147,6 +147,12 @@ fn preset_tensor_tables() {
         "{params} parameters"
     );
 
+    let small = SyntheticSpec::preset("llama3.2-1b").unwrap();
+    assert_eq!(small.head_dim(), 64);
+    let t = small.tensors();
+    let find = |name: &str| t.iter().find(|(n, ..)| n == name).unwrap().clone();
+    assert_eq!(find("blk.15.ffn_down.weight").2, vec![8192, 2048]);
+
     let wide = SyntheticSpec::preset("hidden-12288").unwrap();
     assert_eq!(wide.ffn, 4 * 12_288);
     assert_eq!(wide.head_dim(), 128);

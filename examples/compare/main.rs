@@ -58,6 +58,11 @@ struct Args {
     /// all, false for none (default: the model's rule; see `LoadOptions::x_q8`).
     #[arg(long)]
     x_q8: Option<bool>,
+    /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
+    /// dispatch: true for all, false for none (default: the model's rule; see
+    /// `LoadOptions::glu_q8`).
+    #[arg(long)]
+    glu_q8: Option<bool>,
     #[arg(long)]
     skip_matvec: bool,
     #[arg(long)]
@@ -87,11 +92,13 @@ fn main() -> ExitCode {
 }
 
 fn merge(args: &Args) -> Result<(), String> {
-    let files = args
-        .merge
-        .iter()
-        .map(|p| report::read(p).map(|f| (p, f)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut files = Vec::new();
+    for path in &args.merge {
+        match report::read(path)? {
+            Some(file) => files.push((path, file)),
+            None => eprintln!("skipped {}: a matvec benchmark's results", path.display()),
+        }
+    }
     let entries: Vec<report::Entry> = files
         .iter()
         .flat_map(|(path, file)| {
@@ -260,7 +267,7 @@ fn measure_device(
             file,
             name,
             tokens,
-            (args.quick, args.x_q8),
+            (args.quick, args.x_q8, args.glu_q8),
             probe.gbps,
         )?),
         _ => None,

@@ -9,8 +9,15 @@ use std::path::Path;
 
 use crate::result::{CompareFile, DeviceRun, MatvecCase, FORMAT};
 
-pub fn read(path: &Path) -> Result<CompareFile, String> {
+/// `Ok(None)` for a matvec benchmark's JSON (`benches/matvec.rs --json`), which sits
+/// beside the compare results in `results/` and is not one.
+pub fn read(path: &Path) -> Result<Option<CompareFile>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if value.get("format").is_none() && value.get("cases").is_some() {
+        return Ok(None);
+    }
     let file: CompareFile =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     if file.format != FORMAT {
@@ -20,7 +27,7 @@ pub fn read(path: &Path) -> Result<CompareFile, String> {
             file.format
         ));
     }
-    Ok(file)
+    Ok(Some(file))
 }
 
 /// A device run with the file it came from.

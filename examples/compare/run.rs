@@ -145,13 +145,14 @@ pub fn decode(
     file: &GgufFile,
     model_name: &str,
     tokens: usize,
-    (quick, x_q8): (bool, Option<bool>),
+    (quick, x_q8, glu_q8): (bool, Option<bool>, Option<bool>),
     probe_gbps: f64,
 ) -> brass::Result<Decode> {
     const WARMUP: usize = 2;
     let options = LoadOptions {
         context: Some(WARMUP + tokens + 2),
         x_q8,
+        glu_q8,
         ..Default::default()
     };
     let t = Instant::now();

@@ -1,5 +1,6 @@
 //! The non-matvec ops of a llama decode step, one WGSL file each under `wgsl/ops/`:
-//! embedding lookup, RMSNorm, RoPE, KV-cache append, decode attention (GQA), SiLU·mul,
+//! embedding lookup, RMSNorm, RoPE, KV-cache append, decode attention (GQA), SiLU·mul
+//! (f32, or quantized for a dot4 down projection),
 //! residual add fused with the RMSNorm that follows it, and argmax. Each has a CPU reference here (f64 accumulation), the
 //! ground truth in `tests/ops.rs`.
 //!
@@ -114,6 +115,17 @@ const SILU_MUL: OpSpec = OpSpec {
     wide: false,
     norm_out: None,
 };
+/// silu(gate) * up written only quantized, for a dot4 down projection that copies or
+/// reads it in place rather than computing it in every workgroup (`glu`).
+const SILU_MUL_Q8: OpSpec = OpSpec {
+    name: "ops/silu_mul_q8",
+    wgsl: include_str!("../../wgsl/ops/silu_mul_q8.wgsl"),
+    helpers: Q8_X,
+    params_bytes: 16,
+    storage: &[R, R, RW],
+    wide: false,
+    norm_out: None,
+};
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
     wgsl: include_str!("../../wgsl/ops/add_rms_norm.wgsl"),
@@ -153,13 +165,14 @@ const ARGMAX_CHUNK: u64 = 2048;
 pub const ARGMAX_MAX_GROUPS: u64 = 1024;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 9] = [
+const ALL_OPS: [OpSpec; 10] = [
     EMBED,
     RMS_NORM,
     RMS_NORM_Q8,
     ROPE_KV,
     ATTENTION,
     SILU_MUL,
+    SILU_MUL_Q8,
     ADD_RMS_NORM,
     ADD_RMS_NORM_Q8,
     ARGMAX,
@@ -220,6 +233,8 @@ pub struct Ops {
     /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
     /// matvec route): a pipeline that is never dispatched is an audit defect.
     silu_mul: Option<PipelineId>,
+    /// Present when some down projection takes silu(gate) * up quantized.
+    silu_mul_q8: Option<PipelineId>,
     add_rms_norm: Norms,
     argmax: PipelineId,
 }
@@ -243,6 +258,7 @@ impl Norms {
 #[derive(Clone, Copy, Debug)]
 pub struct OpsNeeds {
     pub silu_mul: bool,
+    pub silu_mul_q8: bool,
     /// Norms writing f32 only.
     pub norms_f32: bool,
     /// Norms also writing their output quantized.
@@ -253,6 +269,7 @@ impl OpsNeeds {
     /// Every op, the norms writing f32 only.
     pub const F32: OpsNeeds = OpsNeeds {
         silu_mul: true,
+        silu_mul_q8: false,
         norms_f32: true,
         norms_q8: false,
     };
@@ -284,6 +301,10 @@ impl Ops {
             silu_mul: needs
                 .silu_mul
                 .then(|| get(device, cache, &SILU_MUL))
+                .transpose()?,
+            silu_mul_q8: needs
+                .silu_mul_q8
+                .then(|| get(device, cache, &SILU_MUL_Q8))
                 .transpose()?,
             add_rms_norm: norms(&ADD_RMS_NORM, &ADD_RMS_NORM_Q8)?,
             argmax: get(device, cache, &ARGMAX)?,
@@ -408,6 +429,23 @@ impl Ops {
             params: vec![n as u32, 0, 0, 0],
             storage: vec![gate, up, out],
             workgroups: groups_for(n, 256),
+            bytes_read: n * 8,
+        }
+    }
+
+    /// `silu(gate) * up` over `n` elements, written only quantized into `out_q8`
+    /// (`matvec::quantize_x_q8`'s layout, `n.div_ceil(32)` groups).
+    ///
+    /// Panics if these ops were created without silu_mul_q8.
+    pub fn silu_mul_q8(&self, n: u64, gate: Slice, up: Slice, out_q8: Slice) -> Dispatch {
+        Dispatch {
+            pipeline: self
+                .silu_mul_q8
+                .expect("ops created without silu_mul_q8 (OpsNeeds)"),
+            params: vec![n as u32, 0, 0, 0],
+            storage: vec![gate, up, out_q8],
+            // Eight groups of 32 per workgroup (wgsl/ops/silu_mul_q8.wgsl).
+            workgroups: groups_for(n.div_ceil(32), 8),
             bytes_read: n * 8,
         }
     }

@@ -130,6 +130,11 @@ pub struct LoadOptions {
     /// matrix (`Some(true)`), none (`Some(false)`), or those of at least
     /// [`Q8_NORM_MIN_BYTES`] (`None`).
     pub x_q8: Option<bool>,
+    /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
+    /// dispatch (`ops/silu_mul_q8`) rather than computing it while staging (a `glu`
+    /// route): every one (`Some(true)`), none (`Some(false)`), or those of at least
+    /// [`GLU_Q8_MIN_BYTES`] (`None`).
+    pub glu_q8: Option<bool>,
 }
 
 /// The default KV-cache length cap, so a 128K-context model does not allocate its whole
@@ -162,6 +167,17 @@ struct Matrix {
 /// Q4_1 model 720 -> 680 tok/s and the Llama-3-8B shape 288 -> 285.
 pub const Q8_NORM_MIN_BYTES: u64 = 128_000_000;
 
+/// Weights a dot4 down projection holds at least for silu(gate) * up to be computed
+/// and quantized once, by its own dispatch (`ops/silu_mul_q8`), rather than by every
+/// workgroup of the matvec while staging (`glu`): that costs each workgroup 8 bytes of
+/// reads and an exp per element of K, where the extra dispatch costs the step a fixed
+/// launch. Measured on the H200 (`compare --synthetic P --glu-q8 true|false`, Q4_K_M
+/// mixes, alternated on one machine, three runs each): SmolLM2-135M's shape (down 0.5
+/// MB) 768-771 tok/s computing it while staging, 732-733 by its own dispatch;
+/// Llama-3.2-1B's (9.4 and 13.8 MB) 877-880 -> 882-885; Llama-3-8B's (33 and 48 MB)
+/// 295 -> 305; a 2-layer muse-30b (67 and 98 MB) 1,470 -> 1,510.
+pub const GLU_Q8_MIN_BYTES: u64 = 8_000_000;
+
 /// What a matrix multiplies, which decides how a dot4 route takes x.
 #[derive(Clone, Copy, Debug)]
 enum Feed {
@@ -170,7 +186,8 @@ enum Feed {
     Norm,
     /// The attention output: each dot4 workgroup quantizes it while staging.
     Attention,
-    /// [gate; up], up from this element: dot4 stages silu(gate) * up.
+    /// [gate; up], up from this element: dot4 stages silu(gate) * up, or for large
+    /// matrices takes it from `ops/silu_mul_q8`.
     Glu(u64),
 }
 
@@ -209,6 +226,8 @@ struct Activations {
     gate_up: Slice,
     gate: Slice,
     up: Slice,
+    /// silu(gate) * up where the down projection does not compute it itself: f32, or
+    /// quantized (`ops/silu_mul_q8`, fewer bytes than f32).
     hidden: Slice,
     scores: Slice,
     logits: Slice,
@@ -334,7 +353,24 @@ impl Model {
                         other => other,
                     })?;
                 let mut x_up = None;
+                let glu_q8 = options
+                    .glu_q8
+                    .unwrap_or(bytes.len() as u64 >= GLU_Q8_MIN_BYTES);
                 match (route.family, route.coop.as_mut(), feed) {
+                    (Family::Dot4, Some(_), Feed::Glu(_)) if glu_q8 => {
+                        route.clauses.push(match options.glu_q8 {
+                            Some(_) => "input silu(gate) * up, quantized once by its own \
+                                        dispatch (forced)"
+                                .to_string(),
+                            None => format!(
+                                "input silu(gate) * up, quantized once by its own dispatch, \
+                                 for {:.0} MB of weights (at least {} MB)",
+                                bytes.len() as f64 / 1e6,
+                                GLU_Q8_MIN_BYTES / 1_000_000
+                            ),
+                        });
+                        take_x_q8(dev.profile(), &mut route, None);
+                    }
                     (Family::Dot4, Some(c), Feed::Glu(up)) => {
                         c.glu = true;
                         x_up = Some(up);
@@ -526,7 +562,10 @@ impl Model {
             "token_embd.weight"
         };
         let output = matrix(output_name, vocab, dim, Feed::Norm)?;
-        let needs_silu_mul = layers.iter().any(|l| l.down.x_up.is_none());
+        let needs_silu_mul = layers
+            .iter()
+            .any(|l| l.down.x_up.is_none() && !l.down.route.x_q8());
+        let needs_silu_mul_q8 = layers.iter().any(|l| l.down.route.x_q8());
         // Each norm writes q8 when a matrix it feeds takes it (see `norms_q8`).
         let norm_q8 = norms_q8(&layers, &output);
         let ops = Ops::with(
@@ -534,6 +573,7 @@ impl Model {
             &cache,
             OpsNeeds {
                 silu_mul: needs_silu_mul,
+                silu_mul_q8: needs_silu_mul_q8,
                 norms_f32: norm_q8.iter().any(|&q| !q),
                 norms_q8: norm_q8.iter().any(|&q| q),
             },
@@ -791,6 +831,11 @@ impl Model {
         if l.down.x_up.is_some() {
             // The down projection applies silu(gate) * up itself.
             return matvec_into(list, &l.down, a.gate_up, a.out);
+        }
+        if l.down.route.x_q8() {
+            let n = self.config.ffn_dim as u64;
+            list.dispatch(self.ops.silu_mul_q8(n, a.gate, a.up, a.hidden));
+            return matvec_into(list, &l.down, a.hidden, a.out);
         }
         list.dispatch(
             self.ops

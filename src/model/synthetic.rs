@@ -85,7 +85,13 @@ pub struct SyntheticSpec {
 }
 
 /// The names [`SyntheticSpec::preset`] accepts.
-pub const PRESETS: [&str; 4] = ["smollm2-135m", "llama3-8b", "muse-30b", "hidden-12288"];
+pub const PRESETS: [&str; 5] = [
+    "smollm2-135m",
+    "llama3.2-1b",
+    "llama3-8b",
+    "muse-30b",
+    "hidden-12288",
+];
 
 impl SyntheticSpec {
     /// A named model shape, Q4_K_M:
@@ -93,11 +99,13 @@ impl SyntheticSpec {
     /// | preset | hidden | FFN | layers | heads | KV heads | vocab |
     /// |---|---|---|---|---|---|---|
     /// | `smollm2-135m` | 576 | 1,536 | 30 | 9 | 3 | 49,152 |
+    /// | `llama3.2-1b` | 2,048 | 8,192 | 16 | 32 | 8 | 128,256 |
     /// | `llama3-8b` | 4,096 | 14,336 | 32 | 32 | 8 | 128,256 |
     /// | `muse-30b` | 6,656 | 17,920 | 60 | 52 | 4 | 202,048 |
     /// | `hidden-12288` | 12,288 | 49,152 | 4 | 96 | 8 | 128,256 |
     ///
-    /// `muse-30b` is a 30B-class shape (about 29.9 B parameters) built around the two
+    /// `llama3.2-1b` sits between the two in matrix size (its lm-head is written apart,
+    /// where Llama-3.2-1B ties it to the embeddings). `muse-30b` is a 30B-class shape (about 29.9 B parameters) built around the two
     /// figures brass must handle without shape caps: hidden size 6,656 (LLaMA-30B's) and
     /// a 202,048-token vocabulary with a Q5_K lm-head. Its 52 heads of 128 share 4 KV
     /// heads (GQA needs a divisor of 52; 4 keeps the KV cache small as 8 would on a
@@ -124,6 +132,7 @@ impl SyntheticSpec {
                 rope_base: 100_000.0,
                 ..spec(576, 1536, 30, 9, 3, 49_152)
             },
+            "llama3.2-1b" => spec(2048, 8192, 16, 32, 8, 128_256),
             "llama3-8b" => spec(4096, 14_336, 32, 32, 8, 128_256),
             "muse-30b" => SyntheticSpec {
                 lm_head: Some(GgmlType::Q5_K),
