@@ -14,9 +14,14 @@ struct Gpu {
 }
 
 fn setup() -> Gpu {
+    setup_with(OpsNeeds::F32)
+}
+
+/// The ops in `needs` only (the q8 variants are not among the defaults).
+fn setup_with(needs: OpsNeeds) -> Gpu {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let ops = Ops::new(&device, &cache).unwrap();
+    let ops = Ops::with(&device, &cache, needs).unwrap();
     Gpu { device, ops }
 }
 
@@ -418,22 +423,12 @@ fn assert_q8_near(what: &str, values: &[f32], q8: &[f32], scale_rel: f32) {
 /// matvecs stage x, lengths that are and are not multiples of 32.
 #[test]
 fn q8_norms_also_write_their_output_quantized() {
-    let device = common::gpu();
-    let cache = PipelineCache::new();
-    let g = Gpu {
-        ops: Ops::with(
-            &device,
-            &cache,
-            OpsNeeds {
-                silu_mul: false,
-                silu_mul_q8: false,
-                norms_f32: false,
-                norms_q8: true,
-            },
-        )
-        .unwrap(),
-        device,
-    };
+    let g = setup_with(OpsNeeds {
+        silu_mul: false,
+        silu_mul_q8: false,
+        norms_f32: false,
+        norms_q8: true,
+    });
     for n in [32usize, 576, 1000, 4096, 9000] {
         let mut rng = common::Rng::new(n as u64 + 11);
         let x: Vec<f32> = rng.vec(n).iter().map(|v| v * 3.0).collect();
@@ -477,22 +472,12 @@ fn q8_norms_also_write_their_output_quantized() {
 /// are and are not multiples of 32, on a workgroup per eight groups and on three.
 #[test]
 fn silu_mul_q8_writes_the_glu_quantized() {
-    let device = common::gpu();
-    let cache = PipelineCache::new();
-    let g = Gpu {
-        ops: Ops::with(
-            &device,
-            &cache,
-            OpsNeeds {
-                silu_mul: false,
-                silu_mul_q8: true,
-                norms_f32: true,
-                norms_q8: false,
-            },
-        )
-        .unwrap(),
-        device,
-    };
+    let g = setup_with(OpsNeeds {
+        silu_mul: false,
+        silu_mul_q8: true,
+        norms_f32: false,
+        norms_q8: false,
+    });
     for n in [32usize, 1000, 14_336, 70_000] {
         let mut rng = common::Rng::new(n as u64 + 17);
         let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 8.0).collect();

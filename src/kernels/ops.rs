@@ -10,7 +10,6 @@
 use crate::device::{Access, Device, Dispatch, PipelineId, Slice};
 use crate::Result;
 
-use super::matvec::Q8_X;
 use super::{PipelineCache, PipelineTemplate};
 
 /// One op's static description: its WGSL and its bindings.
@@ -53,7 +52,7 @@ impl OpSpec {
             Some(NormOut::F32) => WRITE_F32.to_string(),
             Some(NormOut::Q8) => {
                 let binding = self.storage.len().to_string();
-                format!("{Q8_X}\n{}", Q8_OUT.replace("Q8_BINDING", &binding))
+                format!("{Q8_ROUND}\n{}", Q8_OUT.replace("Q8_BINDING", &binding))
             }
         };
         format!("{wg}{}{out}\n{}", self.helpers, self.wgsl)
@@ -63,6 +62,13 @@ impl OpSpec {
 /// `write_out` for [`NormOut::F32`] and [`NormOut::Q8`].
 const WRITE_F32: &str = "fn write_out(lid: u32, scale: f32) {\n    write_scaled(lid, scale);\n}\n";
 const Q8_OUT: &str = include_str!("../../wgsl/ops/q8_out.wgsl");
+/// The q8 layout's arithmetic (`wgsl/matvec/q8_x.wgsl`) and the round in which eight
+/// invocations quantize a group together, for every op writing q8.
+const Q8_ROUND: &str = concat!(
+    include_str!("../../wgsl/matvec/q8_x.wgsl"),
+    "\n",
+    include_str!("../../wgsl/ops/q8_round.wgsl")
+);
 
 /// The norms' shared reduction and scaled write.
 const RMS_SCALE: &str = include_str!("../../wgsl/ops/rms_scale.wgsl");
@@ -120,7 +126,7 @@ const SILU_MUL: OpSpec = OpSpec {
 const SILU_MUL_Q8: OpSpec = OpSpec {
     name: "ops/silu_mul_q8",
     wgsl: include_str!("../../wgsl/ops/silu_mul_q8.wgsl"),
-    helpers: Q8_X,
+    helpers: Q8_ROUND,
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,

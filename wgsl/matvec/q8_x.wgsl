@@ -1,8 +1,8 @@
 // x as the dot4 matvecs take it, "q8 groups": each 32 values as int8 with one scale
 // d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
-// quantizes f32 x this way while staging it, and the norms can write it once for every
-// matvec that reads their output (ops/q8_out.wgsl), so that those matvecs copy it or
-// read it in place. Both use this arithmetic, so a pre-quantized x is bit for bit the x
+// quantizes f32 x this way while staging it, and the norms and ops/silu_mul_q8 can
+// write it once for every matvec that reads their output (ops/q8_round.wgsl), so that
+// those matvecs copy it or read it in place. Both use this arithmetic, so a pre-quantized x is bit for bit the x
 // the matvec would have quantized.
 //
 // In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
@@ -39,7 +39,7 @@ fn q8_tail(lo: vec4<u32>, hi: vec4<u32>, d: f32) -> vec4<f32> {
     return q8_tail_of(d, s_lo, s_hi);
 }
 
-// One group by one invocation. (ops/q8_out.wgsl spreads a group over eight, with the
+// One group by one invocation. (ops/q8_round.wgsl spreads a group over eight, with the
 // same arithmetic: q8_inv, pack4x8snorm of v * inv, d = amax / 127.)
 fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
     let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),

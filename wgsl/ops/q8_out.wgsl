@@ -6,15 +6,11 @@
 //
 // The norm is one workgroup, so latency is what counts: invocation lid takes the four
 // elements of every chunk c = lid, lid + WG, ... (rather than rms_scale's stride), so
-// that the eight invocations holding a group meet once in workgroup memory for its
-// amax, then each packs its own four values. (One invocation per group, reading it back
-// from `out`, cost SmolLM2 8 % of its decode speed on the H200.) The sums of a group's
-// int8 values meet at the round's closing barrier, which is there anyway, and its first
-// invocation writes the tail after it.
+// that the eight invocations holding a group quantize it together (ops/q8_round.wgsl).
+// (One invocation per group, reading it back from `out`, cost SmolLM2 8 % of its decode
+// speed on the H200.)
 
 @group(0) @binding(Q8_BINDING) var<storage, read_write> out_q8: array<u32>;
-// Each invocation's sum of its four int8 values.
-var<workgroup> q8_sums: array<i32, WG>;
 
 // out's four elements from element e (zeros past the end), x * scale * w.
 fn normed4(e: u32, scale: f32) -> vec4<f32> {
@@ -28,11 +24,8 @@ fn normed4(e: u32, scale: f32) -> vec4<f32> {
 }
 
 fn write_out(lid: u32, scale: f32) {
-    // x as other invocations wrote it (add_rms_norm), and everyone past reading
-    // rms_scale's result out of `partial`, which is reused below.
+    // x as other invocations wrote it (add_rms_norm).
     storageBarrier();
-    let p = lid % 8u;
-    let first = lid - p;
     let chunks = (params.n + 3u) / 4u;
     let groups = (params.n + 31u) / 32u;
     // Whole rounds of WG chunks, so that every invocation reaches the barriers.
@@ -44,31 +37,6 @@ fn write_out(lid: u32, scale: f32) {
                 out[4u * c + j] = v[j];
             }
         }
-        let a = abs(v);
-        partial[lid] = max(max(a.x, a.y), max(a.z, a.w));
-        workgroupBarrier();
-        var amax = 0.0;
-        for (var j = 0u; j < 8u; j++) {
-            amax = max(amax, partial[first + j]);
-        }
-        let g = c / 8u;
-        let packed = pack4x8snorm(v * q8_inv(amax));
-        q8_sums[lid] = dot4I8Packed(packed, 0x01010101u);
-        if (g < groups) {
-            out_q8[12u * g + p] = packed;
-        }
-        // Also closes the round: the next one writes `partial` first and q8_sums only
-        // after its first barrier, so the reads below are safe without another.
-        workgroupBarrier();
-        if (g < groups && p == 0u) {
-            let s_lo = q8_sums[first] + q8_sums[first + 1u] + q8_sums[first + 2u]
-                     + q8_sums[first + 3u];
-            let s_hi = q8_sums[first + 4u] + q8_sums[first + 5u] + q8_sums[first + 6u]
-                     + q8_sums[first + 7u];
-            let tail = q8_tail_of(amax / 127.0, s_lo, s_hi);
-            for (var j = 0u; j < 4u; j++) {
-                out_q8[12u * g + 8u + j] = bitcast<u32>(tail[j]);
-            }
-        }
+        q8_round(lid, c / 8u, c / 8u < groups, v);
     }
 }

@@ -1,0 +1,41 @@
+// One round of an op writing its output quantized for the dot4 matvecs (ops/q8_out.wgsl
+// for the norms, ops/silu_mul_q8.wgsl) in matvec/q8_x.wgsl's layout: each invocation
+// holds four consecutive values, the eight invocations from lid - lid % 8 hold group g,
+// and they meet once in workgroup memory for the group's amax; each packs its own four
+// values (q8_group's arithmetic: q8_inv, pack4x8snorm, d = amax / 127), and the group's
+// first invocation writes the tail after the round's closing barrier, where the sums
+// of the eight have met. Every invocation of the workgroup calls it (two barriers);
+// `valid` says whether group g exists. The op declares WG and `out_q8` (array<u32>).
+
+var<workgroup> q8_amaxes: array<f32, WG>;
+var<workgroup> q8_sums: array<i32, WG>;
+
+fn q8_round(lid: u32, g: u32, valid: bool, v: vec4<f32>) {
+    let p = lid % 8u;
+    let first = lid - p;
+    let a = abs(v);
+    q8_amaxes[lid] = max(max(a.x, a.y), max(a.z, a.w));
+    workgroupBarrier();
+    var amax = 0.0;
+    for (var j = 0u; j < 8u; j++) {
+        amax = max(amax, q8_amaxes[first + j]);
+    }
+    let packed = pack4x8snorm(v * q8_inv(amax));
+    q8_sums[lid] = dot4I8Packed(packed, 0x01010101u);
+    if (valid) {
+        out_q8[12u * g + p] = packed;
+    }
+    // Also closes the round: the next one writes q8_amaxes first and q8_sums only after
+    // its first barrier, so the reads below are safe without another.
+    workgroupBarrier();
+    if (valid && p == 0u) {
+        let s_lo = q8_sums[first] + q8_sums[first + 1u] + q8_sums[first + 2u]
+                 + q8_sums[first + 3u];
+        let s_hi = q8_sums[first + 4u] + q8_sums[first + 5u] + q8_sums[first + 6u]
+                 + q8_sums[first + 7u];
+        let tail = q8_tail_of(amax / 127.0, s_lo, s_hi);
+        for (var j = 0u; j < 4u; j++) {
+            out_q8[12u * g + 8u + j] = bitcast<u32>(tail[j]);
+        }
+    }
+}
