@@ -8,6 +8,7 @@ use brass::kernels::matvec::{
     self, cpu_reference, int8_x_error_bound, nmse, Family, Layout, MatvecKernel, XStage,
     MATVEC_KERNELS,
 };
+use brass::kernels::ops::{Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
 use brass::quant::{random_blocks, GgmlType};
 use brass::router::{route_matvec, take_x_q8, Force, Route};
@@ -387,12 +388,25 @@ fn weights_beyond_the_binding_limit_are_split() {
 }
 
 /// A `glu` dot4 route multiplies silu(gate) * up, read from two parts of one binding,
-/// as the FFN's down projection does: every quant type, one tile and several.
+/// as the FFN's down projection does: every quant type, one tile and several. And bit
+/// for bit the same when ops/silu_mul_q8 quantizes it and the route copies it.
 #[test]
 fn dot4_applies_swiglu_while_staging() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    each_dot4_route(device.profile(), (67, 512), |kernel, mut route, (m, k)| {
+    let ops = Ops::with(
+        &device,
+        &cache,
+        OpsNeeds {
+            silu_mul: false,
+            silu_mul_q8: true,
+            norms_f32: false,
+            norms_q8: false,
+        },
+    )
+    .unwrap();
+    each_dot4_route(device.profile(), (67, 512), |kernel, routed, (m, k)| {
+        let mut route = routed.clone();
         route.coop.as_mut().unwrap().glu = true;
         let seed = m + k + kernel.ty.id() as u64;
         let w = weights(kernel.ty, m, k, seed);
@@ -415,7 +429,41 @@ fn dot4_applies_swiglu_while_staging() {
         // The CPU's exp and the GPU's may differ in the last bits: 1e-4 of slack.
         let ctx = format!("{} glu {m} x {k}", kernel.name);
         assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &glu, &expected, &actual, 1e-4);
+
+        // The large models' path: silu(gate) * up quantized once by ops/silu_mul_q8 and
+        // copied while staging. The same quantized x, staged the same way: the same bits.
+        let q8 = silu_mul_q8(&device, &ops, &gate, &up);
+        let mut route = routed;
+        take_x_q8(device.profile(), &mut route, Some(false));
+        let from_op = run(&device, &cache, &route, &w, &q8, None);
+        let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&actual), bits(&from_op), "{ctx}: from silu_mul_q8");
     });
+}
+
+/// ops/silu_mul_q8 on the device: silu(gate) * up quantized, as f32 words.
+fn silu_mul_q8(device: &dyn Device, ops: &Ops, gate: &[f32], up: &[f32]) -> Vec<f32> {
+    let upload = |v: &[f32]| {
+        let b = device
+            .create_buffer("t", v.len() as u64 * 4, BufferUse::Storage)
+            .unwrap();
+        device.upload(b, 0, bytemuck::cast_slice(v)).unwrap();
+        Slice::new(b, 0, v.len() as u64 * 4)
+    };
+    let (g, u) = (upload(gate), upload(up));
+    let n = gate.len() as u64;
+    let out_bytes = n.div_ceil(32) * matvec::Q8_GROUP_BYTES;
+    let out = device
+        .create_buffer("q8", out_bytes, BufferUse::Storage)
+        .unwrap();
+    let mut list = CommandList::new();
+    list.dispatch(ops.silu_mul_q8(n, g, u, Slice::new(out, 0, out_bytes)));
+    device.submit(&list).unwrap();
+    let q8 = read_f32(device, out, 0, out_bytes as usize / 4).unwrap();
+    for b in [g.buffer, u.buffer, out] {
+        device.destroy_buffer(b).unwrap();
+    }
+    q8
 }
 
 /// Every dot4 kernel's forced route on two shapes, `one_tile` with x in one tile and
