@@ -141,6 +141,29 @@ fn bad_requests_are_errors_not_panics() {
     // ...and the device is still usable afterwards.
     device.upload(buf, 0, &[1u8; 64]).unwrap();
     assert_eq!(device.read(buf, 0, 4).unwrap(), [1, 1, 1, 1]);
+
+    // A destroyed pipeline leaves the ledger and the live count, and dispatching it (or
+    // destroying it again) is refused.
+    let (src, dst) = src_and_dst(&device, &[1.0; 16]);
+    let p = scale_pipeline(&device, "test/scale-destroyed", None);
+    device
+        .submit(&list_of(scale(p, src, dst, 16, 2.0)))
+        .unwrap();
+    let live = device.memory_in_use().pipelines;
+    device.destroy_pipeline(p).unwrap();
+    assert_eq!(device.memory_in_use().pipelines, live - 1);
+    assert!(device.ledger().entries.iter().all(|e| e.pipeline != p.0));
+    let err = device
+        .submit(&list_of(scale(p, src, dst, 16, 2.0)))
+        .unwrap_err();
+    assert!(err.to_string().contains("destroyed"), "{err}");
+    assert!(matches!(device.destroy_pipeline(p), Err(Error::Invalid(_))));
+}
+
+fn list_of(d: Dispatch) -> CommandList {
+    let mut list = CommandList::new();
+    list.dispatch(d);
+    list
 }
 
 #[test]

@@ -38,6 +38,11 @@ impl Ledger {
         );
     }
 
+    /// A destroyed pipeline leaves the ledger: it lists what is loaded.
+    pub fn forget(&mut self, id: PipelineId) {
+        self.entries.remove(&id);
+    }
+
     pub fn count(&mut self, id: PipelineId, bytes_read: u64) {
         if let Some(e) = self.entries.get_mut(&id) {
             e.dispatches += 1;

@@ -170,6 +170,9 @@ pub trait Device: Send + Sync {
     fn destroy_buffer(&self, buffer: BufferId) -> Result<()>;
 
     fn create_pipeline(&self, desc: &PipelineDesc) -> Result<PipelineId>;
+    /// Frees a pipeline and what was bound for it; it leaves the ledger, and a later
+    /// dispatch of it is an error.
+    fn destroy_pipeline(&self, pipeline: PipelineId) -> Result<()>;
 
     /// Queues a list for execution without waiting for it.
     fn submit(&self, list: &CommandList) -> Result<()>;
@@ -205,6 +208,8 @@ pub trait Device: Send + Sync {
 pub struct MemoryInUse {
     pub buffers: usize,
     pub bytes: u64,
+    /// Live pipelines.
+    pub pipelines: usize,
 }
 
 /// Buffers freed together when this is dropped. A model keeps everything it creates on

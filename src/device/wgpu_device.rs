@@ -140,7 +140,8 @@ struct BindKey {
 
 struct State {
     buffers: Vec<Option<BufferEntry>>,
-    pipelines: Vec<PipelineEntry>,
+    /// By `PipelineId`; `None` once destroyed (ids are not reused).
+    pipelines: Vec<Option<PipelineEntry>>,
     bind_groups: HashMap<BindKey, wgpu::BindGroup>,
     ledger: Ledger,
     /// Uniform parameter blocks of one submission, one aligned slot per dispatch.
@@ -342,7 +343,10 @@ impl WgpuDevice {
             let p = state
                 .pipelines
                 .get(d.pipeline.0 as usize)
-                .ok_or_else(|| Error::Invalid(format!("unknown pipeline {:?}", d.pipeline)))?;
+                .and_then(Option::as_ref)
+                .ok_or_else(|| {
+                    Error::Invalid(format!("unknown or destroyed pipeline {:?}", d.pipeline))
+                })?;
             if d.params.len() as u64 * 4 > p.params_bytes {
                 return Err(Error::Invalid(format!(
                     "dispatch passes {} bytes of parameters to a pipeline that takes {}",
@@ -389,7 +393,9 @@ impl WgpuDevice {
             if state.bind_groups.contains_key(&key) {
                 continue;
             }
-            let p = &state.pipelines[d.pipeline.0 as usize];
+            let p = state.pipelines[d.pipeline.0 as usize]
+                .as_ref()
+                .expect("checked while laying out the parameters");
             let mut entries = vec![wgpu::BindGroupEntry {
                 binding: 0,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -478,7 +484,9 @@ impl WgpuDevice {
                                 .forget_lifetime(),
                         );
                     }
-                    let p = &state.pipelines[d.pipeline.0 as usize];
+                    let p = state.pipelines[d.pipeline.0 as usize]
+                        .as_ref()
+                        .expect("checked while laying out the parameters");
                     let key = BindKey {
                         pipeline: d.pipeline,
                         storage: d.storage.clone(),
@@ -726,6 +734,7 @@ impl Device for WgpuDevice {
         MemoryInUse {
             buffers: live.clone().count(),
             bytes: live.map(|e| e.size).sum(),
+            pipelines: state.pipelines.iter().flatten().count(),
         }
     }
 
@@ -740,6 +749,18 @@ impl Device for WgpuDevice {
         state
             .bind_groups
             .retain(|k, _| k.storage.iter().all(|s| s.buffer != buffer));
+        Ok(())
+    }
+
+    fn destroy_pipeline(&self, pipeline: PipelineId) -> Result<()> {
+        let mut state = lock(&self.state);
+        state
+            .pipelines
+            .get_mut(pipeline.0 as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::Invalid(format!("unknown pipeline {pipeline:?}")))?;
+        state.bind_groups.retain(|k, _| k.pipeline != pipeline);
+        state.ledger.forget(pipeline);
         Ok(())
     }
 
@@ -855,12 +876,12 @@ impl Device for WgpuDevice {
         }
         let mut state = lock(&self.state);
         let id = PipelineId(state.pipelines.len() as u32);
-        state.pipelines.push(PipelineEntry {
+        state.pipelines.push(Some(PipelineEntry {
             pipeline,
             layout,
             params_bytes,
             n_storage: desc.storage.len(),
-        });
+        }));
         state.ledger.register(id, desc.name, desc.fallback_reason);
         Ok(id)
     }

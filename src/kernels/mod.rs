@@ -7,7 +7,7 @@ pub mod spirv;
 pub mod timing;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::device::{Device, PipelineDesc, PipelineId};
 use crate::Result;
@@ -17,11 +17,26 @@ use crate::Result;
 #[derive(Default)]
 pub struct PipelineCache {
     by_key: Mutex<HashMap<String, PipelineId>>,
+    /// With [`PipelineCache::owning`], the device its pipelines are destroyed on when
+    /// the cache is dropped.
+    owner: Option<Arc<dyn Device>>,
 }
 
 impl PipelineCache {
+    /// A cache whose pipelines stay on the device (tools and tests that keep one device
+    /// for a run).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A cache that destroys its pipelines on `device` when dropped: a model holds one,
+    /// so that an app switching models, or retrying a load that failed half way, does
+    /// not collect pipelines it no longer uses.
+    pub fn owning(device: Arc<dyn Device>) -> Self {
+        PipelineCache {
+            by_key: Mutex::default(),
+            owner: Some(device),
+        }
     }
 
     /// `key` must identify the source and constants completely.
@@ -61,6 +76,17 @@ impl PipelineCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Drop for PipelineCache {
+    fn drop(&mut self) {
+        let Some(device) = &self.owner else { return };
+        let map = std::mem::take(self.by_key.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for id in map.into_values() {
+            // A lost device has freed everything already; nothing else can fail here.
+            let _ = device.destroy_pipeline(id);
+        }
     }
 }
 

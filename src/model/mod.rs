@@ -260,7 +260,8 @@ pub struct Model {
     /// Per norm dispatch of a step, whether it also writes its output quantized
     /// (see `norms_q8`).
     norm_q8: Vec<bool>,
-    /// Keeps every pipeline the model uses alive and deduplicated.
+    /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
+    /// when the model is dropped.
     pipelines: PipelineCache,
     /// Every buffer above: freed when the model is dropped.
     _buffers: OwnedBuffers<'static>,
@@ -318,7 +319,8 @@ impl Model {
         // Everything this model creates on the device: freed with the model, or here on
         // any error below.
         let buffers = OwnedBuffers::new(device.clone());
-        let cache = PipelineCache::new();
+        // Every pipeline this model creates: destroyed with the model, or on any error.
+        let cache = PipelineCache::owning(device.clone());
         let (dim, kv_dim) = (config.dim as u64, config.kv_dim() as u64);
         let q_dim = (config.n_heads * config.head_dim) as u64;
 
