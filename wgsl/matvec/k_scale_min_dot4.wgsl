@@ -14,9 +14,14 @@ fn k_pair_result(hdr: vec4<u32>, p: u32, g0: u32, sums: vec2<i32>) -> f32 {
     let a = hdr.y >> sh;
     let b = hdr.z >> sh;
     let c = hdr.w >> sh;
+    // One formula for both forms: the low 6 bits of a (b), or its top 2 bits over
+    // c's nibble.
     let high = p >= 2u;
-    let sc = select(a & 0x3f3fu, (c & 0x0f0fu) | ((a >> 2u) & 0x3030u), high);
-    let m = select(b & 0x3f3fu, ((c >> 4u) & 0x0f0fu) | ((b >> 2u) & 0x3030u), high);
+    let ab_shift = select(0u, 2u, high);
+    let ab_mask = select(0x3f3fu, 0x3030u, high);
+    let c_mask = select(0u, 0x0f0fu, high);
+    let sc = ((a >> ab_shift) & ab_mask) | (c & c_mask);
+    let m = ((b >> ab_shift) & ab_mask) | ((c >> 4u) & c_mask);
     // Scales multiply the integer sums as integers: one conversion per sub-block.
     let scaled = sums * bitcast<vec2<i32>>(vec2<u32>(sc & 0xffu, sc >> 8u));
     let dots = xd(g0) * f32(scaled.x) + xd(g0 + 1u) * f32(scaled.y);
