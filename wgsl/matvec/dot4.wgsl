@@ -145,7 +145,7 @@ fn group_dot(lo: vec4<u32>, hi: vec4<u32>, g: u32) -> i32 {
 fn x_at(i: u32) -> vec4<f32> {
     let a = x[i];
     if (X_GLU) {
-        return a / (1.0 + exp(-a)) * x[params.x_up / 4u + i];
+        return silu_times(a, x[params.x_up / 4u + i]);
     }
     return a;
 }

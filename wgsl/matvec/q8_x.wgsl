@@ -2,11 +2,17 @@
 // d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
 // quantizes f32 x this way while staging it, and the norms and ops/silu_mul_q8 can
 // write it once for every matvec that reads their output (ops/q8_round.wgsl), so that
-// those matvecs copy it or read it in place. Both use this arithmetic, so a pre-quantized x is bit for bit the x
-// the matvec would have quantized.
+// those matvecs copy it or read it in place. All use this arithmetic, so a
+// pre-quantized x is bit for bit the x the matvec would have quantized.
 //
 // In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
 // values (4 per word, little-endian), its last 16, then its tail as `Q8Group` holds it.
+
+// SwiGLU's elementwise part, silu(a) * b: the one formula for the dot4 staging of a
+// `glu` route and ops/silu_mul_q8, so that both quantize the same values.
+fn silu_times(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return a / (1.0 + exp(-a)) * b;
+}
 
 struct Q8Group {
     lo: vec4<u32>,

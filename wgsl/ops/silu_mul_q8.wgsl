@@ -4,8 +4,8 @@
 //
 // Eight invocations per group of 32, four elements each, quantizing it together as the
 // q8 norms do (ops/q8_round.wgsl; one invocation per group, 32 exps and 64 loads in a
-// row, took the H200 about 10 µs a dispatch). The silu is the staging's, so that the
-// matvec multiplies the x it would have quantized itself.
+// row, took the H200 about 10 µs a dispatch). The silu is the staging's (`silu_times`,
+// matvec/q8_x.wgsl), so that the matvec multiplies the x it would have quantized itself.
 
 struct Params {
     n: u32,
@@ -22,13 +22,17 @@ struct Params {
 const WG: u32 = 64u;
 const GROUPS_PER_WG: u32 = WG / 8u;
 
-// silu(gate[e]) * up[e], 0 past the end.
-fn glu(e: u32) -> f32 {
-    if (e >= params.n) {
-        return 0.0;
+// silu(gate) * up over the four elements from e, zeros past the end (silu(0) * 0 = 0).
+fn glu4(e: u32) -> vec4<f32> {
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (e + j < params.n) {
+            a[j] = gate[e + j];
+            b[j] = up[e + j];
+        }
     }
-    let a = gate[e];
-    return a / (1.0 + exp(-a)) * up[e];
+    return silu_times(a, b);
 }
 
 @compute @workgroup_size(WG)
@@ -41,7 +45,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var base = wid.x * GROUPS_PER_WG; base < n_groups; base += groups.x * GROUPS_PER_WG) {
         let g = base + lid / 8u;
         let e = 32u * g + 4u * (lid % 8u);
-        let v = vec4<f32>(glu(e), glu(e + 1u), glu(e + 2u), glu(e + 3u));
+        let v = glu4(e);
         q8_round(lid, g, g < n_groups, v);
     }
 }
