@@ -302,7 +302,7 @@ pub struct CoopConfig {
 impl CoopConfig {
     /// 256 invocations, a 4,096-element tile staged as `x`, a whole subgroup per row and
     /// none of the options: how a kernel's source reads where no route configures it
-    /// (spirv/, the tests' checks of the WGSL).
+    /// (spirv/, the tests' checks of the WGSL), and the options a new route starts from.
     pub fn canonical(x: XStage) -> CoopConfig {
         CoopConfig {
             wg: 256,

@@ -311,17 +311,14 @@ pub fn route_matvec(
         } else {
             0
         };
+        // The options the clauses below and the model may turn on, off.
         CoopConfig {
             wg,
             tile: tile as u32,
             x,
             rows,
             lanes,
-            glu: false,
-            x_q8: false,
-            x_direct: false,
-            queue: false,
-            prefetch: false,
+            ..CoopConfig::canonical(x)
         }
     });
 
