@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use brass::device::{list_adapters, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::default_model_path;
 use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+use brass::model::{default_model_path, LoadOptions};
 use clap::Parser;
 
 use result::{CompareFile, DeviceRun, FORMAT};
@@ -267,7 +267,13 @@ fn measure_device(
             file,
             name,
             tokens,
-            (args.quick, args.x_q8, args.glu_q8),
+            args.quick,
+            // The A/B choices; the context is sized for the run.
+            &LoadOptions {
+                x_q8: args.x_q8,
+                glu_q8: args.glu_q8,
+                ..Default::default()
+            },
             probe.gbps,
         )?),
         _ => None,

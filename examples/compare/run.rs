@@ -145,15 +145,14 @@ pub fn decode(
     file: &GgufFile,
     model_name: &str,
     tokens: usize,
-    (quick, x_q8, glu_q8): (bool, Option<bool>, Option<bool>),
+    quick: bool,
+    load: &LoadOptions,
     probe_gbps: f64,
 ) -> brass::Result<Decode> {
     const WARMUP: usize = 2;
     let options = LoadOptions {
         context: Some(WARMUP + tokens + 2),
-        x_q8,
-        glu_q8,
-        ..Default::default()
+        ..load.clone()
     };
     let t = Instant::now();
     let model = Model::from_gguf(device.clone(), file, &options)?;
