@@ -29,6 +29,11 @@ fn reference_case(ty: GgmlType, m: u64, k: u64, seed: u64) -> (Vec<u8>, Vec<f32>
     (w, x, expected)
 }
 
+/// y's bit patterns, for outputs that must agree exactly.
+fn bits(y: &[f32]) -> Vec<u32> {
+    y.iter().map(|v| v.to_bits()).collect()
+}
+
 /// Runs `route` on the device and returns y. `x` is the whole input binding: K values,
 /// or for a `glu` route gate and up with up starting at element `x_up`.
 ///
@@ -342,7 +347,7 @@ fn dot4_prefetch_gives_the_same_bits() {
                             &actual,
                             1e-5,
                         );
-                        actual.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+                        bits(&actual)
                     });
                     if one_at_a_time || lanes > 0 {
                         assert_eq!(plain, ahead, "{} {m} x {k} lanes {lanes}", kernel.name);
@@ -436,7 +441,6 @@ fn dot4_applies_swiglu_while_staging() {
         let mut route = routed;
         take_x_q8(device.profile(), &mut route, Some(false));
         let from_op = run(&device, &cache, &route, &w, &q8, None);
-        let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&actual), bits(&from_op), "{ctx}: from silu_mul_q8");
     });
 }
@@ -514,8 +518,10 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
             let actual = run(&device, &cache, &route, &w, &q8, None);
             let ctx = format!("{} {} {m} x {k}", kernel.name, route.pipeline_key());
             assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
-            let bits: Vec<u32> = actual.iter().map(|v| v.to_bits()).collect();
-            (bits, (k <= c.tile as u64 || direct).then_some(c.lanes))
+            (
+                bits(&actual),
+                (k <= c.tile as u64 || direct).then_some(c.lanes),
+            )
         });
         let [(staged, staged_order), (direct, direct_order)] = outputs;
         if staged_order.is_some() && staged_order == direct_order {
