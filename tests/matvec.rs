@@ -10,7 +10,7 @@ use brass::kernels::matvec::{
 };
 use brass::kernels::ops::{Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
-use brass::quant::{random_blocks, GgmlType};
+use brass::quant::{pack_scale_min_k4, random_blocks, GgmlType};
 use brass::router::{route_matvec, take_x_q8, Force, Route};
 
 /// llama.cpp's bound for MUL_MAT in its backend tests.
@@ -221,27 +221,31 @@ fn every_kernel_matches_its_cpu_reference() {
 fn rearranged_weights_are_right_in_every_part() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let mut profile = device.profile().clone();
-    let (ty, m, k) = (GgmlType::Q6_K, 45u64, 1536u64);
-    // Three parts: 16, 16 and 13 rows of 1,260 bytes.
-    profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
-    let force = Force::Family(Family::Dot4);
-    let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
-    assert_eq!(route.parts.len(), 3, "{}", route.reason());
-    let w = weights(ty, m, k, 7);
-    let x = common::Rng::new(8).vec(k as usize);
-    let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
-    let actual = run(&device, &cache, &route, &w, &x, None);
-    assert_within_int8_bound(
-        &route.reason(),
-        ty,
-        &w,
-        (m, k),
-        &x,
-        &expected,
-        &actual,
-        1e-5,
-    );
+    // Q6_K's bodies first, Q4_K's scales and Q5_K's scales and fifth bits regrouped.
+    for ty in [GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q5_K] {
+        let mut profile = device.profile().clone();
+        let (m, k) = (45u64, 1536u64);
+        // Three parts: 16, 16 and 13 rows.
+        profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
+        let force = Force::Family(Family::Dot4);
+        let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
+        assert_eq!(route.parts.len(), 3, "{}", route.reason());
+        assert_ne!(route.matvec_kernel().layout, Layout::Gguf, "{ty}");
+        let w = weights(ty, m, k, 7);
+        let x = common::Rng::new(8).vec(k as usize);
+        let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
+        let actual = run(&device, &cache, &route, &w, &x, None);
+        assert_within_int8_bound(
+            &route.reason(),
+            ty,
+            &w,
+            (m, k),
+            &x,
+            &expected,
+            &actual,
+            1e-5,
+        );
+    }
 }
 
 #[test]
@@ -256,6 +260,55 @@ fn bodies_first_puts_every_blocks_rest_after_all_bodies() {
         &[1, 2, 11, 12, 0, 3, 10, 13]
     );
     assert_eq!(&*Layout::Gguf.arrange(&two_blocks, 4), &two_blocks);
+}
+
+#[test]
+fn q5_k_fifth_bits_are_regrouped_by_sub_block() {
+    // One block whose qh byte l has only bit l % 8 set: weight l of sub-block l % 8.
+    let mut block = [0u8; 176];
+    for (i, b) in block.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    for l in 0..32 {
+        block[16 + l] = 1 << (l % 8);
+    }
+    let out = Layout::Q5kByPair.arrange(&block, 176);
+    assert_eq!(&out[..4], &block[..4], "d and dmin stay");
+    let scales: [u8; 12] = block[4..16].try_into().unwrap();
+    assert_eq!(out[4..16], matvec::k_scales_by_pair(&scales), "the scales");
+    assert_eq!(&out[48..], &block[48..], "qs stays");
+    for s in 0..8 {
+        let word = u32::from_le_bytes(out[16 + 4 * s..][..4].try_into().unwrap());
+        // Weights s, s + 8, s + 16, s + 24: k = l / 4, b = l % 4, at bit 8b + k.
+        let expected = [s, s + 8, s + 16, s + 24]
+            .into_iter()
+            .fold(0u32, |acc, l| acc | 1 << (8 * (l % 4) + l / 4));
+        assert_eq!(word, expected, "sub-block {s}: {word:#010x}");
+    }
+}
+
+#[test]
+fn k_scales_are_regrouped_by_pair() {
+    // Distinct 6-bit values: scale of sub-block s = 10 + s, minimum 40 + 3s (up to 61,
+    // so every minimum's top bits are exercised).
+    let sc: [u8; 8] = std::array::from_fn(|s| 10 + s as u8);
+    let m: [u8; 8] = std::array::from_fn(|s| 40 + 3 * s as u8);
+    let out = matvec::k_scales_by_pair(&pack_scale_min_k4(&sc, &m));
+    for j in 0..4 {
+        let (a, b, c) = (out[j], out[4 + j], out[8 + j]);
+        assert_eq!(a & 63, sc[2 * j], "pair {j}: scale of sub-block {}", 2 * j);
+        assert_eq!(b & 63, sc[2 * j + 1], "pair {j}: scale of {}", 2 * j + 1);
+        assert_eq!(c & 63, m[2 * j], "pair {j}: minimum of {}", 2 * j);
+        let m1 = (a >> 6) | (b >> 6) << 2 | (c >> 6) << 4;
+        assert_eq!(m1, m[2 * j + 1], "pair {j}: minimum of {}", 2 * j + 1);
+    }
+    // The Q4_K layout moves the scales and nothing else.
+    let block: Vec<u8> = (0..144).map(|i| (i * 7) as u8).collect();
+    let out = Layout::KScalesByPair.arrange(&block, 144);
+    let scales: [u8; 12] = block[4..16].try_into().unwrap();
+    assert_eq!(out[..4], block[..4]);
+    assert_eq!(out[4..16], matvec::k_scales_by_pair(&scales));
+    assert_eq!(out[16..], block[16..]);
 }
 
 /// The router's dot4 lane rule reads each kernel's slices per block from the Rust

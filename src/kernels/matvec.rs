@@ -85,6 +85,18 @@ pub enum Layout {
     /// reads blocks of any size (Q6_K's 210 bytes) as whole `vec4<u32>`s. Same size as
     /// the GGUF bytes, and a row part is still a run of whole rows.
     BodiesFirst { body_start: usize, body_len: usize },
+    /// Q4_K blocks for a lane per pair of sub-blocks (2j, 2j + 1): the 12 `scales`
+    /// bytes regrouped so that the pair's two scales and two minimums are byte j of
+    /// header words 1, 2 and 3 (see [`k_scales_by_pair`]), one shift apart from any
+    /// other pair's, where GGUF's packing takes a different formula for pairs 0-1 and
+    /// 2-3 (`wgsl/matvec/k_scale_min_dot4.wgsl`). d, dmin and qs stay where they are.
+    KScalesByPair,
+    /// Q5_K blocks as [`Layout::KScalesByPair`], and with their 32 `qh` bytes regrouped
+    /// per sub-block: word s (bytes 16 + 4s ..) holds sub-block s's 32 fifth bits, the
+    /// bit of weight 4k + b at bit 8b + k, so that a lane decoding sub-blocks 2j and
+    /// 2j + 1 loads their 8 bytes rather than all 32, and moves each quant word's four
+    /// bits into place with one shift (`wgsl/matvec/q5_k_dot4.wgsl`).
+    Q5kByPair,
 }
 
 impl Layout {
@@ -110,8 +122,55 @@ impl Layout {
                 }
                 std::borrow::Cow::Owned(out)
             }
+            Layout::KScalesByPair | Layout::Q5kByPair => {
+                let mut out = part.to_vec();
+                for block in out.chunks_exact_mut(block_bytes) {
+                    let scales: [u8; 12] = block[4..16].try_into().expect("12 bytes");
+                    block[4..16].copy_from_slice(&k_scales_by_pair(&scales));
+                    if self == Layout::Q5kByPair {
+                        let qh = &mut block[16..48];
+                        let words = q5k_fifth_bits_by_sub_block(qh);
+                        for (dst, word) in qh.chunks_exact_mut(4).zip(words) {
+                            dst.copy_from_slice(&word.to_le_bytes());
+                        }
+                    }
+                }
+                std::borrow::Cow::Owned(out)
+            }
         }
     }
+}
+
+/// A K-quant block's 12 `scales` bytes (ggml's 6-bit packing, [`scale_min_k4`]) as
+/// [`Layout::KScalesByPair`] stores them: byte j of the first four is sub-block 2j's
+/// scale, of the next four sub-block 2j + 1's scale, of the last four sub-block 2j's
+/// minimum, each in its low 6 bits; their top 2 bits hold sub-block 2j + 1's minimum,
+/// low bits first.
+///
+/// [`scale_min_k4`]: crate::quant::scale_min_k4
+pub fn k_scales_by_pair(scales: &[u8; 12]) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    for j in 0..4 {
+        let (sc0, m0) = crate::quant::scale_min_k4(2 * j, scales);
+        let (sc1, m1) = crate::quant::scale_min_k4(2 * j + 1, scales);
+        out[j] = sc0 | (m1 & 3) << 6;
+        out[4 + j] = sc1 | (m1 >> 2 & 3) << 6;
+        out[8 + j] = m0 | (m1 >> 4) << 6;
+    }
+    out
+}
+
+/// A Q5_K block's `qh` (bit s of byte l: the fifth bit of weight l of sub-block s) as
+/// [`Layout::Q5kByPair`] stores it.
+fn q5k_fifth_bits_by_sub_block(qh: &[u8]) -> [u32; 8] {
+    let mut words = [0u32; 8];
+    for (l, byte) in qh.iter().enumerate() {
+        let (k, b) = (l / 4, l % 4);
+        for (s, word) in words.iter_mut().enumerate() {
+            *word |= u32::from((byte >> s) & 1) << (8 * b + k);
+        }
+    }
+    words
 }
 
 const SCALAR_DRIVER: &str = include_str!("../../wgsl/matvec/scalar.wgsl");
@@ -178,10 +237,22 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(Q4_1, Dot4, "q4_1_dot4"),
     kernel!(Q4_K, Scalar, "q4_k_scalar", [K_SCALE_MIN_SCALAR]),
     kernel!(Q4_K, Coop, "q4_k_coop", [K_SCALE_MIN_COOP]),
-    kernel!(Q4_K, Dot4, "q4_k_dot4", [K_SCALE_MIN_DOT4]),
+    kernel!(
+        Q4_K,
+        Dot4,
+        "q4_k_dot4",
+        [K_SCALE_MIN_DOT4],
+        Layout::KScalesByPair
+    ),
     kernel!(Q5_K, Scalar, "q5_k_scalar", [K_SCALE_MIN_SCALAR]),
     kernel!(Q5_K, Coop, "q5_k_coop", [K_SCALE_MIN_COOP]),
-    kernel!(Q5_K, Dot4, "q5_k_dot4", [K_SCALE_MIN_DOT4]),
+    kernel!(
+        Q5_K,
+        Dot4,
+        "q5_k_dot4",
+        [K_SCALE_MIN_DOT4],
+        Layout::Q5kByPair
+    ),
     kernel!(Q6_K, Scalar, "q6_k_scalar"),
     kernel!(Q6_K, Coop, "q6_k_coop"),
     // {ql, qh, scales} (208 bytes) aligned, d (2 bytes) after all of them.

@@ -8,6 +8,7 @@ mod dequant;
 mod quantize;
 mod random;
 
+pub use blocks::{pack_scale_min_k4, scale_min_k4};
 pub use blocks::{
     Block, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
     BlockQ6K, BlockQ8_0, QK32,

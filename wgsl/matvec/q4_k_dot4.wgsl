@@ -5,7 +5,8 @@
 //
 // qs pair p (bytes 32p .. 32p + 32, pieces 2p and 2p + 1) holds sub-block 2p in its low
 // nibbles and sub-block 2p + 1 in its high ones (value d * sc * q - dmin * m, sc and m
-// 6-bit, ggml's get_scale_min_k4). Slice j (0..4) is pair j: 64 weights, two whole
+// 6-bit, ggml's get_scale_min_k4, regrouped per pair on upload: see
+// k_scale_min_dot4.wgsl). Slice j (0..4) is pair j: 64 weights, two whole
 // sub-blocks, so each lane decodes two scales and two minimums. Slices of half of four
 // sub-blocks each (the same 64 weights per lane, four scales and minimums, the latter
 // thrown away by half the lanes) ran 3-5 % slower on the H200's large shapes (the
