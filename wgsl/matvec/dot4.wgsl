@@ -186,7 +186,8 @@ fn stage_x(t0: u32, lid: u32) {
 // at a time, which keeps fewer registers live. On the H200 one at a time won where a
 // slice holds five loads (the Q5_K head 74 -> 79 %, Q6_K FFN shapes 38 -> 40 %) and with
 // teams (the 202,048 x 6,656 Q5_K head, 8 lanes per row: 78 -> 84 %), and lost 2-3 %
-// for Q4_K's three loads.
+// for Q4_K's three loads. Q5_K's four (results/k_quant_layout/) split the FFN shapes:
+// two at a time lost 2.5-9 points on 14,336 x 4,096 and won 1.5-2 on 4,096 x 14,336.
 fn row_partial(row_byte: u32, blk0: u32, n_slices: u32, tl: u32, lanes: u32) -> f32 {
     var acc = 0.0;
     var s = tl;
