@@ -248,6 +248,41 @@ fn rearranged_weights_are_right_in_every_part() {
     }
 }
 
+/// A block-local layout uploads its parts a piece at a time: pieces of any size give
+/// the bytes `Layout::arrange` gives for the whole part.
+#[test]
+fn weights_arranged_in_pieces_are_the_whole_arrangement() {
+    let device = common::gpu();
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
+        let mut profile = device.profile().clone();
+        let (m, k) = (45u64, 1536u64);
+        profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
+        let force = Force::Family(Family::Dot4);
+        let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
+        let layout = route.matvec_kernel().layout;
+        assert!(layout.block_local() && layout != Layout::Gguf, "{ty}");
+        let w = weights(ty, m, k, 9);
+        let block = ty.type_size();
+        // One block (rounded up to four), seven, and more than a part.
+        for piece in [1, 7 * block, 1 << 20] {
+            let parts = matvec::upload_weights_in_pieces(&device, "w", &route, &w, piece).unwrap();
+            for (p, slice) in route.parts.iter().zip(&parts) {
+                let start = (p.first_row * route.row_bytes) as usize;
+                let len = (p.rows * route.row_bytes) as usize;
+                let read = device.read(slice.buffer, 0, len as u64).unwrap();
+                assert!(
+                    read == *layout.arrange(&w[start..start + len], block),
+                    "{ty}, pieces of {piece} bytes, rows from {}",
+                    p.first_row
+                );
+            }
+            for slice in parts {
+                device.destroy_buffer(slice.buffer).unwrap();
+            }
+        }
+    }
+}
+
 #[test]
 fn bodies_first_puts_every_blocks_rest_after_all_bodies() {
     let layout = Layout::BodiesFirst {
