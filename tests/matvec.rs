@@ -8,7 +8,7 @@ use brass::kernels::matvec::{
     self, cpu_reference, int8_x_error_bound, nmse, Family, Layout, MatvecKernel, XStage,
     MATVEC_KERNELS,
 };
-use brass::kernels::ops::{Ops, OpsNeeds};
+use brass::kernels::ops::{NormNeeds, Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
 use brass::quant::{pack_scale_min_k4, random_blocks, GgmlType};
 use brass::router::{route_matvec, take_x_q8, Force, Route};
@@ -493,8 +493,8 @@ fn dot4_applies_swiglu_while_staging() {
         OpsNeeds {
             silu_mul: false,
             silu_mul_q8: true,
-            norms_f32: false,
-            norms_q8: false,
+            rms_norm: NormNeeds::NONE,
+            add_rms_norm: NormNeeds::NONE,
         },
     )
     .unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use brass::device::{read_f32, BufferId, BufferUse, CommandList, Device, Dispatch, Slice};
 use brass::kernels::matvec::{quantize_x_q8, Q8_GROUP_BYTES};
-use brass::kernels::ops::{self, EmbedPart, Ops, OpsNeeds};
+use brass::kernels::ops::{self, EmbedPart, NormNeeds, Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
 
 struct Gpu {
@@ -426,8 +426,8 @@ fn q8_norms_also_write_their_output_quantized() {
     let g = setup_with(OpsNeeds {
         silu_mul: false,
         silu_mul_q8: false,
-        norms_f32: false,
-        norms_q8: true,
+        rms_norm: NormNeeds::Q8,
+        add_rms_norm: NormNeeds::Q8,
     });
     for n in [32usize, 576, 1000, 4096, 9000] {
         let mut rng = common::Rng::new(n as u64 + 11);
@@ -475,8 +475,8 @@ fn silu_mul_q8_writes_the_glu_quantized() {
     let g = setup_with(OpsNeeds {
         silu_mul: false,
         silu_mul_q8: true,
-        norms_f32: false,
-        norms_q8: false,
+        rms_norm: NormNeeds::NONE,
+        add_rms_norm: NormNeeds::NONE,
     });
     for n in [32usize, 1000, 14_336, 70_000] {
         let mut rng = common::Rng::new(n as u64 + 17);

@@ -158,3 +158,41 @@ fn preset_tensor_tables() {
     assert_eq!(wide.head_dim(), 128);
     assert!(SyntheticSpec::preset("nope").is_err());
 }
+
+/// Norms create only the variants they dispatch. With x quantized for every dot4 matrix
+/// a norm feeds but only the lm-head on dot4 (the layers F16, on coop), the last norm
+/// alone writes q8: the H200 found `ops/rms_norm_q8` created and never dispatched in a
+/// decode of the Llama-3-8B and 30B shapes, whose first norm writes f32 and whose head
+/// takes q8.
+#[test]
+fn only_the_head_taking_q8_creates_only_the_norm_variants_dispatched() {
+    let spec = SyntheticSpec {
+        mix: QuantMix::Single(GgmlType::F16),
+        lm_head: Some(GgmlType::Q8_0),
+        ..tiny()
+    };
+    let path = temp_path("head_q8.gguf");
+    write_synthetic(&spec, &path, |_, _| {}).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        context: Some(8),
+        x_q8: Some(true),
+        ..Default::default()
+    };
+    let model = Model::from_gguf(device, &file, &options).unwrap();
+    for pos in 0..2 {
+        model.forward(Input::Token(5), pos).unwrap();
+    }
+    let audit = model.audit();
+    assert!(audit.defects().is_empty(), "{audit}");
+    let dispatched = |name: &str| {
+        audit.entries.iter().any(|e| {
+            (e.name == name || e.name.starts_with(&format!("{name} "))) && e.dispatches > 0
+        })
+    };
+    assert!(dispatched("ops/add_rms_norm_q8"), "{audit}");
+    assert!(dispatched("ops/rms_norm"), "{audit}");
+    drop(file);
+    std::fs::remove_file(&path).unwrap();
+}

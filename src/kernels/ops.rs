@@ -265,10 +265,42 @@ impl Norms {
 pub struct OpsNeeds {
     pub silu_mul: bool,
     pub silu_mul_q8: bool,
-    /// Norms writing f32 only.
-    pub norms_f32: bool,
-    /// Norms also writing their output quantized.
-    pub norms_q8: bool,
+    /// The plain RMSNorm (a model's first norm).
+    pub rms_norm: NormNeeds,
+    /// The residual add fused with RMSNorm (every later norm).
+    pub add_rms_norm: NormNeeds,
+}
+
+/// Which variants of a norm a model dispatches: writing f32 only, and writing its output
+/// also quantized. Each is its own pipeline, and one created but never dispatched would
+/// be an audit defect.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NormNeeds {
+    pub f32: bool,
+    pub q8: bool,
+}
+
+impl NormNeeds {
+    pub const NONE: NormNeeds = NormNeeds {
+        f32: false,
+        q8: false,
+    };
+    pub const F32: NormNeeds = NormNeeds {
+        f32: true,
+        q8: false,
+    };
+    pub const Q8: NormNeeds = NormNeeds {
+        f32: false,
+        q8: true,
+    };
+
+    /// The variants that norms writing q8 or not (`q8`, one entry per dispatch) use.
+    pub fn of(q8: &[bool]) -> NormNeeds {
+        NormNeeds {
+            f32: q8.iter().any(|&q| !q),
+            q8: q8.iter().any(|&q| q),
+        }
+    }
 }
 
 impl OpsNeeds {
@@ -276,8 +308,8 @@ impl OpsNeeds {
     pub const F32: OpsNeeds = OpsNeeds {
         silu_mul: true,
         silu_mul_q8: false,
-        norms_f32: true,
-        norms_q8: false,
+        rms_norm: NormNeeds::F32,
+        add_rms_norm: NormNeeds::F32,
     };
 }
 
@@ -290,18 +322,15 @@ impl Ops {
     /// The pipelines of the ops in `needs`: a pipeline created and never dispatched
     /// would be an audit defect.
     pub fn with(device: &dyn Device, cache: &PipelineCache, needs: OpsNeeds) -> Result<Ops> {
-        let norms = |f32: &OpSpec, q8: &OpSpec| -> Result<Norms> {
+        let norms = |n: NormNeeds, f32: &OpSpec, q8: &OpSpec| -> Result<Norms> {
             Ok(Norms {
-                f32: needs
-                    .norms_f32
-                    .then(|| get(device, cache, f32))
-                    .transpose()?,
-                q8: needs.norms_q8.then(|| get(device, cache, q8)).transpose()?,
+                f32: n.f32.then(|| get(device, cache, f32)).transpose()?,
+                q8: n.q8.then(|| get(device, cache, q8)).transpose()?,
             })
         };
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
-            rms_norm: norms(&RMS_NORM, &RMS_NORM_Q8)?,
+            rms_norm: norms(needs.rms_norm, &RMS_NORM, &RMS_NORM_Q8)?,
             rope_kv: get(device, cache, &ROPE_KV)?,
             attention: get(device, cache, &ATTENTION)?,
             silu_mul: needs
@@ -312,7 +341,7 @@ impl Ops {
                 .silu_mul_q8
                 .then(|| get(device, cache, &SILU_MUL_Q8))
                 .transpose()?,
-            add_rms_norm: norms(&ADD_RMS_NORM, &ADD_RMS_NORM_Q8)?,
+            add_rms_norm: norms(needs.add_rms_norm, &ADD_RMS_NORM, &ADD_RMS_NORM_Q8)?,
             argmax: get(device, cache, &ARGMAX)?,
         })
     }

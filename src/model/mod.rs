@@ -21,7 +21,9 @@ use crate::device::{
 };
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
-use crate::kernels::ops::{rope_table, EmbedPart, Heads, Ops, OpsNeeds, ARGMAX_MAX_GROUPS};
+use crate::kernels::ops::{
+    rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_MAX_GROUPS,
+};
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
 use crate::router::{route_matvec, take_x_q8, Force, Route};
@@ -576,8 +578,10 @@ impl Model {
             OpsNeeds {
                 silu_mul: needs_silu_mul,
                 silu_mul_q8: needs_silu_mul_q8,
-                norms_f32: norm_q8.iter().any(|&q| !q),
-                norms_q8: norm_q8.iter().any(|&q| q),
+                // The first norm is the plain one, every later one fused with the
+                // residual add: each creates only the variants it dispatches.
+                rms_norm: NormNeeds::of(&norm_q8[..1]),
+                add_rms_norm: NormNeeds::of(&norm_q8[1..]),
             },
         )?;
         let rope = upload_f32(
