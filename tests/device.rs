@@ -5,7 +5,7 @@ mod common;
 
 use brass::device::{
     bandwidth_probe, read_f32, Access, BufferId, BufferUse, CommandList, Device, Dispatch,
-    PipelineDesc, PipelineId, Slice, Timing,
+    PipelineDesc, PipelineId, Slice, Timing, UPLOAD_CHUNK,
 };
 use brass::Error;
 
@@ -282,4 +282,36 @@ fn queued_reads_see_their_own_submission() {
     let as_f32 = |b: Vec<u8>| -> Vec<f32> { bytemuck::pod_collect_to_vec(&b) };
     assert_eq!(as_f32(device.finish_read(first).unwrap()), [2.0; 4]);
     assert_eq!(as_f32(device.finish_read(second).unwrap()), [5.0; 4]);
+}
+
+/// Uploads leave at most UPLOAD_CHUNK of staging pending however they are split: a model
+/// uploaded a tensor piece at a time (as the regrouped K-quant layouts go up) must not
+/// hold its whole size in staging memory until the first submission.
+#[test]
+fn small_uploads_flush_their_staging_as_they_add_up() {
+    let device = common::gpu();
+    let piece = 4usize << 20;
+    let pieces = UPLOAD_CHUNK / piece * 3 / 2;
+    let buffer = device
+        .create_buffer("pieces", (pieces * piece) as u64, BufferUse::Storage)
+        .unwrap();
+    let mut most = 0;
+    for i in 0..pieces {
+        let data = vec![i as u8; piece];
+        device.upload(buffer, (i * piece) as u64, &data).unwrap();
+        most = most.max(device.pending_upload_bytes());
+        assert!(
+            device.pending_upload_bytes() < UPLOAD_CHUNK,
+            "after piece {i}"
+        );
+    }
+    assert!(
+        most >= UPLOAD_CHUNK - piece,
+        "pieces were flushed early: {most}"
+    );
+    for i in [0, pieces / 2, pieces - 1] {
+        let got = device.read(buffer, (i * piece) as u64, 16).unwrap();
+        assert_eq!(got, vec![i as u8; 16], "piece {i}");
+    }
+    device.destroy_buffer(buffer).unwrap();
 }

@@ -1,6 +1,7 @@
 //! `WgpuDevice`: the `Device` trait over wgpu 30 (Vulkan, Metal, and optionally GL/DX12).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -15,9 +16,10 @@ use crate::{Error, Result};
 /// for the biggest kernels on lavapipe.
 const GPU_WAIT: Duration = Duration::from_secs(300);
 
-/// Uploads bigger than this are staged in pieces so a multi-GB model does not need a
-/// multi-GB staging copy.
-const UPLOAD_CHUNK: usize = 64 << 20;
+/// Staging memory that uploads may leave pending, at most: past it the queue is flushed,
+/// so that a multi-GB model does not need a multi-GB staging copy however its uploads are
+/// split (one call per tensor, or a tensor in pieces).
+pub const UPLOAD_CHUNK: usize = 64 << 20;
 
 /// Which adapter to open. Fields combine: all given ones must match.
 #[derive(Clone, Debug, Default)]
@@ -170,6 +172,9 @@ pub struct WgpuDevice {
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Vec<wgpu::Error>>>,
     state: Mutex<State>,
+    /// Bytes written by `upload` since it last flushed the queue: an upper bound on the
+    /// staging memory wgpu holds for them (any submission also frees it).
+    pending_upload: AtomicUsize,
 }
 
 impl WgpuDevice {
@@ -274,6 +279,7 @@ impl WgpuDevice {
             uniform_align: limits.min_uniform_buffer_offset_alignment.max(16) as u64,
             lost,
             uncaptured,
+            pending_upload: AtomicUsize::new(0),
             state: Mutex::new(State {
                 buffers: Vec::new(),
                 pipelines: Vec::new(),
@@ -309,6 +315,11 @@ impl WgpuDevice {
             return Err(convert_error(e, "device"));
         }
         Ok(())
+    }
+
+    /// Bytes uploaded since `upload` last flushed the queue: below [`UPLOAD_CHUNK`].
+    pub fn pending_upload_bytes(&self) -> usize {
+        self.pending_upload.load(Ordering::Relaxed)
     }
 
     fn poll_wait(&self) -> Result<()> {
@@ -714,10 +725,14 @@ impl Device for WgpuDevice {
                 padded.resize(chunk.len().next_multiple_of(4), 0);
                 self.queue.write_buffer(&target, at, &padded);
             }
-            if data.len() > UPLOAD_CHUNK {
-                // Flush the staging memory of each piece before making the next.
+            let pending = self
+                .pending_upload
+                .fetch_add(chunk.len(), Ordering::Relaxed);
+            if pending + chunk.len() >= UPLOAD_CHUNK {
+                // Flush the staging memory written so far before making more.
                 self.queue.submit([]);
                 self.poll_wait()?;
+                self.pending_upload.store(0, Ordering::Relaxed);
             }
         }
         self.check()
