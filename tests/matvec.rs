@@ -223,13 +223,8 @@ fn rearranged_weights_are_right_in_every_part() {
     let cache = PipelineCache::new();
     // Q6_K's bodies first, Q4_K's scales and Q5_K's scales and fifth bits regrouped.
     for ty in [GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q5_K] {
-        let mut profile = device.profile().clone();
-        let (m, k) = (45u64, 1536u64);
-        // Three parts: 16, 16 and 13 rows.
-        profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
-        let force = Force::Family(Family::Dot4);
-        let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
-        assert_eq!(route.parts.len(), 3, "{}", route.reason());
+        let route = three_part_dot4_route(&device, ty);
+        let (m, k) = (route.m, route.k);
         assert_ne!(route.matvec_kernel().layout, Layout::Gguf, "{ty}");
         let w = weights(ty, m, k, 7);
         let x = common::Rng::new(8).vec(k as usize);
@@ -248,17 +243,26 @@ fn rearranged_weights_are_right_in_every_part() {
     }
 }
 
+/// A 45 x 1,536 dot4 route of `ty` with the binding limit cut so that its weights
+/// split into three parts: 16, 16 and 13 rows, each its own buffer.
+fn three_part_dot4_route(device: &dyn Device, ty: GgmlType) -> Route {
+    let mut profile = device.profile().clone();
+    let (m, k) = (45, 1536);
+    profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
+    let force = Force::Family(Family::Dot4);
+    let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
+    assert_eq!(route.parts.len(), 3, "{}", route.reason());
+    route
+}
+
 /// A block-local layout uploads its parts a piece at a time: pieces of any size give
 /// the bytes `Layout::arrange` gives for the whole part.
 #[test]
 fn weights_arranged_in_pieces_are_the_whole_arrangement() {
     let device = common::gpu();
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
-        let mut profile = device.profile().clone();
-        let (m, k) = (45u64, 1536u64);
-        profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
-        let force = Force::Family(Family::Dot4);
-        let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
+        let route = three_part_dot4_route(&device, ty);
+        let (m, k) = (route.m, route.k);
         let layout = route.matvec_kernel().layout;
         assert!(layout.block_local() && layout != Layout::Gguf, "{ty}");
         let w = weights(ty, m, k, 9);

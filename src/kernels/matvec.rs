@@ -833,24 +833,21 @@ pub fn pipeline(
 
 #[cfg(test)]
 mod tests {
-    /// The transposes against the layout's definition, bit by bit.
+    use crate::quant::{random_blocks, GgmlType};
+
+    /// The transposes against the layout's definition, bit by bit, on the qh bytes of
+    /// random Q5_K blocks.
     #[test]
     fn fifth_bits_transpose_matches_the_definition() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..200 {
-            let qh: Vec<u8> = (0..32)
-                .map(|_| {
-                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
-                    (state >> 56) as u8
-                })
-                .collect();
+        for block in random_blocks(GgmlType::Q5_K, 200, 5).chunks_exact(176) {
+            let qh = &block[16..48];
             let mut expected = [0u32; 8];
             for (l, byte) in qh.iter().enumerate() {
                 for (s, word) in expected.iter_mut().enumerate() {
                     *word |= u32::from((byte >> s) & 1) << (8 * (l % 4) + l / 4);
                 }
             }
-            assert_eq!(super::q5k_fifth_bits_by_sub_block(&qh), expected, "{qh:?}");
+            assert_eq!(super::q5k_fifth_bits_by_sub_block(qh), expected, "{qh:?}");
         }
     }
 }
