@@ -338,8 +338,28 @@ impl WgpuDevice {
         self.check()
     }
 
+    /// Records `list`, then `after` (copies of its results), and submits them, all under
+    /// the state lock. The lock must be held until `queue.submit`: `encode` writes
+    /// this list's dispatch parameters into the one parameter arena with
+    /// `queue.write_buffer`, which takes effect at the next submission made from any
+    /// thread, so another session encoding in between would hand its parameters to
+    /// these dispatches.
+    fn encode_and_submit(
+        &self,
+        list: &CommandList,
+        queries: Option<(&wgpu::QuerySet, Timing)>,
+        after: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> Result<wgpu::SubmissionIndex> {
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let mut state = lock(&self.state);
+        self.encode(&mut state, &mut encoder, list, queries)?;
+        after(&mut encoder);
+        Ok(self.queue.submit([encoder.finish()]))
+    }
+
     /// Records `list` into `encoder`; with `per_dispatch_queries`, dispatch `i` writes
-    /// timestamps `2i` and `2i + 1` into that query set.
+    /// timestamps `2i` and `2i + 1` into that query set. Only `encode_and_submit` calls
+    /// it.
     fn encode(
         &self,
         state: &mut State,
@@ -587,14 +607,10 @@ impl WgpuDevice {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut encoder = self.device.create_command_encoder(&Default::default());
-        {
-            let mut state = lock(&self.state);
-            self.encode(&mut state, &mut encoder, list, Some((&qs, timing)))?;
-        }
-        encoder.resolve_query_set(&qs, 0..n_queries, &resolve, 0);
-        encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, n_queries as u64 * 8);
-        self.queue.submit([encoder.finish()]);
+        self.encode_and_submit(list, Some((&qs, timing)), |encoder| {
+            encoder.resolve_query_set(&qs, 0..n_queries, &resolve, 0);
+            encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, n_queries as u64 * 8);
+        })?;
         let stamps: Vec<u64> = bytemuck::pod_collect_to_vec(&self.map_read(&staging)?);
         let period = self.queue.get_timestamp_period() as f64;
         Ok(stamps
@@ -903,12 +919,7 @@ impl Device for WgpuDevice {
 
     fn submit(&self, list: &CommandList) -> Result<()> {
         self.check()?;
-        let mut encoder = self.device.create_command_encoder(&Default::default());
-        {
-            let mut state = lock(&self.state);
-            self.encode(&mut state, &mut encoder, list, None)?;
-        }
-        self.queue.submit([encoder.finish()]);
+        self.encode_and_submit(list, None, |_| {})?;
         self.check()
     }
 
@@ -957,15 +968,14 @@ impl Device for WgpuDevice {
         self.check()?;
         let (source, padded) = self.read_source(src.buffer, src.offset, src.size)?;
         let staging = self.staging_buffer(padded);
-        let mut encoder = self.device.create_command_encoder(&Default::default());
-        let mut state = lock(&self.state);
-        self.encode(&mut state, &mut encoder, list, None)?;
-        encoder.copy_buffer_to_buffer(&source, src.offset, &staging, 0, padded);
-        let submission = self.queue.submit([encoder.finish()]);
+        let submission = self.encode_and_submit(list, None, |encoder| {
+            encoder.copy_buffer_to_buffer(&source, src.offset, &staging, 0, padded);
+        })?;
         let (tx, mapped) = std::sync::mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
         });
+        let mut state = lock(&self.state);
         let ticket = state.next_ticket;
         state.next_ticket += 1;
         state.pending_reads.insert(
