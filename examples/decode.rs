@@ -75,7 +75,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// With --json: the K largest logits after every processed token, shaped like the
-    /// files in shared/reference.
+    /// files in tests/reference.
     #[arg(long)]
     top_logits: Option<usize>,
     /// Print every tensor's route and exit.

@@ -16,7 +16,7 @@ const TOKENS: usize = 10;
 /// is a few milliseconds on lavapipe, so the threads' steps interleave many times, and
 /// its logits are far from flat, so different prompts give different streams.
 fn model_file() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/synkq_q4_k_m.gguf")
+    common::reference_path("synkq_q4_k_m.gguf")
 }
 
 /// Multi-token prompts: the prompt's steps are submitted without a read-back, which is

@@ -1,10 +1,10 @@
-//! Whole-model decode against `shared/reference/`: exact-math (`_f64`) references,
+//! Whole-model decode against `tests/reference/`: exact-math (`_f64`) references,
 //! teacher-forced position by position, free-running greedy tokens, and llama.cpp's
 //! output as an independent check. See that folder's README for what each file is.
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use brass::device::Device;
@@ -26,14 +26,8 @@ struct Step {
     top: Vec<(u32, f32)>,
 }
 
-fn reference_dir() -> PathBuf {
-    std::env::var_os("BRASS_REFERENCE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference"))
-}
-
 fn reference(name: &str) -> Reference {
-    let path = reference_dir().join(name);
+    let path = common::reference_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
@@ -117,7 +111,7 @@ fn default_model_teacher_forced_matches_exact_math() {
 
 #[test]
 fn synthetic_k_quant_model_teacher_forced_matches_exact_math() {
-    let model = load(&reference_dir().join("synkq_q4_k_m.gguf"), Family::Coop);
+    let model = load(&common::reference_path("synkq_q4_k_m.gguf"), Family::Coop);
     teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.01, 0.1);
     assert_no_defects(&model);
 }
@@ -204,7 +198,7 @@ fn dot4_default_model_error_is_llamacpp_class() {
 #[test]
 fn dot4_synthetic_k_quant_model_error_is_llamacpp_class() {
     let model = load_with(
-        &reference_dir().join("synkq_q4_k_m.gguf"),
+        &common::reference_path("synkq_q4_k_m.gguf"),
         Family::Dot4,
         Some(true),
     );

@@ -1,9 +1,11 @@
 //! Dequantization against gguf-py 0.19.0's output, bit for bit.
 //!
-//! `shared/reference/dequant_vectors.json` holds, per type, 48 random blocks
+//! `tests/reference/dequant_vectors.json` holds, per type, 48 random blocks
 //! (`data_hex`) and what `gguf.quants.dequantize` made of them (`expected_f32_hex`, f32
 //! little-endian). Values are compared as bit patterns, so a NaN must match a NaN of the
 //! same payload and +0 is not -0.
+
+mod common;
 
 use std::path::PathBuf;
 
@@ -11,13 +13,7 @@ use brass::quant::{dequantize, dequantize_row, GgmlType};
 use serde_json::Value;
 
 fn vectors_path() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // The shared folder sits next to the checkout; `shared/` inside it is the same data.
-    [manifest.join("shared"), manifest.join("../shared")]
-        .into_iter()
-        .map(|dir| dir.join("reference/dequant_vectors.json"))
-        .find(|p| p.exists())
-        .expect("shared/reference/dequant_vectors.json not found")
+    common::reference_path("dequant_vectors.json")
 }
 
 fn hex_bytes(hex: &str) -> Vec<u8> {

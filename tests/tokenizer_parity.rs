@@ -2,9 +2,11 @@
 //!
 //! The SmolLM2 tests read the default model (`$BRASS_MODEL`, else
 //! `~/.cache/brass/SmolLM2-135M-Instruct.Q4_1.gguf`) through brass's own GGUF reader and
-//! compare against `shared/reference/smollm2_tokenizer_cases.json` (llama.cpp's
+//! compare against `tests/reference/smollm2_tokenizer_cases.json` (llama.cpp's
 //! `llama_tokenize`, add_special and parse_special on). Without the model file they print
 //! a note and pass. The SentencePiece tests use small hand-made vocabularies.
+
+mod common;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -49,14 +51,9 @@ fn smollm2() -> Option<&'static Tokenizer> {
 }
 
 fn reference(name: &str) -> Value {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // The shared folder sits next to the checkout; `shared/` inside it is the same data.
-    let path = [manifest.join("shared"), manifest.join("../shared")]
-        .into_iter()
-        .map(|dir| dir.join("reference").join(name))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("shared/reference/{name} not found"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let path = common::reference_path(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
 }
 
 fn ids(value: &Value) -> Vec<u32> {

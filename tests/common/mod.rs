@@ -1,7 +1,17 @@
 //! Shared by the GPU tests: the device under test and small deterministic inputs.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+
 use brass::device::{AdapterChoice, Device, WgpuDevice};
+
+/// A file of `tests/reference/` (its README says where each came from). Tests read
+/// nothing outside the checkout.
+pub fn reference_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/reference")
+        .join(name)
+}
 
 /// The adapter the GPU tests run on: `BRASS_ADAPTER` if set, else the best one wgpu
 /// finds (lavapipe in CI). No adapter is a failure, not a skip: CI installs lavapipe.
