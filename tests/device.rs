@@ -315,3 +315,35 @@ fn small_uploads_flush_their_staging_as_they_add_up() {
     }
     device.destroy_buffer(buffer).unwrap();
 }
+
+/// Opening a device with `XDG_RUNTIME_DIR` unset prints nothing about it (Mesa's
+/// libwayland-client would, on every instance). Run in a child process, since the
+/// variable is process-wide and brass sets it once.
+#[test]
+fn no_xdg_runtime_dir_message_when_it_is_unset() {
+    const CHILD: &str = "BRASS_TEST_XDG_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let device = common::gpu();
+        brass::device::list_adapters();
+        drop(device);
+        common::gpu();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "no_xdg_runtime_dir_message_when_it_is_unset",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("adapter:"),
+        "the child opened no device: {stderr}"
+    );
+    assert!(!stderr.contains("XDG_RUNTIME_DIR"), "{stderr}");
+}

@@ -85,7 +85,39 @@ fn backend_of(b: wgpu::Backend) -> Backend {
 }
 
 fn instance() -> wgpu::Instance {
+    give_wayland_a_runtime_dir();
     wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+/// Mesa's Vulkan drivers (lavapipe, RADV, ANV) load libwayland-client, which prints
+/// "error: XDG_RUNTIME_DIR is invalid or not set in the environment." on stderr for every
+/// instance when the variable is unset, though brass opens no window. It is harmless but
+/// reads like a failure, so where the variable does not name a directory, brass points
+/// it at a private one (`$TMPDIR/brass-runtime-UID`, mode 0700) before wgpu first loads
+/// Vulkan. It is set once, before any thread of brass's reads the environment; a value
+/// that names a directory is left alone.
+fn give_wayland_a_runtime_dir() {
+    #[cfg(all(unix, not(target_vendor = "apple")))]
+    {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let current = std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from);
+            if current.is_some_and(|d| d.is_absolute() && d.is_dir()) {
+                return;
+            }
+            let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+                return;
+            };
+            let dir = std::env::temp_dir().join(format!("brass-runtime-{uid}"));
+            let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+            let ours = std::fs::symlink_metadata(&dir)
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+            if made.is_ok() || ours {
+                std::env::set_var("XDG_RUNTIME_DIR", &dir);
+            }
+        });
+    }
 }
 
 fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
