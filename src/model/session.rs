@@ -133,6 +133,14 @@ impl Session {
         self.pos
     }
 
+    /// The token generated last and not yet fed to the model: the next `generate` feeds
+    /// it first. It survives a step that fails, such as one past the end of the
+    /// context; take it before [`Session::reset`] (which forgets it) to continue from
+    /// it in a fresh context.
+    pub fn pending_token(&self) -> Option<u32> {
+        self.unfed
+    }
+
     /// Forgets the conversation (the KV cache is overwritten from position 0).
     pub fn reset(&mut self) {
         self.pos = 0;
@@ -249,7 +257,9 @@ impl Generate<'_> {
             self.history.extend_from_slice(&self.prompt);
             Input::Token(*last)
         } else {
-            let last = self.unfed.take().expect("a produced token is unfed");
+            // Left in place until this step succeeds: a step that fails (past the end
+            // of the context, say) must not lose the token.
+            let last = self.unfed.expect("a produced token is unfed");
             // After a GPU argmax the id is already in the token buffer.
             if self.gpu_greedy {
                 Input::Previous
