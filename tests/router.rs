@@ -328,7 +328,18 @@ fn overrides_and_bad_shapes() {
     let r = route_matvec(&p, GgmlType::Q4_K, 4096, 4096, Some(&forced)).unwrap();
     assert_eq!(r.kernel, "matvec/q4_k_scalar");
     assert!(route_matvec(&p, GgmlType::Q6_K, 4096, 4096, Some(&forced)).is_err());
-    assert!("no_such_kernel".parse::<Force>().is_err());
+    // The refusal lists what would have been accepted.
+    let err = "no_such_kernel".parse::<Force>().unwrap_err().to_string();
+    for valid in [
+        "no_such_kernel",
+        "dot4",
+        "coop",
+        "scalar",
+        "q4_k_scalar",
+        "q4_1_coop",
+    ] {
+        assert!(err.contains(valid), "{valid}: {err}");
+    }
     assert!(
         route_matvec(&p, GgmlType::Q4_K, 4096, 576, None).is_err(),
         "576 is not a whole Q4_K block"
