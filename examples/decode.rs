@@ -218,7 +218,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
             &generated,
             &text,
             load_time,
-            s.prompt_time,
+            s.time_to_first_token,
             s.decode_time,
             None,
         );
