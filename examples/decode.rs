@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
 use brass::model::{default_model_path, Input, LoadOptions, Model, Session, Stats};
-use brass::router::Force;
+use brass::router::{write_route_table, Force, RouteRow};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};
 use clap::Parser;
@@ -425,19 +425,20 @@ fn timings_json(
 }
 
 fn print_plan(model: &Model) {
-    println!(
-        "{:<28} {:>6} {:>14}  {:<28} reason",
-        "tensor", "type", "M x K", "kernel"
-    );
-    for (name, r) in model.plan() {
-        let shape = format!("{} x {}", r.m, r.k);
-        let kernel = r.pipeline_key();
-        println!(
-            "{name:<28} {:>6} {shape:>14}  {kernel:<28} {}",
-            r.ty.name(),
-            r.reason()
-        );
-    }
+    let plan = model.plan();
+    let rows: Vec<RouteRow> = plan
+        .iter()
+        .map(|(name, r)| RouteRow {
+            tensor: name,
+            ty: r.ty.name(),
+            m: r.m,
+            k: r.k,
+            route: Ok(r),
+        })
+        .collect();
+    let mut table = String::new();
+    write_route_table(&mut table, &rows).expect("a String takes any write");
+    print!("{table}");
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 
 mod plan;
 
-pub use plan::{plan_gguf, Plan, PlanEntry};
+pub use plan::{plan_gguf, write_route_table, Plan, PlanEntry, RouteRow};
 
 use serde::Serialize;
 
