@@ -4,7 +4,7 @@
 //!
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
 //!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--prefetch true|false] [--json out.json]
-//!     [--adapter NAME]
+//!     [--adapter INDEX|NAME]
 
 use std::collections::HashMap;
 
@@ -150,7 +150,7 @@ fn main() {
 
 fn run(args: &Args) -> brass::Result<()> {
     let choice = match &args.adapter {
-        Some(name) => AdapterChoice::by_name(name),
+        Some(spec) => AdapterChoice::parse(spec),
         None => AdapterChoice::from_env(),
     };
     let device = WgpuDevice::open(&choice)?;

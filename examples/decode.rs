@@ -1,5 +1,6 @@
-//! Decode with a GGUF model: streams text, then reports load time, prompt and decode
-//! tokens per second, and the effective weight bandwidth per token.
+//! Decode with a GGUF model: streams text, then reports load time, the tokens generated,
+//! the time to the first, decode tokens per second after it, and the effective weight
+//! bandwidth per token.
 //!
 //! ```text
 //! cargo run --release --example decode -- -p "The capital of France is" -n 32
@@ -8,15 +9,15 @@
 //! ```
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::{default_model_path, Input, LoadOptions, Model, Session};
-use brass::router::Force;
+use brass::model::{default_model_path, Input, LoadOptions, Model, Session, Stats};
+use brass::router::{write_route_table, Force, RouteRow};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};
 use clap::Parser;
@@ -53,7 +54,8 @@ struct Args {
     repeat_penalty: f32,
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Adapter name substring (default: BRASS_ADAPTER, else the best adapter).
+    /// Adapter: an index (as examples/devices lists them) or a name substring (default:
+    /// BRASS_ADAPTER, read the same way, else the best adapter).
     #[arg(long)]
     adapter: Option<String>,
     /// Force a matvec family (`dot4`, `coop` for exact activations, `scalar`) or kernel (`q4_1_coop`) for every tensor.
@@ -76,7 +78,7 @@ struct Args {
     json: bool,
     /// With --json: the K largest logits after every processed token, shaped like the
     /// files in tests/reference.
-    #[arg(long)]
+    #[arg(long, requires = "json")]
     top_logits: Option<usize>,
     /// Print every tensor's route and exit.
     #[arg(long)]
@@ -108,6 +110,12 @@ fn main() -> ExitCode {
 
 fn prompt_ids(args: &Args, tokenizer: &Tokenizer) -> brass::Result<Vec<u32>> {
     if let Some(ids) = &args.prompt_ids {
+        let vocab = tokenizer.vocab_size();
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(brass::Error::Invalid(format!(
+                "prompt id {bad} is outside the vocabulary of {vocab} tokens (ids 0..{vocab})"
+            )));
+        }
         return Ok(ids.clone());
     }
     let text = if args.chat {
@@ -119,6 +127,8 @@ fn prompt_ids(args: &Args, tokenizer: &Tokenizer) -> brass::Result<Vec<u32>> {
 }
 
 fn run(args: Args) -> brass::Result<ExitCode> {
+    // Checked before the device opens, which can take seconds.
+    let force = args.force.as_deref().map(str::parse::<Force>).transpose()?;
     let path = match &args.model {
         Some(p) => p.clone(),
         None => default_model_path()?,
@@ -139,15 +149,10 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     }
 
     let choice = match &args.adapter {
-        Some(name) => AdapterChoice::by_name(name),
+        Some(spec) => AdapterChoice::parse(spec),
         None => AdapterChoice::from_env(),
     };
-    let wgpu_device = WgpuDevice::open(&choice).map_err(|e| {
-        brass::Error::NoAdapter(format!(
-            "{e}\nbrass needs a GPU through Vulkan or Metal; on Linux without one, install Mesa's \
-             lavapipe (apt-get install mesa-vulkan-drivers)"
-        ))
-    })?;
+    let wgpu_device = WgpuDevice::open(&choice)?;
     if wgpu_device.is_software() {
         eprintln!(
             "note: no GPU adapter in use; {} runs the kernels on the CPU (expect about a \
@@ -156,7 +161,6 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         );
     }
     let device: Arc<dyn Device> = Arc::new(wgpu_device);
-    let force = args.force.as_deref().map(str::parse::<Force>).transpose()?;
     let options = LoadOptions {
         context: args.context,
         force,
@@ -190,7 +194,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         ..SamplerConfig::default()
     });
 
-    let (generated, text, prompt_time, decode_time, steps) = if let Some(k) = args.top_logits {
+    let (generated, text, stats, steps) = if let Some(k) = args.top_logits {
         logits_run(&model, &tokenizer, &ids, args.n_tokens, sampler, k)?
     } else {
         let mut session = Session::new(model, tokenizer);
@@ -209,35 +213,35 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         if !args.json {
             println!();
         }
-        let s = session.stats().clone();
+        let stats = session.stats().clone();
         return report(
             &args,
+            &path,
             &*device,
             session.model(),
             &ids,
             &generated,
             &text,
             load_time,
-            s.prompt_time,
-            s.decode_time,
+            &stats,
             None,
         );
     };
     report(
         &args,
+        &path,
         &*device,
         &model,
         &ids,
         &generated,
         &text,
         load_time,
-        prompt_time,
-        decode_time,
+        &stats,
         Some(steps),
     )
 }
 
-type LogitsRun = (Vec<u32>, String, Duration, Duration, Vec<serde_json::Value>);
+type LogitsRun = (Vec<u32>, String, Stats, Vec<serde_json::Value>);
 
 /// Decodes with full logits after every token, recording the top `k` per step.
 fn logits_run(
@@ -282,62 +286,48 @@ fn logits_run(
         }
         pos += 1;
     }
-    let decode_time = t0.elapsed() - prompt_time;
+    // Counted as Session counts, except that an end-of-generation token stays in
+    // `generated` here, as the reference files have it.
+    let stats = Stats {
+        prompt_tokens: ids.len(),
+        time_to_first_token: prompt_time,
+        generated_tokens: generated.len(),
+        decode_steps: generated.len().saturating_sub(1),
+        decode_time: t0.elapsed() - prompt_time,
+    };
     let text = tokenizer.decode(&generated, true)?;
-    Ok((generated, text, prompt_time, decode_time, steps))
+    Ok((generated, text, stats, steps))
 }
 
 #[allow(clippy::too_many_arguments)]
 fn report(
     args: &Args,
+    path: &Path,
     device: &dyn Device,
     model: &Model,
     ids: &[u32],
     generated: &[u32],
     text: &str,
     load_time: Duration,
-    prompt_time: Duration,
-    decode_time: Duration,
+    stats: &Stats,
     steps: Option<Vec<serde_json::Value>>,
 ) -> brass::Result<ExitCode> {
-    // The first generated token comes out of the prompt pass; the rest are decode steps.
-    let decode_tokens = generated.len().saturating_sub(1);
-    let prompt_tps = ids.len() as f64 / prompt_time.as_secs_f64();
-    let per_token = decode_time.as_secs_f64() / decode_tokens.max(1) as f64;
-    let decode_tps = if decode_tokens > 0 {
-        1.0 / per_token
-    } else {
-        0.0
-    };
-    let gbps = if decode_tokens > 0 {
-        model.weight_bytes_per_token() as f64 / per_token / 1e9
-    } else {
-        0.0
-    };
+    let weight_bytes = model.weight_bytes_per_token();
     let probe = if args.probe {
         Some(bandwidth_probe(device, 3)?)
     } else {
         None
     };
     if args.json {
+        let mut timings = timings_json(load_time, ids.len(), stats, weight_bytes);
+        timings["probe_gb_s"] = json!(probe.as_ref().map(|p| p.gbps));
         let mut out = json!({
-            "model": args.model.as_ref().map(|p| p.display().to_string()),
+            "model": path.display().to_string(),
             "adapter": device.profile().name,
             "prompt_ids": ids,
             "generated": generated,
             "text": text,
-            "timings": {
-                "load_s": load_time.as_secs_f64(),
-                "prompt_tokens": ids.len(),
-                "prompt_s": prompt_time.as_secs_f64(),
-                "prompt_tok_s": prompt_tps,
-                "decode_tokens": decode_tokens,
-                "decode_s": decode_time.as_secs_f64(),
-                "decode_tok_s": decode_tps,
-                "weight_bytes_per_token": model.weight_bytes_per_token(),
-                "effective_gb_s": gbps,
-                "probe_gb_s": probe.as_ref().map(|p| p.gbps),
-            },
+            "timings": timings,
         });
         if let Some(steps) = steps {
             out["steps"] = json!(steps);
@@ -351,15 +341,11 @@ fn report(
             println!("{text}");
         }
         eprintln!(
-            "load {:.2} s | prompt {} tokens, {:.1} tok/s | decode {} tokens, {:.1} tok/s | {:.2} GB/s effective",
-            load_time.as_secs_f64(),
-            ids.len(),
-            prompt_tps,
-            decode_tokens,
-            decode_tps,
-            gbps
+            "{}",
+            summary_line(load_time, ids.len(), stats, weight_bytes)
         );
-        if let Some(p) = &probe {
+        if let (Some(p), Some(tok_s)) = (&probe, stats.decode_tokens_per_second()) {
+            let gbps = gb_per_s(weight_bytes, tok_s);
             eprintln!("{p}; decode reaches {:.1} % of it", 100.0 * gbps / p.gbps);
         }
     }
@@ -373,18 +359,216 @@ fn report(
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_plan(model: &Model) {
-    println!(
-        "{:<28} {:>6} {:>14}  {:<28} reason",
-        "tensor", "type", "M x K", "kernel"
+fn gb_per_s(weight_bytes_per_token: u64, tokens_per_s: f64) -> f64 {
+    weight_bytes_per_token as f64 * tokens_per_s / 1e9
+}
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The text report: every rate only where something was timed, so no `inf` or `NaN`.
+fn summary_line(
+    load_time: Duration,
+    prompt_len: usize,
+    stats: &Stats,
+    weight_bytes: u64,
+) -> String {
+    let mut line = format!(
+        "load {:.2} s | prompt {}",
+        load_time.as_secs_f64(),
+        plural(prompt_len, "token")
     );
-    for (name, r) in model.plan() {
-        let shape = format!("{} x {}", r.m, r.k);
-        let kernel = r.pipeline_key();
-        println!(
-            "{name:<28} {:>6} {shape:>14}  {kernel:<28} {}",
-            r.ty.name(),
-            r.reason()
+    if let Some(tok_s) = stats.prompt_tokens_per_second() {
+        line += &format!(", {tok_s:.1} tok/s");
+    }
+    line += &format!(" | generated {}", plural(stats.generated_tokens, "token"));
+    if !stats.time_to_first_token.is_zero() {
+        line += &format!(
+            ", the first after {:.2} s",
+            stats.time_to_first_token.as_secs_f64()
         );
+    }
+    match stats.decode_tokens_per_second() {
+        Some(tok_s) => {
+            line += &format!(
+                " | decode {} after the first, {tok_s:.1} tok/s, {:.2} GB/s effective",
+                plural(stats.decode_steps, "step"),
+                gb_per_s(weight_bytes, tok_s)
+            )
+        }
+        None => line += " | no decode steps after the first",
+    }
+    line
+}
+
+/// The `timings` object of `--json`: rates are `null` where nothing was timed.
+fn timings_json(
+    load_time: Duration,
+    prompt_len: usize,
+    stats: &Stats,
+    weight_bytes: u64,
+) -> serde_json::Value {
+    let decode_tok_s = stats.decode_tokens_per_second();
+    json!({
+        "load_s": load_time.as_secs_f64(),
+        "prompt_tokens": prompt_len,
+        "prompt_tok_s": stats.prompt_tokens_per_second(),
+        "time_to_first_token_s": stats.time_to_first_token.as_secs_f64(),
+        "generated_tokens": stats.generated_tokens,
+        "decode_steps_after_first": stats.decode_steps,
+        "decode_s": stats.decode_time.as_secs_f64(),
+        "decode_tok_s": decode_tok_s,
+        "weight_bytes_per_token": weight_bytes,
+        "effective_gb_s": decode_tok_s.map(|t| gb_per_s(weight_bytes, t)),
+    })
+}
+
+fn print_plan(model: &Model) {
+    let plan = model.plan();
+    let rows: Vec<RouteRow> = plan
+        .iter()
+        .map(|(name, r)| RouteRow {
+            tensor: name,
+            ty: r.ty.name(),
+            m: r.m,
+            k: r.k,
+            route: Ok(r),
+        })
+        .collect();
+    let mut table = String::new();
+    write_route_table(&mut table, &rows).expect("a String takes any write");
+    print!("{table}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+    use std::sync::OnceLock;
+
+    const VOCAB: u64 = 300;
+
+    /// A small synthetic model (tokenizer included), written once per test run.
+    fn model_file() -> &'static Path {
+        static PATH: OnceLock<PathBuf> = OnceLock::new();
+        PATH.get_or_init(|| {
+            let spec = SyntheticSpec {
+                name: "decode-cli".into(),
+                hidden: 256,
+                ffn: 512,
+                layers: 1,
+                heads: 4,
+                kv_heads: 2,
+                vocab: VOCAB,
+                context: 64,
+                rope_base: 10_000.0,
+                mix: QuantMix::Q4KM,
+                lm_head: None,
+                seed: 5,
+            };
+            let path =
+                std::env::temp_dir().join(format!("brass-decode-cli-{}.gguf", std::process::id()));
+            write_synthetic(&spec, &path, |_, _| {}).unwrap();
+            path
+        })
+    }
+
+    fn run_with(args: &[&str]) -> brass::Result<ExitCode> {
+        let model = model_file().to_str().unwrap();
+        run(Args::parse_from(["decode", "-m", model].iter().chain(args)))
+    }
+
+    #[test]
+    fn prompt_ids_outside_the_vocabulary_are_refused_even_to_tokenize() {
+        let err = run_with(&["--tokenize", "--prompt-ids", "5,300"]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("prompt id 300") && msg.contains("vocabulary of 300"),
+            "{msg}"
+        );
+        assert!(run_with(&["--tokenize", "--prompt-ids", "5,299"]).is_ok());
+    }
+
+    #[test]
+    fn a_missing_adapter_says_no_gpu_adapter_once() {
+        let msg = run_with(&["--adapter", "no-such-gpu-xyz"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(msg.matches("no GPU adapter").count(), 1, "{msg}");
+    }
+
+    #[test]
+    fn a_numeric_adapter_is_an_index() {
+        let msg = run_with(&["--adapter", "99"]).unwrap_err().to_string();
+        assert!(msg.contains("index: Some(99)"), "{msg}");
+    }
+
+    #[test]
+    fn a_bad_force_is_refused_before_the_device_opens_and_lists_the_valid_names() {
+        // The adapter cannot open: the error is the force's only if it is checked first.
+        let msg = run_with(&["--force", "bogus", "--adapter", "no-such-gpu-xyz"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("`bogus`") && msg.contains("dot4, coop, scalar"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn top_logits_needs_json() {
+        assert!(Args::try_parse_from(["decode", "--top-logits", "5"]).is_err());
+        assert!(Args::try_parse_from(["decode", "--top-logits", "5", "--json"]).is_ok());
+    }
+
+    fn stats(generated: usize, ttft_ms: u64, decode_ms: u64) -> Stats {
+        Stats {
+            prompt_tokens: if generated > 0 { 5 } else { 0 },
+            time_to_first_token: Duration::from_millis(ttft_ms),
+            generated_tokens: generated,
+            decode_steps: generated.saturating_sub(1),
+            decode_time: Duration::from_millis(decode_ms),
+        }
+    }
+
+    #[test]
+    fn the_report_counts_generated_tokens_and_rates_the_steps_after_the_first() {
+        let load = Duration::from_millis(500);
+        // 32 generated: the first after 0.5 s, 31 more in 3.1 s.
+        let s = stats(32, 500, 3100);
+        let line = summary_line(load, 5, &s, 1_000_000_000);
+        assert!(line.contains("prompt 5 tokens, 10.0 tok/s"), "{line}");
+        assert!(
+            line.contains("generated 32 tokens, the first after 0.50 s"),
+            "{line}"
+        );
+        assert!(
+            line.contains("decode 31 steps after the first, 10.0 tok/s, 10.00 GB/s"),
+            "{line}"
+        );
+        let t = timings_json(load, 5, &s, 1_000_000_000);
+        assert_eq!(t["generated_tokens"], 32);
+        assert_eq!(t["decode_steps_after_first"], 31);
+        assert_eq!(t["decode_tok_s"], 10.0);
+        assert_eq!(t["time_to_first_token_s"], 0.5);
+
+        // One token: no decode rate. None at all (-n 0): no rate of any kind.
+        for (generated, ttft) in [(1, 500), (0, 0)] {
+            let s = stats(generated, ttft, 0);
+            let line = summary_line(load, 5, &s, 1_000_000_000);
+            assert!(
+                line.contains(&format!("generated {}", plural(generated, "token"))),
+                "{line}"
+            );
+            assert!(line.contains("no decode steps after the first"), "{line}");
+            assert!(!line.contains("inf") && !line.contains("NaN"), "{line}");
+            let t = timings_json(load, 5, &s, 1_000_000_000);
+            assert!(
+                t["decode_tok_s"].is_null() && t["effective_gb_s"].is_null(),
+                "{t}"
+            );
+            assert_eq!(t["prompt_tok_s"].is_null(), generated == 0, "{t}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Prints a GGUF file's header, metadata, tensor table and a per-type summary.
 //!
 //! ```text
-//! cargo run --release --example inspect -- model.gguf
+//! cargo run --release --example inspect                  # the default model
+//! cargo run --release --example inspect -- model.gguf     # or -m model.gguf
 //! ```
 //!
 //! A malformed file prints `error: ...` (with the byte offset) and exits with code 1.
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 
 use brass::device::{AdapterChoice, Device, DeviceProfile, WgpuDevice};
 use brass::gguf::{GgufFile, MetaValue};
+use brass::model::default_model_path;
 use brass::quant::GgmlType;
 use brass::router::{plan_gguf, Force};
 use clap::Parser;
@@ -21,8 +23,14 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(version)]
 struct Args {
-    /// The GGUF file to inspect.
-    file: PathBuf,
+    /// The GGUF file to inspect (default: SmolLM2-135M-Instruct Q4_1, fetched into the
+    /// cache on first use, as decode does).
+    #[arg(conflicts_with = "model")]
+    file: Option<PathBuf>,
+
+    /// The GGUF file, as decode takes it.
+    #[arg(short, long)]
+    model: Option<PathBuf>,
 
     /// Show every array element and whole strings instead of a short rendering.
     #[arg(long)]
@@ -53,8 +61,15 @@ fn main() -> ExitCode {
     }
 }
 
+fn model_path(args: &Args) -> brass::Result<PathBuf> {
+    match args.file.as_ref().or(args.model.as_ref()) {
+        Some(path) => Ok(path.clone()),
+        None => default_model_path(),
+    }
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let file = GgufFile::open(&args.file)?;
+    let file = GgufFile::open(model_path(args)?)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let printed = print_header(&mut out, &file)
         .and_then(|()| print_metadata(&mut out, &file, args.full))
@@ -175,4 +190,19 @@ fn print_summary(out: &mut impl Write, file: &GgufFile) -> io::Result<()> {
         "total",
         file.tensors().len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_is_a_path_either_way_or_the_default() {
+        let path = |argv: &[&str]| model_path(&Args::try_parse_from(argv).unwrap()).unwrap();
+        assert_eq!(path(&["inspect", "a.gguf"]), PathBuf::from("a.gguf"));
+        assert_eq!(path(&["inspect", "-m", "a.gguf"]), PathBuf::from("a.gguf"));
+        assert!(Args::try_parse_from(["inspect", "a.gguf", "-m", "b.gguf"]).is_err());
+        // The default model is in the cache wherever the suite runs (CI fetches it first).
+        assert_eq!(path(&["inspect"]), default_model_path().unwrap());
+    }
 }

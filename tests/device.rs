@@ -260,6 +260,16 @@ fn an_unknown_adapter_name_is_a_clear_error() {
     );
 }
 
+/// `--adapter` and `BRASS_ADAPTER` read a number as an index, anything else as a name.
+#[test]
+fn an_adapter_spec_is_an_index_or_a_name() {
+    use brass::device::AdapterChoice;
+    let index = AdapterChoice::parse("3");
+    assert_eq!((index.index, index.name), (Some(3), None));
+    let name = AdapterChoice::parse("NVIDIA");
+    assert_eq!((name.index, name.name.as_deref()), (None, Some("NVIDIA")));
+}
+
 /// A read queued with a submission sees that submission's result, even when later work
 /// that overwrites the buffer was queued before the read is redeemed.
 #[test]

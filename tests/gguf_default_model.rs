@@ -2,7 +2,7 @@
 //!
 //! The model is taken from `$BRASS_MODEL`, else `~/.cache/brass/`. When neither is
 //! there the test prints a note and passes, so that machines without the model can
-//! still run the suite; CI fetches it (see DESIGN.md, "Default model").
+//! still run the suite; CI fetches it (`.ci/run`: `decode -- --fetch-only`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

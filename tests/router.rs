@@ -328,11 +328,66 @@ fn overrides_and_bad_shapes() {
     let r = route_matvec(&p, GgmlType::Q4_K, 4096, 4096, Some(&forced)).unwrap();
     assert_eq!(r.kernel, "matvec/q4_k_scalar");
     assert!(route_matvec(&p, GgmlType::Q6_K, 4096, 4096, Some(&forced)).is_err());
-    assert!("no_such_kernel".parse::<Force>().is_err());
+    // The refusal lists what would have been accepted.
+    let err = "no_such_kernel".parse::<Force>().unwrap_err().to_string();
+    for valid in [
+        "no_such_kernel",
+        "dot4",
+        "coop",
+        "scalar",
+        "q4_k_scalar",
+        "q4_1_coop",
+    ] {
+        assert!(err.contains(valid), "{valid}: {err}");
+    }
     assert!(
         route_matvec(&p, GgmlType::Q4_K, 4096, 576, None).is_err(),
         "576 is not a whole Q4_K block"
     );
     assert!(route_matvec(&p, GgmlType::IQ2_XS, 4096, 4096, None).is_err());
     assert!(route_matvec(&p, GgmlType::Q8_0, 0, 4096, None).is_err());
+}
+
+/// The plan table stays narrow however many layers repeat a route: each row numbers its
+/// reasons, and each clause is written once, in a legend after the aligned rows.
+#[test]
+fn a_plan_prints_each_reason_once_in_a_legend() {
+    use brass::gguf::{GgufBuilder, GgufFile};
+    use brass::router::plan_gguf;
+    let mut b = GgufBuilder::new();
+    for layer in 0..4 {
+        for (name, m) in [("attn_q", 576u64), ("attn_k", 192)] {
+            let bytes = GgmlType::Q4_1.bytes_for(576 * m).unwrap() as usize;
+            b.add_tensor(
+                format!("blk.{layer}.{name}.weight"),
+                GgmlType::Q4_1,
+                &[576, m],
+                vec![0; bytes],
+            )
+            .unwrap();
+        }
+    }
+    let file = GgufFile::from_bytes(b.to_bytes()).unwrap();
+    let plan = plan_gguf(&file, &DeviceProfile::preset("lavapipe").unwrap(), None);
+    let text = plan.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines[1];
+    let reasons_at = header.find("reason").unwrap();
+    let rows = &lines[2..2 + plan.entries.len()];
+    for (row, entry) in rows.iter().zip(&plan.entries) {
+        assert!(row.starts_with(&entry.tensor), "{row}");
+        assert!(row.len() < 120, "{} characters: {row}", row.len());
+        let (columns, numbers) = row.split_at(reasons_at);
+        assert!(
+            columns.ends_with("  ") && !numbers.starts_with(' '),
+            "{row}"
+        );
+        let clauses = &entry.route.as_ref().unwrap().clauses;
+        assert_eq!(numbers.split(' ').count(), clauses.len(), "{row}");
+    }
+    for entry in &plan.entries {
+        for clause in &entry.route.as_ref().unwrap().clauses {
+            assert_eq!(text.matches(clause.as_str()).count(), 1, "{clause}\n{text}");
+        }
+    }
 }

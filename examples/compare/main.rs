@@ -4,7 +4,7 @@
 //! report with SVG charts.
 //!
 //! ```text
-//! cargo run --release --example compare -- [--adapter NAME] [--quick] [-n 64] \
+//! cargo run --release --example compare -- [--adapter INDEX|NAME] [--quick] [-n 64] \
 //!     [--model PATH | --synthetic llama3-8b [--layers N]] -o results/h200.json
 //! cargo run --release --example compare -- --merge results/*.json -o results/
 //! ```
@@ -33,7 +33,8 @@ use result::{CompareFile, DeviceRun, FORMAT};
 #[derive(Parser, Debug)]
 #[command(about = "brass cross-GPU comparison: bandwidth probe, matvec suite, decode")]
 struct Args {
-    /// Only adapters whose name contains this (default: every adapter).
+    /// Only this adapter: an index (as examples/devices lists them) or a name substring
+    /// (default: every adapter).
     #[arg(long)]
     adapter: Option<String>,
     /// Small suite and few tokens: for lavapipe and smoke tests.
@@ -195,12 +196,16 @@ fn measure(args: &Args) -> Result<(), String> {
         };
         Some((file, name))
     };
+    let wanted = args.adapter.as_deref().map(AdapterChoice::parse);
     let adapters: Vec<_> = list_adapters()
         .into_iter()
         .filter(|a| {
-            args.adapter
-                .as_ref()
-                .is_none_or(|n| a.name.to_lowercase().contains(&n.to_lowercase()))
+            wanted.as_ref().is_none_or(|w| {
+                w.index.is_none_or(|i| i == a.index)
+                    && w.name
+                        .as_ref()
+                        .is_none_or(|n| a.name.to_lowercase().contains(&n.to_lowercase()))
+            })
         })
         .collect();
     if adapters.is_empty() {

@@ -218,7 +218,7 @@ pub fn markdown(entries: &[Entry]) -> String {
 }
 
 /// llama.cpp's decode figures for the same model shapes on the same GPU, as the project
-/// recorded them (DESIGN.md, "Performance facts"): measured outside brass, shown so
+/// recorded them: measured outside brass, shown so
 /// brass's rows can be read beside them. (device name fragment, model shape, backend,
 /// tg128 tok/s)
 const LLAMA_CPP_TG128: &[(&str, &str, &str, f64)] = &[

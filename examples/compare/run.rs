@@ -80,6 +80,10 @@ pub fn matvec_suite(
 ) -> brass::Result<Vec<MatvecCase>> {
     let cache = PipelineCache::new();
     let mut cases = Vec::new();
+    eprintln!(
+        "  {:<28} {:<5} {:<7} {:>13} {:>13} {:>6}",
+        "shape", "type", "family", "median", "bandwidth", "probe"
+    );
     for &(label, m, k, types) in if quick { QUICK } else { FULL } {
         for &ty in types {
             for family in Family::ALL {

@@ -75,7 +75,9 @@ const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
 impl DeviceProfile {
-    /// A named profile of hardware brass targets; figures as in DESIGN.md.
+    /// A named profile of hardware brass targets ([`PRESETS`]), for routing without
+    /// that hardware: limits as its driver reports them, and the vendor's peak
+    /// bandwidth.
     pub fn preset(name: &str) -> Result<Self> {
         let base = DeviceProfile {
             backend: Backend::Vulkan,

@@ -32,20 +32,28 @@ pub struct AdapterChoice {
 }
 
 impl AdapterChoice {
-    /// `BRASS_ADAPTER` (a name substring or an index) and `BRASS_BACKEND`
+    /// `BRASS_ADAPTER` (read by [`AdapterChoice::parse`]) and `BRASS_BACKEND`
     /// (`vulkan`, `metal`, `dx12`, `gl`).
     pub fn from_env() -> Self {
-        let mut choice = AdapterChoice::default();
-        if let Ok(v) = std::env::var("BRASS_ADAPTER") {
-            match v.parse::<usize>() {
-                Ok(i) => choice.index = Some(i),
-                Err(_) => choice.name = Some(v),
-            }
-        }
+        let mut choice = std::env::var("BRASS_ADAPTER")
+            .map(|v| AdapterChoice::parse(&v))
+            .unwrap_or_default();
         if let Ok(v) = std::env::var("BRASS_BACKEND") {
             choice.backend = parse_backend(&v);
         }
         choice
+    }
+
+    /// An index into `list_adapters()` if `spec` is a number, else a name substring: how
+    /// `BRASS_ADAPTER` and the examples' `--adapter` read it.
+    pub fn parse(spec: &str) -> Self {
+        match spec.trim().parse::<usize>() {
+            Ok(index) => AdapterChoice {
+                index: Some(index),
+                ..Default::default()
+            },
+            Err(_) => AdapterChoice::by_name(spec),
+        }
     }
 
     pub fn by_name(name: &str) -> Self {

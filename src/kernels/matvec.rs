@@ -2,7 +2,7 @@
 //! x and y f32. A kernel may ask for its blocks' fields rearranged on upload
 //! ([`Layout`]); the bytes and the row parts stay the same.
 //!
-//! Families (see DESIGN.md, "Kernels"):
+//! Families:
 //! - `Scalar`: one invocation per row, byte-at-a-time reads; core WGSL only.
 //! - `Coop`: one subgroup per row, x staged per workgroup as f16 or f32 in K-tiles, the
 //!   dot in floats: exact activations.
@@ -558,7 +558,7 @@ pub struct RowPart {
     pub workgroups: [u32; 3],
 }
 
-/// The dispatches computing y[y_first + i] = (W·x)[i] for weights bound part by part.
+/// The dispatches computing `y[y_first + i] = (W·x)[i]` for weights bound part by part.
 ///
 /// `weights[i]` holds the rows of `parts[i]`; `x` holds K floats, `y` at least
 /// `y_first` + M. `y_first` lets matvecs that share an input write side by side into

@@ -11,7 +11,7 @@ mod session;
 pub mod synthetic;
 
 pub use fetch::{cache_dir, default_model_path, DEFAULT_MODEL_FILE};
-pub use session::{Generate, Prompt, Session, Token};
+pub use session::{Generate, Prompt, Session, Stats, Token};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -248,6 +248,10 @@ pub enum Input {
     Previous,
 }
 
+/// A llama-architecture model's weights on a device, with its KV cache and the
+/// per-token command list: [`step`](Model::step) and [`forward`](Model::forward) run
+/// one token at a position. It has no tokenizer; [`Session`] pairs it with one and
+/// tracks the position.
 pub struct Model {
     device: Arc<dyn Device>,
     config: Config,

@@ -8,7 +8,7 @@ use super::{Input, LoadOptions, Model};
 use crate::device::{Device, ReadTicket};
 use crate::gguf::GgufFile;
 use crate::sampling::{Sampler, SamplerConfig};
-use crate::tokenizer::{TokenStreamDecoder, Tokenizer};
+use crate::tokenizer::{ChatMessage, TokenStreamDecoder, Tokenizer};
 use crate::{Error, Result};
 
 /// One generated token and the text it completed (empty while a multi-byte character
@@ -45,32 +45,50 @@ impl<'a> From<&'a Vec<u32>> for Prompt<'a> {
     }
 }
 
-/// Wall-clock counts since the session was created or reset.
-#[derive(Clone, Debug, Default)]
+/// What a session has done since it was created or [reset](Session::reset), summed
+/// over its [`generate`](Session::generate) and [`chat`](Session::chat) calls, with
+/// wall-clock times.
+///
+/// A call's first token comes out of the step that takes the last prompt token, so it
+/// is timed with the prompt (`time_to_first_token`); decode speed is over the steps
+/// after it.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
+    /// Tokens fed as prompts (with the token a previous call generated last, which is
+    /// fed at the start of the next call).
     pub prompt_tokens: usize,
-    pub prompt_time: Duration,
+    /// From each call's first `next()` to its first token: the prompt pass.
+    pub time_to_first_token: Duration,
+    /// Tokens the streams yielded. The end-of-generation token that stops a stream is
+    /// not yielded and not counted.
     pub generated_tokens: usize,
+    /// Steps after each call's first token, each sampling one token (the last may be
+    /// the end-of-generation token).
+    pub decode_steps: usize,
+    /// Time spent in those steps.
     pub decode_time: Duration,
 }
 
-/// A model with a tokenizer and a conversation state.
-///
-/// ```no_run
-/// use std::sync::Arc;
-/// use brass::device::{AdapterChoice, WgpuDevice};
-/// use brass::model::{default_model_path, LoadOptions, Session};
-/// use brass::sampling::{Sampler, SamplerConfig};
-///
-/// # fn main() -> brass::Result<()> {
-/// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
-/// let mut session = Session::load(device, default_model_path()?, &LoadOptions::default())?;
-/// for token in session.generate("The capital of France is", 16, Sampler::new(SamplerConfig::greedy()))? {
-///     print!("{}", token?.text);
-/// }
-/// # Ok(())
-/// # }
-/// ```
+impl Stats {
+    /// Prompt tokens per second over `time_to_first_token`; `None` before any prompt.
+    pub fn prompt_tokens_per_second(&self) -> Option<f64> {
+        per_second(self.prompt_tokens, self.time_to_first_token)
+    }
+
+    /// Decode steps per second after the first token; `None` until a call has
+    /// generated a second token.
+    pub fn decode_tokens_per_second(&self) -> Option<f64> {
+        per_second(self.decode_steps, self.decode_time)
+    }
+}
+
+fn per_second(count: usize, time: Duration) -> Option<f64> {
+    (count > 0 && !time.is_zero()).then(|| count as f64 / time.as_secs_f64())
+}
+
+/// A model with a tokenizer and a conversation state: the tokens in the model's KV
+/// cache. [`generate`](Session::generate) continues from them; [`chat`](Session::chat)
+/// renders a conversation with the model's chat template. The crate root has an example.
 pub struct Session {
     model: Model,
     tokenizer: Tokenizer,
@@ -152,9 +170,12 @@ impl Session {
     /// Feeds `prompt` (after any token generated last time), then yields up to
     /// `max_tokens` tokens, stopping early at end-of-generation. Each item costs one
     /// decode step; the prompt is processed on the first `next()`.
-    pub fn generate<'s>(
+    ///
+    /// Prompt ids outside the vocabulary, and prompts longer than the room left in the
+    /// context, are errors here, before anything runs.
+    pub fn generate<'s, 'p>(
         &'s mut self,
-        prompt: impl Into<Prompt<'s>>,
+        prompt: impl Into<Prompt<'p>>,
         max_tokens: usize,
         sampler: Sampler,
     ) -> Result<Generate<'s>> {
@@ -211,6 +232,42 @@ impl Session {
         })
     }
 
+    /// The assistant's reply to `messages`, rendered with the model's chat template
+    /// (`tokenizer.chat_template`, ending with the assistant's turn header): a token
+    /// stream as [`generate`](Session::generate) returns.
+    ///
+    /// Pass the whole conversation each time, with the replies so far as
+    /// [`ChatMessage::assistant`] turns. When the rendered conversation starts with the
+    /// tokens already in the KV cache, only the rest is fed; otherwise the conversation
+    /// is fed from position 0.
+    pub fn chat<'s>(
+        &'s mut self,
+        messages: &[ChatMessage],
+        max_tokens: usize,
+        sampler: Sampler,
+    ) -> Result<Generate<'s>> {
+        let text = self.tokenizer.apply_chat_template(messages, true)?;
+        let ids = self.tokenizer.encode(&text, true, true);
+        if ids.len() > self.model.context() {
+            return Err(Error::Invalid(format!(
+                "the conversation has {} tokens but the context holds {} \
+                 (raise LoadOptions::context)",
+                ids.len(),
+                self.model.context()
+            )));
+        }
+        let cached = &self.history[..self.pos];
+        let kept = if ids.len() > cached.len() && ids.starts_with(cached) {
+            cached.len()
+        } else {
+            0
+        };
+        self.pos = kept;
+        self.history.truncate(kept);
+        self.unfed = None;
+        self.generate(&ids[kept..], max_tokens, sampler)
+    }
+
     /// Greedy decode with the default sampler settings made explicit.
     pub fn greedy(&mut self, prompt: &[u32], max_tokens: usize) -> Result<Vec<u32>> {
         self.generate(prompt, max_tokens, Sampler::new(SamplerConfig::greedy()))?
@@ -219,7 +276,7 @@ impl Session {
     }
 }
 
-/// The token stream of [`Session::generate`].
+/// The token stream of [`Session::generate`] and [`Session::chat`].
 pub struct Generate<'s> {
     model: &'s Model,
     tokenizer: &'s Tokenizer,
@@ -289,9 +346,9 @@ impl Generate<'_> {
         let elapsed = start.elapsed();
         if self.produced == 0 {
             self.stats.prompt_tokens += self.prompt.len();
-            self.stats.prompt_time += elapsed;
+            self.stats.time_to_first_token += elapsed;
         } else {
-            self.stats.generated_tokens += 1;
+            self.stats.decode_steps += 1;
             self.stats.decode_time += elapsed;
         }
         Ok(next)
@@ -328,6 +385,7 @@ impl Iterator for Generate<'_> {
             self.done = true;
             return None;
         }
+        self.stats.generated_tokens += 1;
         if self.produced >= self.max_tokens {
             self.done = true;
         }

@@ -6,7 +6,7 @@
 
 mod plan;
 
-pub use plan::{plan_gguf, Plan, PlanEntry};
+pub use plan::{plan_gguf, write_route_table, Plan, PlanEntry, RouteRow};
 
 use serde::Serialize;
 
@@ -31,7 +31,18 @@ impl std::str::FromStr for Force {
         }
         matvec::find_by_name(s)
             .map(|k| Force::Kernel(k.name.to_string()))
-            .ok_or_else(|| Error::Invalid(format!("no kernel or family named `{s}`")))
+            .ok_or_else(|| {
+                let families: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+                let kernels: Vec<&str> = matvec::MATVEC_KERNELS
+                    .iter()
+                    .map(|k| k.name.trim_start_matches("matvec/"))
+                    .collect();
+                Error::Invalid(format!(
+                    "no kernel or family named `{s}`: the families are {}; the kernels are {}",
+                    families.join(", "),
+                    kernels.join(", ")
+                ))
+            })
     }
 }
 
