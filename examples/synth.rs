@@ -3,6 +3,10 @@
 //! ```text
 //! cargo run --release --example synth -- --preset llama3-8b [--layers 4] [--mix q4_k_m] -o out.gguf
 //! ```
+//!
+//! `-o` must be a new path or a regular file, which is replaced by a rename once the
+//! whole model is written; a directory, device node, FIFO, socket or symbolic link there
+//! is refused and left alone (give a link's target to write there).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,7 +49,7 @@ fn main() -> brass::Result<()> {
         spec.name,
         spec.mix,
         spec.layers,
-        spec.tensor_bytes() as f64 / 1e9
+        spec.tensor_bytes()? as f64 / 1e9
     );
     let t = Instant::now();
     let mut last_pct = u64::MAX;

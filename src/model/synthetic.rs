@@ -19,7 +19,7 @@
 //! ```
 
 use std::fmt;
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::str::FromStr;
@@ -83,6 +83,14 @@ pub struct SyntheticSpec {
     /// Seeds the random weights; the same spec and seed give the same file.
     pub seed: u64,
 }
+
+/// Bounds that refuse a mistyped shape (`--layers 18446744073709551615`) at once, where
+/// building its tensor table or vocabulary would grow memory without end. Real models
+/// have at most a few hundred layers, vocabularies of up to about 260K tokens, and
+/// (Llama-3.1-405B at F16) 0.8 TB of tensors.
+pub const MAX_LAYERS: u64 = 1 << 16;
+pub const MAX_VOCAB: u64 = 1 << 20;
+pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 
 /// The names [`SyntheticSpec::preset`] accepts.
 pub const PRESETS: [&str; 5] = [
@@ -188,12 +196,33 @@ impl SyntheticSpec {
         out
     }
 
-    /// Bytes of tensor data (the file is this plus its header and padding).
-    pub fn tensor_bytes(&self) -> u64 {
-        self.tensors()
-            .iter()
-            .map(|(_, ty, dims)| ty.bytes_for(dims.iter().product()).unwrap_or(0))
-            .sum()
+    /// Bytes of tensor data (the file is this plus its header and padding), counted with
+    /// checked arithmetic after the spec's checks: a shape past [`MAX_LAYERS`],
+    /// [`MAX_VOCAB`] or [`MAX_TENSOR_BYTES`] is refused with its numbers.
+    pub fn tensor_bytes(&self) -> Result<u64> {
+        self.check()?;
+        let mut total = 0u64;
+        for (name, ty, dims) in self.tensors() {
+            let bytes = dims
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .and_then(|n| ty.bytes_for(n));
+            total = bytes.and_then(|b| total.checked_add(b)).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "synthetic `{}`: tensor {name} ({ty:?}, dims {dims:?}) takes the total past \
+                     2^64 bytes",
+                    self.name
+                ))
+            })?;
+        }
+        if total > MAX_TENSOR_BYTES {
+            return Err(Error::Invalid(format!(
+                "synthetic `{}`: {total} bytes of tensors ({} layers) exceed the bound of \
+                 {MAX_TENSOR_BYTES} (1 TiB)",
+                self.name, self.layers
+            )));
+        }
+        Ok(total)
     }
 
     /// The type of a matrix whose rows are `cols` long, falling back like llama.cpp's
@@ -225,6 +254,19 @@ impl SyntheticSpec {
         if self.hidden == 0 || self.ffn == 0 || self.layers == 0 || self.vocab == 0 {
             return bad("hidden, ffn, layers and vocab must be nonzero".into());
         }
+        // Before anything builds the tensor table or vocabulary, whose sizes these are.
+        if self.layers > MAX_LAYERS {
+            return bad(format!(
+                "{} layers exceed the bound of {MAX_LAYERS}",
+                self.layers
+            ));
+        }
+        if self.vocab > MAX_VOCAB {
+            return bad(format!(
+                "vocab {} exceeds the bound of {MAX_VOCAB}",
+                self.vocab
+            ));
+        }
         if self.heads == 0 || !self.hidden.is_multiple_of(self.heads) {
             return bad(format!(
                 "{} heads do not divide {}",
@@ -251,7 +293,7 @@ impl SyntheticSpec {
 
     /// The builder with all metadata and every tensor deferred.
     pub fn builder(&self) -> Result<GgufBuilder> {
-        self.check()?;
+        self.tensor_bytes()?;
         let mut b = GgufBuilder::new();
         let u32_of = |v: u64, what: &str| {
             u32::try_from(v).map_err(|_| Error::Invalid(format!("{what} {v} exceeds u32")))
@@ -368,9 +410,13 @@ fn byte_char(b: u8) -> char {
 /// tensor size.
 const CHUNK_BLOCKS: usize = 1 << 14;
 
-/// Writes the model to `path` (through a temporary file renamed at the end, so an
-/// interrupted run never leaves a truncated model behind), calling
-/// `progress(bytes_written, file_size)` after each chunk.
+/// Writes the model to `path`, calling `progress(bytes_written, file_size)` after each
+/// chunk. The file is written beside `path` under a temporary name and renamed over it at
+/// the end, so an interrupted run never leaves a truncated model behind; `path` must be
+/// new or a regular file. Anything else there (a directory, a device node such as
+/// `/dev/full`, a FIFO, a socket, and a symbolic link, whatever it points to) is refused
+/// before anything is written and left as it was: a rename would replace the node or the
+/// link itself, not write through it. Give a link's target path to write there.
 pub fn write_synthetic(
     spec: &SyntheticSpec,
     path: impl AsRef<Path>,
@@ -384,10 +430,21 @@ pub fn write_synthetic(
         let p = p.to_path_buf();
         move |source| Error::Io { path: p, source }
     };
-    let tmp = path.with_extension(format!("partial-{}", std::process::id()));
-    let file = File::create(&tmp).map_err(io_err(&tmp))?;
+    check_output(path)?;
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| Error::Invalid(format!("{}: not a file path", path.display())))?;
+    let mut tmp_name = file_name.to_os_string();
+    tmp_name.push(format!(".partial-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    // create_new: never through a link or file someone left at the temporary name.
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io_err(&tmp))?;
     let mut w = BufWriter::with_capacity(1 << 20, file);
-    let header = total - spec.tensor_bytes();
+    let header = total - spec.tensor_bytes()?;
     let mut done = 0u64;
     let result = builder.write_streaming(&mut w, |index, out: &mut dyn Write| {
         let (_, ty, dims) = &tensors[index];
@@ -409,14 +466,68 @@ pub fn write_synthetic(
         progress((header + done).min(total), total);
         Ok(())
     });
-    let result = result.and_then(|()| w.into_inner().map_err(io::IntoInnerError::into_error));
-    if let Err(e) = result {
+    let result = result
+        .and_then(|()| w.into_inner().map_err(io::IntoInnerError::into_error))
+        .map_err(io_err(path))
+        // Again: the write takes minutes, time enough for `path` to become something else.
+        .and_then(|_| check_output(path))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(io_err(path)));
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io_err(path)(e));
     }
-    std::fs::rename(&tmp, path).map_err(io_err(path))?;
+    result?;
     progress(total, total);
     Ok(())
+}
+
+/// `Ok` when `path` does not exist or is a regular file (not a link to one).
+fn check_output(path: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+        Ok(meta) if meta.is_file() => return Ok(()),
+        Ok(meta) => meta,
+    };
+    let ft = meta.file_type();
+    let what = if ft.is_symlink() {
+        let target = std::fs::read_link(path).unwrap_or_default();
+        format!("a symbolic link (to {})", target.display())
+    } else if ft.is_dir() {
+        "a directory".into()
+    } else {
+        special_file_kind(ft).into()
+    };
+    Err(Error::Invalid(format!(
+        "{} is {what}, not a regular file: refusing to replace it (write to a new path, \
+         over a regular file, or to a link's target path)",
+        path.display()
+    )))
+}
+
+#[cfg(unix)]
+fn special_file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_file_kind(_: std::fs::FileType) -> &'static str {
+    "a special file"
 }
 
 #[cfg(test)]
