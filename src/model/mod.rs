@@ -62,12 +62,21 @@ impl Config {
         }
         let key = |k: &str| format!("{arch}.{k}");
         let u = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
-        let dim = u("embedding_length")?;
+        // An optional key is the default only when absent: one of the wrong type fails.
+        let u_or = |k: &str, default: usize| match file.get(&key(k)) {
+            Some(_) => u(k),
+            None => Ok(default),
+        };
+        let positive = |k: &str, v: usize| match v {
+            0 => Err(Error::Metadata {
+                key: key(k),
+                what: "is 0, must be positive".into(),
+            }),
+            v => Ok(v),
+        };
+        let dim = positive("embedding_length", u("embedding_length")?)?;
         let n_heads = u("attention.head_count")?;
-        let n_kv_heads = file
-            .get_u32(&key("attention.head_count_kv"))
-            .map(|v| v as usize)
-            .unwrap_or(n_heads);
+        let n_kv_heads = u_or("attention.head_count_kv", n_heads)?;
         if n_heads == 0 || dim % n_heads != 0 {
             return Err(Error::Metadata {
                 key: key("attention.head_count"),
@@ -81,16 +90,29 @@ impl Config {
             });
         }
         let head_dim = dim / n_heads;
-        let rope_dim = file
-            .get_u32(&key("rope.dimension_count"))
-            .map(|v| v as usize)
-            .unwrap_or(head_dim);
+        let rope_dim = u_or("rope.dimension_count", head_dim)?;
         if rope_dim == 0 || rope_dim > head_dim || !rope_dim.is_multiple_of(2) {
             return Err(Error::Metadata {
                 key: key("rope.dimension_count"),
                 what: format!("{rope_dim} is not an even number up to the head size {head_dim}"),
             });
         }
+        let positive_finite = |k: &str, default: f32| -> Result<f32> {
+            let key = key(k);
+            let value = match file.get(&key) {
+                Some(_) => file.get_f32(&key)?,
+                None => default,
+            };
+            if !(value.is_finite() && value > 0.0) {
+                return Err(Error::Metadata {
+                    key,
+                    what: format!("{value} is not a positive finite number"),
+                });
+            }
+            Ok(value)
+        };
+        let rope_base = positive_finite("rope.freq_base", 10_000.0)?;
+        let eps = positive_finite("attention.layer_norm_rms_epsilon", 1e-5)?;
         let token_embd = file
             .tensor("token_embd.weight")
             .ok_or_else(|| Error::Invalid("the model has no `token_embd.weight` tensor".into()))?;
@@ -102,15 +124,10 @@ impl Config {
             n_kv_heads,
             head_dim,
             rope_dim,
-            rope_base: file
-                .get_f32(&key("rope.freq_base"))
-                .map(f64::from)
-                .unwrap_or(10_000.0),
-            eps: file
-                .get_f32(&key("attention.layer_norm_rms_epsilon"))
-                .unwrap_or(1e-5),
+            rope_base: rope_base.into(),
+            eps,
             vocab: token_embd.rows() as usize,
-            context_length: u("context_length").unwrap_or(2048),
+            context_length: positive("context_length", u_or("context_length", 2048)?)?,
             architecture: arch,
         })
     }
