@@ -6,9 +6,11 @@ mod common;
 use std::io::Read;
 
 use brass::gguf::{GgufBuilder, GgufFile, MetaValue};
-use brass::model::synthetic::{QuantMix, SyntheticSpec};
-use brass::model::Config;
+use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+use brass::model::{check_weights, default_model_path, Config};
+use brass::quant::{Block, BlockQ4K, BlockQ6K};
 use brass::Error;
+use half::f16;
 
 fn tiny() -> SyntheticSpec {
     SyntheticSpec {
@@ -25,6 +27,30 @@ fn tiny() -> SyntheticSpec {
         lm_head: None,
         seed: 7,
     }
+}
+
+/// The tiny model's file (random, valid blocks; norms 1.0) as bytes.
+fn tiny_bytes(spec: &SyntheticSpec) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("brass-non-finite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.gguf", spec.name));
+    write_synthetic(spec, &path, |_, _| {}).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    bytes
+}
+
+/// `bytes` with `value` written at `at` bytes into block `block` of `tensor`.
+fn patched(mut bytes: Vec<u8>, tensor: &str, block: u64, at: usize, value: &[u8]) -> GgufFile {
+    let file = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let t = file.tensor(tensor).unwrap();
+    let start = (file.data_offset() + t.offset) as usize + block as usize * t.ty.type_size() + at;
+    bytes[start..start + value.len()].copy_from_slice(value);
+    GgufFile::from_bytes(bytes).unwrap()
+}
+
+fn scale_offset<B: Block>(field: &str) -> usize {
+    B::SCALES.iter().find(|(f, _)| *f == field).unwrap().1
 }
 
 /// The tiny model's header with `edit` applied, its tensors zero (enough for anything
@@ -98,4 +124,54 @@ fn integer_hyperparameters_must_be_positive_and_of_their_type() {
             "{key} as a float"
         );
     }
+}
+
+#[test]
+fn check_weights_names_the_tensor_block_and_scale() {
+    let bytes = tiny_bytes(&tiny());
+    check_weights(&GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap();
+    check_weights(&GgufFile::open(default_model_path().unwrap()).unwrap()).unwrap();
+
+    let inf = f16::INFINITY.to_le_bytes();
+    let cases = [
+        (
+            "blk.0.attn_k.weight",
+            37,
+            scale_offset::<BlockQ4K>("dmin"),
+            &inf[..],
+            "block 37 of 128 has scale `dmin` = inf",
+        ),
+        (
+            "blk.1.ffn_down.weight",
+            0,
+            scale_offset::<BlockQ6K>("d"),
+            &f16::NAN.to_le_bytes()[..],
+            "block 0 of 512 has scale `d` = NaN",
+        ),
+        (
+            "blk.1.ffn_norm.weight",
+            255,
+            0,
+            &f32::NEG_INFINITY.to_le_bytes()[..],
+            "element 255 of 256 is -inf",
+        ),
+    ];
+    for (tensor, block, at, value, expected) in cases {
+        let file = patched(bytes.clone(), tensor, block, at, value);
+        match check_weights(&file) {
+            Err(Error::NonFinite(what)) => {
+                assert!(what.contains(&format!("`{tensor}`")), "{what}");
+                assert!(what.contains(expected), "{what}");
+            }
+            other => panic!("{tensor}: {other:?}"),
+        }
+    }
+    // Two bad tensors: the first in file order is named.
+    let file = patched(bytes, "blk.1.attn_q.weight", 3, 0, &inf);
+    let mut both = file.as_bytes().to_vec();
+    let t = file.tensor("blk.0.ffn_up.weight").unwrap();
+    let start = (file.data_offset() + t.offset) as usize;
+    both[start..start + 2].copy_from_slice(&inf);
+    let err = check_weights(&GgufFile::from_bytes(both).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("`blk.0.ffn_up.weight`"), "{err}");
 }

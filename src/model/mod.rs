@@ -7,10 +7,12 @@
 //! 4-byte id back per token (or nothing, when the host queues ahead).
 
 mod fetch;
+mod non_finite;
 mod session;
 pub mod synthetic;
 
 pub use fetch::{cache_dir, default_model_path, DEFAULT_MODEL_FILE};
+pub use non_finite::check_weights;
 pub use session::{Generate, Prompt, Session, Token};
 
 use std::path::Path;
