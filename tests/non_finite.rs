@@ -7,8 +7,13 @@ use std::io::Read;
 
 use brass::gguf::{GgufBuilder, GgufFile, MetaValue};
 use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
-use brass::model::{check_weights, default_model_path, Config};
+use std::sync::Arc;
+
+use brass::device::Device;
+use brass::model::{check_weights, default_model_path, Config, LoadOptions, Model, Session};
 use brass::quant::{Block, BlockQ4K, BlockQ6K};
+use brass::sampling::{Sampler, SamplerConfig};
+use brass::tokenizer::Tokenizer;
 use brass::Error;
 use half::f16;
 
@@ -33,7 +38,10 @@ fn tiny() -> SyntheticSpec {
 fn tiny_bytes(spec: &SyntheticSpec) -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("brass-non-finite-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.gguf", spec.name));
+    // Tests run in parallel: each call writes its own file.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("{}-{call}.gguf", spec.name));
     write_synthetic(spec, &path, |_, _| {}).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
@@ -174,4 +182,83 @@ fn check_weights_names_the_tensor_block_and_scale() {
     both[start..start + 2].copy_from_slice(&inf);
     let err = check_weights(&GgufFile::from_bytes(both).unwrap()).unwrap_err();
     assert!(err.to_string().contains("`blk.0.ffn_up.weight`"), "{err}");
+}
+
+fn session(file: &GgufFile) -> Session {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        context: Some(16),
+        ..Default::default()
+    };
+    let model = Model::from_gguf(device, file, &options).unwrap();
+    Session::new(model, Tokenizer::from_gguf(file).unwrap())
+}
+
+/// What generating from a three-token prompt gives, greedy on the GPU and sampled on
+/// the CPU: the first item must be the error (never an empty or any other success).
+fn generate_errors(file: &GgufFile) -> [String; 2] {
+    let mut s = session(file);
+    let samplers = [
+        SamplerConfig::greedy(),
+        SamplerConfig {
+            temperature: 0.8,
+            ..SamplerConfig::default()
+        },
+    ];
+    samplers.map(|config| {
+        s.reset();
+        let temperature = config.temperature;
+        let mut tokens = s
+            .generate(&[5u32, 6, 7][..], 4, Sampler::new(config))
+            .unwrap();
+        match tokens.next() {
+            Some(Err(Error::NonFinite(what))) => {
+                assert!(tokens.next().is_none(), "{what}: generation went on");
+                what
+            }
+            other => panic!("temperature {temperature}: {other:?}"),
+        }
+    })
+}
+
+#[test]
+fn infinite_scales_in_one_tensor_fail_the_step_naming_position_and_tensor() {
+    let good = tiny_bytes(&tiny());
+    // The good model decodes: the check does not fire on finite logits.
+    let mut s = session(&GgufFile::from_bytes(good.clone()).unwrap());
+    assert_eq!(s.greedy(&[5, 6, 7], 3).unwrap().len(), 3);
+    drop(s);
+
+    // blk.0's q, k and v are one stacked matrix: the replay still names k.
+    let inf = f16::INFINITY.to_le_bytes();
+    let file = patched(good, "blk.0.attn_k.weight", 37, 0, &inf);
+    for what in generate_errors(&file) {
+        assert!(what.contains("non-finite logits at position 2"), "{what}");
+        assert!(what.contains("of 512 are NaN or infinite"), "{what}");
+        assert!(what.contains("came out of `blk.0.attn_k.weight`"), "{what}");
+    }
+}
+
+#[test]
+fn a_data_section_of_0xff_fails_the_check_and_the_step() {
+    let mut bytes = tiny_bytes(&tiny());
+    let data = GgufFile::from_bytes(bytes.clone()).unwrap().data_offset() as usize;
+    bytes[data..].fill(0xFF);
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let err = check_weights(&file).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`token_embd.weight` (Q4_K) block 0 of 512 has scale `d` = NaN"),
+        "{err}"
+    );
+    for what in generate_errors(&file) {
+        assert!(
+            what.contains("non-finite logits at position 2: 512 of 512"),
+            "{what}"
+        );
+        assert!(
+            what.contains("came out of the embedding lookup in `token_embd.weight`"),
+            "{what}"
+        );
+    }
 }

@@ -13,6 +13,7 @@ pub mod synthetic;
 
 pub use fetch::{cache_dir, default_model_path, DEFAULT_MODEL_FILE};
 pub use non_finite::check_weights;
+use non_finite::Probes;
 pub use session::{Generate, Prompt, Session, Token};
 
 use std::path::Path;
@@ -24,7 +25,8 @@ use crate::device::{
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
 use crate::kernels::ops::{
-    rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_MAX_GROUPS,
+    rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS,
+    ARGMAX_TOKEN_WORDS,
 };
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
@@ -254,8 +256,17 @@ struct Activations {
     logits: Slice,
     /// The first argmax stage's candidates.
     argmax_scratch: Slice,
-    /// The current token id (u32): written by the host or by argmax, read by embed.
+    /// The current token id (u32): written by the host or by argmax, read by embed;
+    /// then argmax's non-finite count and the id the step embedded.
     token: Slice,
+}
+
+/// A step queued by [`Model::step_read`]: redeem it with [`Model::token`].
+#[derive(Debug)]
+#[must_use = "a ticket holds a staging buffer until it is redeemed"]
+pub struct StepTicket {
+    read: ReadTicket,
+    pos: usize,
 }
 
 /// Where a decode step's token comes from.
@@ -634,8 +645,8 @@ impl Model {
             hidden: storage("ffn hidden", ffn)?,
             scores: storage("attention scores", config.n_heads as u64 * n_ctx as u64)?,
             logits: storage("logits", vocab)?,
-            argmax_scratch: storage("argmax candidates", 2 * ARGMAX_MAX_GROUPS)?,
-            token: storage("token", 1)?,
+            argmax_scratch: storage("argmax candidates", ARGMAX_SCRATCH_WORDS)?,
+            token: storage("token", ARGMAX_TOKEN_WORDS)?,
         };
         Ok(Model {
             device,
@@ -716,15 +727,24 @@ impl Model {
     /// Like `step`, and queues a read-back of the greedy id it produces. Redeem the
     /// ticket with `token`; meanwhile the next step can already be queued with
     /// `Input::Previous`, so the GPU never waits for the CPU between tokens.
-    pub fn step_read(&self, input: Input, pos: usize) -> Result<ReadTicket> {
+    pub fn step_read(&self, input: Input, pos: usize) -> Result<StepTicket> {
         let list = self.prepare(input, pos)?;
-        self.device.submit_read(&list, self.act.token)
+        Ok(StepTicket {
+            read: self.device.submit_read(&list, self.act.token)?,
+            pos,
+        })
     }
 
-    /// The greedy id a `step_read` produced (waits for that step only).
-    pub fn token(&self, ticket: ReadTicket) -> Result<u32> {
-        let bytes = self.device.finish_read(ticket)?;
-        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    /// The greedy id a `step_read` produced (waits for that step only), or
+    /// `Error::NonFinite` if any of the step's logits was NaN or infinite: the count
+    /// comes back in the same read.
+    pub fn token(&self, ticket: StepTicket) -> Result<u32> {
+        let bytes = self.device.finish_read(ticket.read)?;
+        let [id, non_finite, embedded]: [u32; 3] = bytemuck::pod_read_unaligned(&bytes[..12]);
+        if non_finite > 0 {
+            return Err(self.non_finite_logits(ticket.pos, embedded, non_finite));
+        }
+        Ok(id)
     }
 
     /// Checks the position and input, uploads an explicit token, records the step.
@@ -755,15 +775,23 @@ impl Model {
         self.token(ticket)
     }
 
-    /// One decode step; returns all logits (for sampling and tests).
+    /// One decode step; returns all logits (for sampling and tests), or
+    /// `Error::NonFinite` if any is NaN or infinite.
     pub fn forward_logits(&self, input: Input, pos: usize) -> Result<Vec<f32>> {
         self.step(input, pos)?;
-        crate::device::read_f32(
+        let logits = crate::device::read_f32(
             self.device.as_ref(),
             self.act.logits.buffer,
             0,
             self.config.vocab,
-        )
+        )?;
+        let non_finite = logits.iter().filter(|v| !v.is_finite()).count();
+        if non_finite > 0 {
+            let token = self.device.read(self.act.token.buffer, 8, 4)?;
+            let embedded = bytemuck::pod_read_unaligned(&token);
+            return Err(self.non_finite_logits(pos, embedded, non_finite as u32));
+        }
+        Ok(logits)
     }
 
     /// The whole token as one command list:
@@ -774,12 +802,24 @@ impl Model {
     /// next block's input norm, or the output norm after the last layer), so xn always
     /// holds norm(x) for the block about to run.
     fn record(&self, pos: u64) -> Result<CommandList> {
+        self.record_probed(pos, &mut Probes::default())
+    }
+
+    /// `record`, noting in `probes` where each op's output can be read back.
+    fn record_probed(&self, pos: u64, probes: &mut Probes) -> Result<CommandList> {
         let (c, a, ops) = (&self.config, &self.act, &self.ops);
         let dim = c.dim as u64;
         let mut list = CommandList::new();
         for d in ops.embed(&self.embed, dim, a.token, a.x) {
             list.dispatch(d);
         }
+        probes.at(
+            &list,
+            || "the embedding lookup in `token_embd.weight`".into(),
+            a.x,
+        );
+        let norm = |name: String| move || format!("the RMS norm by `{name}`");
+        let xn = Slice::new(a.xn.buffer, a.xn.offset, dim * 4);
         let first_norm = self
             .layers
             .first()
@@ -787,17 +827,25 @@ impl Model {
         let mut q8 = self.norm_q8.iter().map(|&q| if q { a.xn_q8 } else { None });
         let mut q8 = move || q8.next().expect("one entry per norm");
         list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn, q8()));
+        let attn_norm = |i: usize| match i < self.layers.len() {
+            true => format!("blk.{i}.attn_norm.weight"),
+            false => "output_norm.weight".into(),
+        };
+        probes.at(&list, norm(attn_norm(0)), xn);
         for (i, layer) in self.layers.iter().enumerate() {
             let next_norm = self
                 .layers
                 .get(i + 1)
                 .map_or(self.output_norm, |l| l.attn_norm);
-            self.attention(&mut list, layer, pos)?;
+            self.attention(&mut list, layer, pos, probes)?;
             list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn, q8()));
-            self.ffn(&mut list, layer)?;
+            probes.at(&list, norm(format!("blk.{i}.ffn_norm.weight")), xn);
+            self.ffn(&mut list, layer, probes)?;
             list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn, q8()));
+            probes.at(&list, norm(attn_norm(i + 1)), xn);
         }
         matvec_into(&mut list, &self.output, a.norm_out(&self.output), a.logits)?;
+        probes.at(&list, || format!("`{}`", self.output.name), a.logits);
         for d in ops.argmax(c.vocab as u64, a.logits, a.argmax_scratch, a.token) {
             list.dispatch(d);
         }
@@ -805,7 +853,13 @@ impl Model {
     }
 
     /// out = Wo · attention(rope(Wq·xn), cache + rope(Wk·xn), cache + Wv·xn)
-    fn attention(&self, list: &mut CommandList, l: &Layer, pos: u64) -> Result<()> {
+    fn attention(
+        &self,
+        list: &mut CommandList,
+        l: &Layer,
+        pos: u64,
+        probes: &mut Probes,
+    ) -> Result<()> {
         let (c, a, ops) = (&self.config, &self.act, &self.ops);
         let (nh, nkv, hd, rd) = (
             c.n_heads as u64,
@@ -816,6 +870,7 @@ impl Model {
         for w in &l.qkv {
             matvec_into(list, w, a.norm_out(w), a.qkv)?;
         }
+        probes.stacked(list, &l.qkv, [a.q, a.k, a.v]);
         let heads = Heads {
             n_heads: nh,
             n_kv_heads: nkv,
@@ -844,29 +899,37 @@ impl Model {
             a.scores,
             a.att,
         ));
-        matvec_into(list, &l.wo, a.att, a.out)
+        probes.at(
+            list,
+            || format!("the attention feeding `{}`", l.wo.name),
+            a.att,
+        );
+        matvec_into(list, &l.wo, a.att, a.out)?;
+        probes.at(list, || format!("`{}`", l.wo.name), a.out);
+        Ok(())
     }
 
     /// out = W_down · (silu(W_gate·xn) * (W_up·xn))
-    fn ffn(&self, list: &mut CommandList, l: &Layer) -> Result<()> {
+    fn ffn(&self, list: &mut CommandList, l: &Layer, probes: &mut Probes) -> Result<()> {
         let a = &self.act;
         for w in &l.gate_up {
             matvec_into(list, w, a.norm_out(w), a.gate_up)?;
         }
-        if l.down.x_up.is_some() {
+        probes.stacked(list, &l.gate_up, [a.gate, a.up]);
+        let n = self.config.ffn_dim as u64;
+        let hidden = if l.down.x_up.is_some() {
             // The down projection applies silu(gate) * up itself.
-            return matvec_into(list, &l.down, a.gate_up, a.out);
-        }
-        if l.down.route.x_q8() {
-            let n = self.config.ffn_dim as u64;
+            a.gate_up
+        } else if l.down.route.x_q8() {
             list.dispatch(self.ops.silu_mul_q8(n, a.gate, a.up, a.hidden));
-            return matvec_into(list, &l.down, a.hidden, a.out);
-        }
-        list.dispatch(
-            self.ops
-                .silu_mul(self.config.ffn_dim as u64, a.gate, a.up, a.hidden),
-        );
-        matvec_into(list, &l.down, a.hidden, a.out)
+            a.hidden
+        } else {
+            list.dispatch(self.ops.silu_mul(n, a.gate, a.up, a.hidden));
+            a.hidden
+        };
+        matvec_into(list, &l.down, hidden, a.out)?;
+        probes.at(list, || format!("`{}`", l.down.name), a.out);
+        Ok(())
     }
 }
 
