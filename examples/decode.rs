@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::{default_model_path, Input, LoadOptions, Model, Session, Stats};
+use brass::model::{
+    check_weights, default_model_path, Input, LoadOptions, Model, Session, Stats,
+};
 use brass::router::{write_route_table, Force, RouteRow};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};
@@ -89,6 +91,10 @@ struct Args {
     /// Print the prompt's token ids as JSON and exit (no GPU needed).
     #[arg(long)]
     tokenize: bool,
+    /// Before loading, scan every tensor's scales (and float tensors' values) for NaN
+    /// and infinity; the first one found is an error naming tensor and block.
+    #[arg(long)]
+    check_weights: bool,
     /// Measure the device's streaming-read bandwidth to report % of it.
     #[arg(long)]
     probe: bool,
@@ -146,6 +152,15 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     }
     if ids.is_empty() {
         return Err(brass::Error::Invalid("the prompt is empty".into()));
+    }
+    if args.check_weights {
+        let t0 = Instant::now();
+        check_weights(&file)?;
+        eprintln!(
+            "weights: {} tensors, every scale finite ({:.2} s)",
+            file.tensors().len(),
+            t0.elapsed().as_secs_f64()
+        );
     }
 
     let choice = match &args.adapter {

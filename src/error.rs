@@ -42,6 +42,10 @@ pub enum Error {
     #[error("shader `{name}`: {what}")]
     Shader { name: String, what: String },
 
+    /// NaN or infinity in a model's weights or in what a decode step computed.
+    #[error("{0}")]
+    NonFinite(String),
+
     #[error("{0}")]
     Invalid(String),
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use brass::device::{read_f32, BufferId, BufferUse, CommandList, Device, Dispatch, Slice};
+use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, Slice};
 use brass::kernels::matvec::{quantize_x_q8, Q8_GROUP_BYTES};
 use brass::kernels::ops::{self, EmbedPart, NormNeeds, Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
@@ -52,11 +52,6 @@ impl Gpu {
 
     fn get(&self, s: Slice) -> Vec<f32> {
         read_f32(&self.device, s.buffer, s.offset, (s.size / 4) as usize).unwrap()
-    }
-
-    fn token(&self, s: BufferId) -> u32 {
-        let b = self.device.read(s, 0, 4).unwrap();
-        u32::from_le_bytes(b[..4].try_into().unwrap())
     }
 }
 
@@ -330,20 +325,37 @@ fn silu_mul_and_add_rms_norm_match() {
     }
 }
 
-#[test]
-fn argmax_picks_the_lowest_index_on_ties() {
-    let g = setup();
+/// Runs argmax over `logits` with `before` in the token buffer's first word: returns
+/// the buffer's words (id, non-finite count, the id before).
+fn argmax_words(g: &Gpu, logits: &[f32], before: u32) -> [u32; 3] {
+    let words = ops::ARGMAX_TOKEN_WORDS;
     let tok = g
         .device
-        .create_buffer("tok", 4, BufferUse::Storage)
+        .create_buffer("tok", words * 4, BufferUse::Storage)
         .unwrap();
-    let tok_slice = Slice::new(tok, 0, 4);
-    let scratch_bytes = ops::ARGMAX_MAX_GROUPS * 8;
+    let stale = [before, u32::MAX, u32::MAX];
+    g.device
+        .upload(tok, 0, bytemuck::cast_slice(&stale))
+        .unwrap();
+    let scratch_bytes = ops::ARGMAX_SCRATCH_WORDS * 4;
     let scratch = g
         .device
         .create_buffer("argmax scratch", scratch_bytes, BufferUse::Storage)
         .unwrap();
     let scratch = Slice::new(scratch, 0, scratch_bytes);
+    let tok_slice = Slice::new(tok, 0, words * 4);
+    g.run(
+        g.ops
+            .argmax(logits.len() as u64, g.buf(logits), scratch, tok_slice)
+            .to_vec(),
+    );
+    let b = g.device.read(tok, 0, words * 4).unwrap();
+    bytemuck::pod_read_unaligned(&b)
+}
+
+#[test]
+fn argmax_picks_the_lowest_index_on_ties() {
+    let g = setup();
     let mut cases: Vec<Vec<f32>> = Vec::new();
     cases.push(common::Rng::new(11).vec(49_152));
     // Past the first stage's workgroup cap: several logits per invocation per chunk.
@@ -361,18 +373,53 @@ fn argmax_picks_the_lowest_index_on_ties() {
     cases.push(nan);
     cases.push(vec![0.5]);
     for logits in cases {
-        g.run(
-            g.ops
-                .argmax(logits.len() as u64, g.buf(&logits), scratch, tok_slice)
-                .to_vec(),
-        );
         assert_eq!(
-            g.token(tok),
+            argmax_words(&g, &logits, 7)[0],
             ops::argmax_ref(&logits),
             "n = {}",
             logits.len()
         );
     }
+}
+
+/// The count of NaN and infinite logits that argmax reads back with the id (what a
+/// decode step checks), against `non_finite_ref`; and the id the buffer held before.
+#[test]
+fn argmax_counts_non_finite_logits_and_keeps_the_embedded_id() {
+    let g = setup();
+    let mut cases: Vec<(&str, Vec<f32>)> = Vec::new();
+    cases.push(("all finite", common::Rng::new(21).vec(49_152)));
+    for (what, bad) in [
+        ("NaN", f32::NAN),
+        ("+Inf", f32::INFINITY),
+        ("-Inf", f32::NEG_INFINITY),
+    ] {
+        // One bad logit, and then one in each of several first-stage workgroups
+        // (and several in one invocation's stride).
+        let mut one = common::Rng::new(22).vec(49_152);
+        one[30_001] = bad;
+        cases.push((what, one));
+        let mut many = common::Rng::new(23).vec(2_500_000);
+        for i in [0usize, 1, 256, 1_024, 2_047, 2_048, 777_777, 2_499_999] {
+            many[i] = bad;
+        }
+        cases.push((what, many));
+    }
+    cases.push(("all NaN", vec![f32::NAN; 5_000]));
+    // A negative NaN (sign bit set) and the largest finite values, which must not count.
+    let mut edges = vec![f32::MAX, f32::MIN, f32::MIN_POSITIVE, -0.0];
+    edges.push(-f32::NAN);
+    cases.push(("edges", edges));
+    for (n, (what, logits)) in cases.iter().enumerate() {
+        let before = 1_000 + n as u32;
+        let [id, bad, kept] = argmax_words(&g, logits, before);
+        let ctx = format!("{what}, n = {}", logits.len());
+        assert_eq!(bad, ops::non_finite_ref(logits), "{ctx}");
+        assert_eq!(id, ops::argmax_ref(logits), "{ctx}");
+        assert_eq!(kept, before, "{ctx}");
+    }
+    assert_eq!(ops::non_finite_ref(&cases[0].1), 0);
+    assert_eq!(ops::non_finite_ref(&cases[1].1), 1);
 }
 
 /// `q8` as the GPU wrote it matches `quantize_x_q8(values)`: every int8 within one step

@@ -169,6 +169,12 @@ const ARGMAX: OpSpec = OpSpec {
 const ARGMAX_CHUNK: u64 = 2048;
 /// Workgroups of argmax's first stage at most, so its scratch has a fixed size.
 pub const ARGMAX_MAX_GROUPS: u64 = 1024;
+/// u32 words of argmax's scratch: a (value, index, non-finite count) triple per
+/// first-stage workgroup.
+pub const ARGMAX_SCRATCH_WORDS: u64 = 3 * ARGMAX_MAX_GROUPS;
+/// u32 words argmax writes to its token buffer: the id, the count of NaN or infinite
+/// logits, and the id the buffer held before (the one the step embedded).
+pub const ARGMAX_TOKEN_WORDS: u64 = 3;
 
 /// Every op, for tools that list, precompile or translate kernels.
 const ALL_OPS: [OpSpec; 10] = [
@@ -507,9 +513,10 @@ impl Ops {
         }
     }
 
-    /// `token[0] = argmax(logits[..n])`, lowest index on ties: two dispatches, the
-    /// first leaving one candidate per workgroup in `scratch` (2 * ARGMAX_MAX_GROUPS
-    /// u32).
+    /// `token[0] = argmax(logits[..n])`, lowest index on ties, `token[1]` = the NaN or
+    /// infinite logits among them, `token[2]` = `token[0]` as it was: two dispatches,
+    /// the first leaving one candidate per workgroup in `scratch`
+    /// ([`ARGMAX_SCRATCH_WORDS`] u32). `token` holds [`ARGMAX_TOKEN_WORDS`] u32.
     pub fn argmax(&self, n: u64, logits: Slice, scratch: Slice, token: Slice) -> [Dispatch; 2] {
         let groups = n.div_ceil(ARGMAX_CHUNK).clamp(1, ARGMAX_MAX_GROUPS);
         let chunk = n.div_ceil(groups);
@@ -522,7 +529,7 @@ impl Ops {
         };
         [
             stage(vec![n as u32, chunk as u32, 0, 0], groups, n * 4),
-            stage(vec![groups as u32, 0, 1, 0], 1, groups * 8),
+            stage(vec![groups as u32, 0, 1, 0], 1, groups * 12),
         ]
     }
 }
@@ -653,6 +660,11 @@ pub fn argmax_ref(x: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// How many values are NaN or infinite: argmax's `token[1]`.
+pub fn non_finite_ref(x: &[f32]) -> u32 {
+    x.iter().filter(|v| !v.is_finite()).count() as u32
 }
 
 /// Every op's (name, WGSL), for tools that translate every shader (`kernels::spirv`).

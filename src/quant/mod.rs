@@ -5,6 +5,7 @@ use crate::{Error, Result};
 
 mod blocks;
 mod dequant;
+mod finite;
 mod quantize;
 mod random;
 
@@ -14,6 +15,7 @@ pub use blocks::{
     BlockQ6K, BlockQ8_0, QK32,
 };
 pub use dequant::{dequantize, dequantize_row};
+pub use finite::{first_non_finite, NonFinite};
 pub use quantize::{can_quantize, quantize};
 pub use random::random_blocks;
 
