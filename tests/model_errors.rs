@@ -207,3 +207,23 @@ fn a_prompt_longer_than_the_context_is_refused_and_loses_nothing() {
     plain.greedy(&[1, 2, 3], 2).unwrap();
     assert_eq!(plain.greedy(&[4], 2).unwrap(), after_refusal);
 }
+
+/// A model file that changes between open and load (here it grows) is refused: the
+/// load would otherwise upload a mix of old and new bytes.
+#[test]
+fn a_file_changed_after_open_is_refused_by_the_load() {
+    let dir = std::env::temp_dir().join(format!("brass-model-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("changed.gguf");
+    std::fs::write(&path, tiny("llama", GgmlType::F32).as_bytes()).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let mut append = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut append, &[0u8; 64]).unwrap();
+    drop(append);
+    let err = load(&file).unwrap_err().to_string();
+    assert!(err.contains("changed while brass had it open"), "{err}");
+    std::fs::remove_file(&path).unwrap();
+}

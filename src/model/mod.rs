@@ -312,6 +312,8 @@ impl Model {
         file: &GgufFile,
         options: &LoadOptions,
     ) -> Result<Model> {
+        // The file is mapped: a change since it was opened would load mixed bytes.
+        file.check_unchanged()?;
         let config = Config::from_gguf(file)?;
         let n_ctx = options
             .context
@@ -618,6 +620,7 @@ impl Model {
             argmax_scratch: storage("argmax candidates", 2 * ARGMAX_MAX_GROUPS)?,
             token: storage("token", 1)?,
         };
+        file.check_unchanged()?;
         Ok(Model {
             device,
             config,
