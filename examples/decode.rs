@@ -212,7 +212,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     let (generated, text, stats, steps) = if let Some(k) = args.top_logits {
         logits_run(&model, &tokenizer, &ids, args.n_tokens, sampler, k)?
     } else {
-        let mut session = Session::new(model, tokenizer);
+        let mut session = Session::new(model, tokenizer)?;
         let mut generated = Vec::new();
         let mut text = String::new();
         let mut out = std::io::stdout();

@@ -21,6 +21,10 @@ fn tiny(arch: &str, q_type: GgmlType) -> GgufFile {
 
 /// `tiny` without the tensor named `missing`.
 fn tiny_without(arch: &str, q_type: GgmlType, missing: &str) -> GgufFile {
+    GgufFile::from_bytes(tiny_builder(arch, q_type, missing).to_bytes()).unwrap()
+}
+
+fn tiny_builder(arch: &str, q_type: GgmlType, missing: &str) -> GgufBuilder {
     let mut b = GgufBuilder::new();
     b.set("general.architecture", arch);
     for (k, v) in [
@@ -71,7 +75,7 @@ fn tiny_without(arch: &str, q_type: GgmlType, missing: &str) -> GgufFile {
         vec![0u8; q_bytes],
     )
     .unwrap();
-    GgufFile::from_bytes(b.to_bytes()).unwrap()
+    b
 }
 
 fn load(file: &GgufFile) -> brass::Result<Model> {
@@ -194,7 +198,7 @@ fn a_prompt_longer_than_the_context_is_refused_and_loses_nothing() {
         let tokens = (0..VOCAB).map(|i| format!("t{i}")).collect();
         Tokenizer::new(TokenizerData::bpe(tokens, Vec::new(), "default")).unwrap()
     };
-    let mut session = Session::new(model, tokenizer());
+    let mut session = Session::new(model, tokenizer()).unwrap();
     session.greedy(&[1, 2, 3], 2).unwrap();
     let at = session.position();
     let err = session.greedy(&[1; 9], 1).unwrap_err();
@@ -203,7 +207,83 @@ fn a_prompt_longer_than_the_context_is_refused_and_loses_nothing() {
     let after_refusal = session.greedy(&[4], 2).unwrap();
 
     // The same conversation without the refused prompt.
-    let mut plain = Session::new(load(&tiny("llama", GgmlType::F32)).unwrap(), tokenizer());
+    let mut plain =
+        Session::new(load(&tiny("llama", GgmlType::F32)).unwrap(), tokenizer()).unwrap();
     plain.greedy(&[1, 2, 3], 2).unwrap();
     assert_eq!(plain.greedy(&[4], 2).unwrap(), after_refusal);
+}
+
+/// A model file that changes between open and load (here it grows) is refused: the
+/// load would otherwise upload a mix of old and new bytes.
+#[test]
+fn a_file_changed_after_open_is_refused_by_the_load() {
+    let dir = std::env::temp_dir().join(format!("brass-model-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("changed.gguf");
+    std::fs::write(&path, tiny("llama", GgmlType::F32).as_bytes()).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let mut append = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut append, &[0u8; 64]).unwrap();
+    drop(append);
+    let err = load(&file).unwrap_err().to_string();
+    assert!(err.contains("changed while brass had it open"), "{err}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// BPE tokens t0, t1, ... without merges.
+fn tokenizer_of(n: u64) -> brass::tokenizer::Tokenizer {
+    use brass::tokenizer::{Tokenizer, TokenizerData};
+    let tokens = (0..n).map(|i| format!("t{i}")).collect();
+    Tokenizer::new(TokenizerData::bpe(tokens, Vec::new(), "default")).unwrap()
+}
+
+/// A tokenizer with fewer tokens than the embedding has rows would let the model
+/// generate ids it cannot decode; one with more, encode ids the model has no row for.
+/// Both are refused where model and tokenizer meet, with both counts.
+#[test]
+fn a_tokenizer_that_does_not_match_the_embedding_is_refused() {
+    use brass::model::Session;
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    for tokens in [VOCAB - 1, VOCAB + 1] {
+        let model = load_on(device.clone(), &tiny("llama", GgmlType::F32)).unwrap();
+        let err = Session::new(model, tokenizer_of(tokens))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("tokenizer has {tokens} tokens"))
+                && err.contains(&format!("has {VOCAB} rows")),
+            "{err}"
+        );
+    }
+    let model = load_on(device.clone(), &tiny("llama", GgmlType::F32)).unwrap();
+    Session::new(model, tokenizer_of(VOCAB)).unwrap();
+
+    // Session::load checks before uploading anything.
+    let mut b = tiny_builder("llama", GgmlType::F32, "");
+    let tokens: Vec<String> = (0..VOCAB - 1).map(|i| format!("t{i}")).collect();
+    b.set("tokenizer.ggml.model", "gpt2")
+        .set("tokenizer.ggml.pre", "default")
+        .set_array(
+            "tokenizer.ggml.tokens",
+            tokens.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .set_array("tokenizer.ggml.merges", Vec::<&str>::new());
+    let dir = std::env::temp_dir().join(format!("brass-model-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("short-tokenizer.gguf");
+    std::fs::write(&path, b.to_bytes()).unwrap();
+    let before = device.memory_in_use();
+    let err = Session::load(device.clone(), &path, &LoadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("tokenizer has {} tokens", VOCAB - 1))
+            && err.contains(&format!("has {VOCAB} rows")),
+        "{err}"
+    );
+    assert_eq!(device.memory_in_use(), before);
+    std::fs::remove_file(&path).unwrap();
 }

@@ -18,6 +18,15 @@
 //!
 //! Tensor types that ggml knows but brass cannot compute (IQ2_XS, ...) open fine;
 //! only type ids unknown to [`GgmlType::from_id`] are errors.
+//!
+//! [`GgufFile::open`] takes regular files only: a directory, FIFO or device is an
+//! error naming what it is, and it never blocks. The file is mapped, not copied, so
+//! another process that truncates it while it is read makes those reads fault: the
+//! process dies of SIGBUS, which no check can turn into an error. What can be caught
+//! is a change seen afterwards: [`GgufFile::check_unchanged`] compares the file's
+//! size and modification time with those at open, and the model loader calls it
+//! before and after uploading, so a file rewritten during a load is an error rather
+//! than a model of mixed bytes.
 
 mod meta;
 mod parse;
@@ -28,8 +37,10 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
-use std::path::Path;
+use std::fs::{File, Metadata};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use memmap2::Mmap;
 
@@ -113,14 +124,78 @@ pub(crate) fn check_shape(ty: GgmlType, dims: &[u64]) -> std::result::Result<u64
 }
 
 enum Backing {
-    Mmap(Mmap),
+    /// The map, and the file it maps with its size and modification time at open.
+    Mmap(Mmap, Source),
     Owned(Vec<u8>),
+}
+
+struct Source {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+/// Fails unless `meta` is a regular file's, naming what `path` is instead.
+fn check_regular(path: &Path, meta: &Metadata) -> Result<()> {
+    let ty = meta.file_type();
+    if ty.is_file() {
+        return Ok(());
+    }
+    let (kind, what) = if ty.is_dir() {
+        (io::ErrorKind::IsADirectory, "is a directory")
+    } else {
+        (io::ErrorKind::InvalidInput, special_file_kind(&ty))
+    };
+    Err(Error::Io {
+        path: path.to_owned(),
+        source: io::Error::new(kind, what),
+    })
+}
+
+#[cfg(unix)]
+fn special_file_kind(ty: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ty.is_fifo() {
+        "is not a regular file (a FIFO)"
+    } else if ty.is_socket() {
+        "is not a regular file (a socket)"
+    } else if ty.is_char_device() {
+        "is not a regular file (a character device)"
+    } else if ty.is_block_device() {
+        "is not a regular file (a block device)"
+    } else {
+        "is not a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_file_kind(_: &std::fs::FileType) -> &'static str {
+    "is not a regular file"
+}
+
+/// A modification time as seconds since the Unix epoch.
+fn seconds(t: Option<SystemTime>) -> String {
+    t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or("an unknown time".into(), |d| {
+            format!("{:.9} s Unix time", d.as_secs_f64())
+        })
+}
+
+/// Opens `path` for reading without ever blocking: a FIFO put in its place after the
+/// check still opens at once (O_NONBLOCK) and is refused by the check on the open file.
+fn open_nonblocking(path: &Path) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
 }
 
 impl Backing {
     fn bytes(&self) -> &[u8] {
         match self {
-            Backing::Mmap(map) => map,
+            Backing::Mmap(map, _) => map,
             Backing::Owned(bytes) => bytes,
         }
     }
@@ -140,20 +215,60 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
-    /// Maps and parses the file at `path`.
+    /// Maps and parses the regular file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
         let io_error = |source| Error::Io {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io_error)?;
+        check_regular(path, &std::fs::metadata(path).map_err(io_error)?)?;
+        let file = open_nonblocking(path).map_err(io_error)?;
+        let meta = file.metadata().map_err(io_error)?;
+        check_regular(path, &meta)?;
         // SAFETY: the map is only read, and through `&[u8]`; if another process
         // truncates or rewrites the file while it is mapped, reads may fault or see
         // changed bytes. That is the accepted contract of mapping model files (as in
-        // llama.cpp); the alternative is copying gigabytes.
+        // llama.cpp); the alternative is copying gigabytes. `check_unchanged` detects
+        // a change after the fact.
         let map = unsafe { Mmap::map(&file) }.map_err(io_error)?;
-        Self::from_backing(Backing::Mmap(map))
+        let source = Source {
+            path: path.to_owned(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            file,
+        };
+        let parsed = Self::from_backing(Backing::Mmap(map, source))?;
+        parsed.check_unchanged()?;
+        Ok(parsed)
+    }
+
+    /// Fails if the mapped file's size or modification time differ from those at
+    /// open, or its size from the map's: another process changed it, and bytes read
+    /// from the map since may be a mix of old and new. Always passes for
+    /// [`GgufFile::from_bytes`].
+    pub fn check_unchanged(&self) -> Result<()> {
+        let Backing::Mmap(map, source) = &self.backing else {
+            return Ok(());
+        };
+        let meta = source.file.metadata().map_err(|e| Error::Io {
+            path: source.path.clone(),
+            source: e,
+        })?;
+        let (len, modified) = (meta.len(), meta.modified().ok());
+        if len == source.len && len == map.len() as u64 && modified == source.modified {
+            return Ok(());
+        }
+        Err(Error::Io {
+            path: source.path.clone(),
+            source: io::Error::other(format!(
+                "the file changed while brass had it open: at open it had {} bytes, modified \
+                 at {}; now {len} bytes, modified at {}",
+                source.len,
+                seconds(source.modified),
+                seconds(modified)
+            )),
+        })
     }
 
     /// Parses a GGUF image held in memory.

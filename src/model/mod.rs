@@ -349,6 +349,8 @@ impl Model {
         file: &GgufFile,
         options: &LoadOptions,
     ) -> Result<Model> {
+        // The file is mapped: a change since it was opened would load mixed bytes.
+        file.check_unchanged()?;
         let config = Config::from_gguf(file)?;
         let n_ctx = options
             .context
@@ -655,6 +657,7 @@ impl Model {
             argmax_scratch: storage("argmax candidates", ARGMAX_SCRATCH_WORDS)?,
             token: storage("token", ARGMAX_TOKEN_WORDS)?,
         };
+        file.check_unchanged()?;
         Ok(Model {
             device,
             config,

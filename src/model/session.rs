@@ -101,6 +101,22 @@ pub struct Session {
     stats: Stats,
 }
 
+/// The tokenizer and the embedding must count the same tokens, as llama.cpp requires:
+/// with fewer tokens the model can generate ids that do not decode, with more the
+/// tokenizer can encode ids the model has no row for. GGUF converters pad the token
+/// list to the embedding's rows, so a mismatch means the two are not from one model.
+fn check_vocab(tokenizer: &Tokenizer, embedding_rows: usize) -> Result<()> {
+    let tokens = tokenizer.vocab_size();
+    if tokens == embedding_rows {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "the tokenizer has {tokens} tokens but the embedding (`token_embd.weight`) has \
+         {embedding_rows} rows: they must be equal (the tokenizer and the weights are not \
+         from the same model)"
+    )))
+}
+
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
@@ -111,15 +127,17 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub fn new(model: Model, tokenizer: Tokenizer) -> Session {
-        Session {
+    /// Fails unless the tokenizer has one token per embedding row (see `check_vocab`).
+    pub fn new(model: Model, tokenizer: Tokenizer) -> Result<Session> {
+        check_vocab(&tokenizer, model.config().vocab)?;
+        Ok(Session {
             model,
             tokenizer,
             pos: 0,
             history: Vec::new(),
             unfed: None,
             stats: Stats::default(),
-        }
+        })
     }
 
     /// Loads the model and its tokenizer from one GGUF file.
@@ -130,8 +148,10 @@ impl Session {
     ) -> Result<Session> {
         let file = GgufFile::open(path)?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
+        // Before the upload, so a mismatched file costs nothing.
+        check_vocab(&tokenizer, super::Config::from_gguf(&file)?.vocab)?;
         let model = Model::from_gguf(device, &file, options)?;
-        Ok(Session::new(model, tokenizer))
+        Session::new(model, tokenizer)
     }
 
     pub fn model(&self) -> &Model {
