@@ -326,6 +326,68 @@ fn small_uploads_flush_their_staging_as_they_add_up() {
     device.destroy_buffer(buffer).unwrap();
 }
 
+/// Small uploads are gathered into one batch and copied out later; the batch must keep
+/// every upload in order with the large (direct) ones, submissions, reads and buffers
+/// destroyed before it is flushed.
+#[test]
+fn gathered_small_uploads_land_in_order() {
+    let device = common::gpu();
+    let large = 1usize << 20;
+    let a = device
+        .create_buffer("a", large as u64, BufferUse::Storage)
+        .unwrap();
+    // Small, then large over it: the large one wins.
+    device.upload(a, 0, &[1u8; 64]).unwrap();
+    device.upload(a, 0, &vec![2u8; large]).unwrap();
+    assert_eq!(device.read(a, 0, 128).unwrap(), vec![2u8; 128]);
+    // Large, then small over its start.
+    device.upload(a, 0, &vec![3u8; large]).unwrap();
+    device.upload(a, 0, &[4u8; 64]).unwrap();
+    let got = device.read(a, 0, 128).unwrap();
+    assert_eq!(&got[..64], &[4u8; 64]);
+    assert_eq!(&got[64..], &[3u8; 64]);
+    // A length that is no multiple of 4.
+    device.upload(a, 8, &[5, 6, 7, 8, 9, 10]).unwrap();
+    assert_eq!(
+        device.read(a, 4, 12).unwrap(),
+        [4, 4, 4, 4, 5, 6, 7, 8, 9, 10, 0, 0]
+    );
+
+    // A submitted list sees the uploads made before it.
+    let b = device.create_buffer("b", 64, BufferUse::Storage).unwrap();
+    let c = device.create_buffer("c", 64, BufferUse::Storage).unwrap();
+    device.upload(b, 0, &[7u8; 64]).unwrap();
+    let mut list = CommandList::new();
+    list.copy(Slice::new(b, 0, 64), c, 0);
+    device.submit(&list).unwrap();
+    assert_eq!(device.read(c, 0, 64).unwrap(), vec![7u8; 64]);
+
+    // Many buffers, some destroyed before the batch is flushed, across several batches.
+    let many: Vec<BufferId> = (0..3000)
+        .map(|i| {
+            let id = device
+                .create_buffer(&format!("many {i}"), 4096, BufferUse::Storage)
+                .unwrap();
+            device.upload(id, 0, &[(i % 251) as u8; 4096]).unwrap();
+            id
+        })
+        .collect();
+    for id in many.iter().step_by(2) {
+        device.destroy_buffer(*id).unwrap();
+    }
+    for (i, id) in many.iter().enumerate().skip(1).step_by(2) {
+        assert_eq!(
+            device.read(*id, 4000, 96).unwrap(),
+            vec![(i % 251) as u8; 96],
+            "buffer {i}"
+        );
+        device.destroy_buffer(*id).unwrap();
+    }
+    for id in [a, b, c] {
+        device.destroy_buffer(id).unwrap();
+    }
+}
+
 /// Opening a device with `XDG_RUNTIME_DIR` unset prints nothing about it (Mesa's
 /// libwayland-client would, on every instance). Run in a child process, since the
 /// variable is process-wide and brass sets it once.
