@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::{
-    check_weights, default_model_path, Input, LoadOptions, Model, Session, Stats,
-};
+use brass::model::{check_weights, default_model_path, Input, LoadOptions, Model, Session, Stats};
 use brass::router::{write_route_table, Force, RouteRow};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};

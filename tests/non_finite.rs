@@ -191,7 +191,7 @@ fn session(file: &GgufFile) -> Session {
         ..Default::default()
     };
     let model = Model::from_gguf(device, file, &options).unwrap();
-    Session::new(model, Tokenizer::from_gguf(file).unwrap())
+    Session::new(model, Tokenizer::from_gguf(file).unwrap()).unwrap()
 }
 
 /// What generating from a three-token prompt gives, greedy on the GPU and sampled on

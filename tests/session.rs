@@ -51,7 +51,7 @@ fn session() -> Session {
         ..Default::default()
     };
     let model = Model::from_gguf(Arc::new(common::gpu()), &file, &options).unwrap();
-    Session::new(model, Tokenizer::new(data).unwrap())
+    Session::new(model, Tokenizer::new(data).unwrap()).unwrap()
 }
 
 fn greedy() -> Sampler {
@@ -199,7 +199,7 @@ fn chat_generates_from_the_rendered_template_and_feeds_only_what_the_cache_lacks
         ..Default::default()
     };
     let model = Model::from_gguf(Arc::new(common::gpu()), &file, &options).unwrap();
-    let mut untemplated = Session::new(model, Tokenizer::from_gguf(&file).unwrap());
+    let mut untemplated = Session::new(model, Tokenizer::from_gguf(&file).unwrap()).unwrap();
     let err = untemplated
         .chat(&other, 1, greedy())
         .err()
