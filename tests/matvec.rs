@@ -255,28 +255,45 @@ fn three_part_dot4_route(device: &dyn Device, ty: GgmlType) -> Route {
     route
 }
 
-/// A block-local layout uploads its parts a piece at a time: pieces of any size give
-/// the bytes `Layout::arrange` gives for the whole part.
+/// A block-local layout uploads its parts a piece at a time (others a part at a time),
+/// from a matrix given whole
+/// or as stacked tensors: pieces of any size, and tensors split anywhere (inside a part,
+/// a piece or a block), give the bytes `Layout::arrange` gives for the whole part.
 #[test]
 fn weights_arranged_in_pieces_are_the_whole_arrangement() {
     let device = common::gpu();
-    for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
+    // Gguf, regrouped block-local and (where a type has it) bodies-first layouts.
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
         let route = three_part_dot4_route(&device, ty);
         let (m, k) = (route.m, route.k);
         let layout = route.matvec_kernel().layout;
-        assert!(layout.block_local() && layout != Layout::Gguf, "{ty}");
         let w = weights(ty, m, k, 9);
         let block = ty.type_size();
+        let (third, row) = (w.len() / 3 + 1, route.row_bytes as usize);
+        let splits: [&[usize]; 3] = [&[], &[third], &[row, third, 2 * third - 5]];
         // One block (rounded up to four), seven, and more than a part.
-        for piece in [1, 7 * block, 1 << 20] {
-            let parts = matvec::upload_weights_in_pieces(&device, "w", &route, &w, piece).unwrap();
+        for (piece, cuts) in [1, 7 * block, 1 << 20].into_iter().zip(splits) {
+            let mut tensors = Vec::new();
+            let mut from = 0;
+            for &cut in cuts.iter().chain([&w.len()]) {
+                tensors.push(&w[from..cut]);
+                from = cut;
+            }
+            let parts =
+                matvec::upload_weights_in_pieces(&device, "w", &route, &tensors, piece).unwrap();
             for (p, slice) in route.parts.iter().zip(&parts) {
                 let start = (p.first_row * route.row_bytes) as usize;
                 let len = (p.rows * route.row_bytes) as usize;
                 let read = device.read(slice.buffer, 0, len as u64).unwrap();
                 assert!(
                     read == *layout.arrange(&w[start..start + len], block),
-                    "{ty}, pieces of {piece} bytes, rows from {}",
+                    "{ty}, pieces of {piece} bytes, tensors cut at {cuts:?}, rows from {}",
                     p.first_row
                 );
             }

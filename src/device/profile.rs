@@ -66,6 +66,11 @@ pub struct DeviceProfile {
     /// Vendor peak memory bandwidth in GB/s, where known. Reports put measured figures
     /// beside it; the router never reads it.
     pub vendor_peak_gbps: Option<f64>,
+    /// Device memory in bytes, where the driver says: the sum of Vulkan's device-local
+    /// heaps (on a CPU adapter, system memory). Models and contexts are refused before
+    /// anything is allocated when they need more (`model::MemoryNeed`).
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
 }
 
 /// The names accepted by `DeviceProfile::preset`.
@@ -98,6 +103,7 @@ impl DeviceProfile {
             max_storage_buffers_per_stage: 8,
             storage_offset_alignment: 256,
             vendor_peak_gbps: None,
+            memory_bytes: None,
         };
         let profile = match name {
             "m4-max" => DeviceProfile {
@@ -112,6 +118,7 @@ impl DeviceProfile {
                 max_binding_bytes: 2 * GIB,
                 max_buffer_bytes: 96 * GIB,
                 vendor_peak_gbps: Some(546.0),
+                memory_bytes: Some(128 * GIB),
                 ..base
             },
             "rdna4" => DeviceProfile {
@@ -122,6 +129,7 @@ impl DeviceProfile {
                 subgroup_max: 64,
                 workgroup_storage_bytes: 64 * 1024,
                 vendor_peak_gbps: Some(644.0),
+                memory_bytes: Some(16 * GIB),
                 ..base
             },
             "h200" => DeviceProfile {
@@ -133,6 +141,7 @@ impl DeviceProfile {
                 max_buffer_bytes: 4 * GIB,
                 storage_offset_alignment: 32,
                 vendor_peak_gbps: Some(4800.0),
+                memory_bytes: Some(141 * 1_000_000_000),
                 ..base
             },
             "lavapipe" => DeviceProfile {
@@ -176,6 +185,7 @@ impl DeviceProfile {
             max_storage_buffers_per_stage: u32::MAX,
             storage_offset_alignment: 4,
             vendor_peak_gbps: None,
+            memory_bytes: None,
         }
     }
 
@@ -215,7 +225,15 @@ impl std::fmt::Display for DeviceProfile {
             self.max_invocations_per_workgroup
         )?;
         writeln!(f, "  max binding      {} MiB", self.max_binding_bytes / MIB)?;
-        write!(f, "  max buffer       {} MiB", self.max_buffer_bytes / MIB)
+        write!(f, "  max buffer       {} MiB", self.max_buffer_bytes / MIB)?;
+        match self.memory_bytes {
+            Some(bytes) => write!(
+                f,
+                "\n  memory           {:.1} GiB",
+                bytes as f64 / GIB as f64
+            ),
+            None => write!(f, "\n  memory           not reported"),
+        }
     }
 }
 

@@ -148,6 +148,66 @@ fn give_wayland_a_runtime_dir() {
     }
 }
 
+/// The adapter's memory: its largest device-local heap as Vulkan reports it (NVIDIA's
+/// small second one is a window onto the same memory). A CPU adapter allocates from
+/// system memory whatever heap it reports (lavapipe says 2 GiB), so there it is the
+/// larger of the two. wgpu has no portable query; on other backends (Metal) this is
+/// `None` and a model too big for the device is refused by the allocation that fails.
+fn device_memory_bytes(adapter: &wgpu::Adapter) -> Option<u64> {
+    let heap = largest_device_local_heap(adapter);
+    if adapter.get_info().device_type == wgpu::DeviceType::Cpu {
+        return heap.max(system_memory_bytes());
+    }
+    heap
+}
+
+#[cfg(all(
+    feature = "vulkan",
+    not(target_vendor = "apple"),
+    not(target_arch = "wasm32")
+))]
+fn largest_device_local_heap(adapter: &wgpu::Adapter) -> Option<u64> {
+    // SAFETY: reads properties of the physical device, which outlives the guard.
+    let vulkan = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
+    let properties = unsafe {
+        vulkan
+            .shared_instance()
+            .raw_instance()
+            .get_physical_device_memory_properties(vulkan.raw_physical_device())
+    };
+    // VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.
+    const DEVICE_LOCAL: u32 = 1;
+    properties
+        .memory_heaps_as_slice()
+        .iter()
+        .filter(|heap| heap.flags.as_raw() & DEVICE_LOCAL != 0)
+        .map(|heap| heap.size)
+        .max()
+}
+
+#[cfg(not(all(
+    feature = "vulkan",
+    not(target_vendor = "apple"),
+    not(target_arch = "wasm32")
+)))]
+fn largest_device_local_heap(_: &wgpu::Adapter) -> Option<u64> {
+    None
+}
+
+/// `MemTotal` from /proc/meminfo, where there is one.
+fn system_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
     let mut all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
     // Compute-capable adapters only, best first: discrete, integrated, virtual, CPU.
@@ -331,6 +391,7 @@ impl WgpuDevice {
             max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
             vendor_peak_gbps: None,
+            memory_bytes: device_memory_bytes(&adapter),
         };
         Ok(WgpuDevice {
             device,

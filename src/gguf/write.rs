@@ -211,6 +211,13 @@ impl GgufBuilder {
     }
 
     /// Magic through tensor infos, padded to the data section start.
+    /// Everything before the first tensor's data: header, metadata and tensor infos,
+    /// padded. With it and [`GgufBuilder::file_size`] a test writes a file of any size
+    /// whose data is zeros without writing them (a sparse file).
+    pub fn header_bytes(&self) -> Vec<u8> {
+        self.header(&self.tensor_infos())
+    }
+
     fn header(&self, infos: &[TensorInfo]) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);

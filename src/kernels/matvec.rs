@@ -735,32 +735,40 @@ pub fn upload_weights(
     route: &crate::router::Route,
     bytes: &[u8],
 ) -> Result<Vec<Slice>> {
-    upload_weights_in_pieces(device, label, route, bytes, ARRANGE_PIECE_BYTES)
+    upload_stacked_weights(device, label, route, &[bytes])
 }
 
-/// Host memory a rearranged weight passes through on its way up, at most: a kernel
-/// whose [`Layout`] keeps each block to itself gets its part arranged and uploaded a
-/// piece at a time, through one reused buffer, rather than copied whole (a part may be
-/// 2 GiB on the H200).
+/// [`upload_weights`] for a matrix stored as several tensors one after another (q, k
+/// and v stacked into one matrix), read in place: no host copy of the whole.
+pub fn upload_stacked_weights(
+    device: &dyn crate::device::Device,
+    label: &str,
+    route: &crate::router::Route,
+    tensors: &[&[u8]],
+) -> Result<Vec<Slice>> {
+    upload_weights_in_pieces(device, label, route, tensors, ARRANGE_PIECE_BYTES)
+}
+
+/// Host memory a weight passes through on its way up, at most, where its [`Layout`]
+/// keeps each block to itself: its part is arranged and uploaded a piece at a time,
+/// through one reused buffer, rather than copied whole (a part may be 2 GiB on the H200).
 pub const ARRANGE_PIECE_BYTES: usize = 16 << 20;
 
-/// [`upload_weights`], arranging block-local layouts in pieces of about `piece_bytes`
-/// (whole blocks, a multiple of 4 bytes): the tests make pieces small.
+/// [`upload_stacked_weights`], arranging block-local layouts in pieces of about
+/// `piece_bytes` (whole blocks, a multiple of 4 bytes): the tests make pieces small.
 pub fn upload_weights_in_pieces(
     device: &dyn crate::device::Device,
     label: &str,
     route: &crate::router::Route,
-    bytes: &[u8],
+    tensors: &[&[u8]],
     piece_bytes: usize,
 ) -> Result<Vec<Slice>> {
     let expected = route.m * route.row_bytes;
-    if bytes.len() as u64 != expected {
+    let given: u64 = tensors.iter().map(|t| t.len() as u64).sum();
+    if given != expected {
         return Err(Error::Invalid(format!(
-            "`{label}`: {} bytes for a {} x {} {} matrix of {expected} bytes",
-            bytes.len(),
-            route.m,
-            route.k,
-            route.ty
+            "`{label}`: {given} bytes for a {} x {} {} matrix of {expected} bytes",
+            route.m, route.k, route.ty
         )));
     }
     let block_bytes = route.ty.type_size();
@@ -782,21 +790,45 @@ pub fn upload_weights_in_pieces(
         // Whole 16-byte elements for the kernels that read vec4<u32>.
         let size = (len as u64).next_multiple_of(16);
         let buffer = owned.create(&name, size, crate::device::BufferUse::Weights)?;
-        let part = &bytes[start..start + len];
-        if layout == Layout::Gguf || !layout.block_local() {
-            device.upload(buffer, 0, &layout.arrange(part, block_bytes))?;
+        if !layout.block_local() {
+            let part = byte_range(tensors, start, len);
+            device.upload(buffer, 0, &layout.arrange(&part, block_bytes))?;
         } else {
-            for (j, blocks) in part.chunks(piece).enumerate() {
-                scratch.clear();
-                scratch.extend_from_slice(blocks);
-                layout.arrange_blocks_in_place(&mut scratch, block_bytes);
-                device.upload(buffer, (j * piece) as u64, &scratch)?;
+            for at in (0..len).step_by(piece) {
+                let blocks = byte_range(tensors, start + at, piece.min(len - at));
+                if layout == Layout::Gguf {
+                    device.upload(buffer, at as u64, &blocks)?;
+                } else {
+                    scratch.clear();
+                    scratch.extend_from_slice(&blocks);
+                    layout.arrange_blocks_in_place(&mut scratch, block_bytes);
+                    device.upload(buffer, at as u64, &scratch)?;
+                }
             }
         }
         parts.push(Slice::new(buffer, 0, size));
     }
     owned.release();
     Ok(parts)
+}
+
+/// Bytes `start..start + len` of `tensors` read end to end: borrowed where one tensor
+/// holds them all, else gathered.
+fn byte_range<'a>(tensors: &[&'a [u8]], start: usize, len: usize) -> std::borrow::Cow<'a, [u8]> {
+    let mut skipped = 0;
+    let mut gathered = Vec::new();
+    for t in tensors {
+        let (from, to) = (start.max(skipped), (start + len).min(skipped + t.len()));
+        if from < to {
+            let bytes = &t[from - skipped..to - skipped];
+            if bytes.len() == len {
+                return std::borrow::Cow::Borrowed(bytes);
+            }
+            gathered.extend_from_slice(bytes);
+        }
+        skipped += t.len();
+    }
+    std::borrow::Cow::Owned(gathered)
 }
 
 /// A new dot4 batch queue. Matvecs may share one: they then run one after another.

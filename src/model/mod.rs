@@ -7,6 +7,7 @@
 //! 4-byte id back per token (or nothing, when the host queues ahead).
 
 mod fetch;
+mod memory;
 mod non_finite;
 mod session;
 pub mod synthetic;
@@ -15,6 +16,7 @@ pub use fetch::{
     cache_dir, default_model_path, fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL,
     DEFAULT_MODEL_FILE,
 };
+pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 use non_finite::Probes;
 pub use session::{Generate, Prompt, Session, Stats, Token};
@@ -356,6 +358,8 @@ impl Model {
             .context
             .unwrap_or(config.context_length.min(DEFAULT_MAX_CONTEXT))
             .max(1);
+        // Everything counted before anything is allocated, on the host or the device.
+        MemoryNeed::of(&config, file, n_ctx)?.check_fits(device.profile(), &config, n_ctx)?;
         let dev: &dyn Device = device.as_ref();
         // Everything this model creates on the device: freed with the model, or here on
         // any error below.
@@ -384,7 +388,7 @@ impl Model {
              ty,
              m: u64,
              k: u64,
-             bytes: &[u8],
+             tensors: &[&[u8]],
              out_first,
              feed: Feed|
              -> Result<Matrix> {
@@ -396,9 +400,8 @@ impl Model {
                         other => other,
                     })?;
                 let mut x_up = None;
-                let glu_q8 = options
-                    .glu_q8
-                    .unwrap_or(bytes.len() as u64 >= GLU_Q8_MIN_BYTES);
+                let bytes: u64 = tensors.iter().map(|t| t.len() as u64).sum();
+                let glu_q8 = options.glu_q8.unwrap_or(bytes >= GLU_Q8_MIN_BYTES);
                 match (route.family, route.coop.as_mut(), feed) {
                     (Family::Dot4, Some(_), Feed::Glu(_)) if glu_q8 => {
                         route.clauses.push(match options.glu_q8 {
@@ -408,7 +411,7 @@ impl Model {
                             None => format!(
                                 "input silu(gate) * up, quantized once by its own dispatch, \
                                  for {:.0} MB of weights (at least {} MB)",
-                                bytes.len() as f64 / 1e6,
+                                bytes as f64 / 1e6,
                                 GLU_Q8_MIN_BYTES / 1_000_000
                             ),
                         });
@@ -422,9 +425,7 @@ impl Model {
                             .push("input silu(gate) * up, computed while staging x".to_string());
                     }
                     (Family::Dot4, Some(_), Feed::Norm)
-                        if options
-                            .x_q8
-                            .unwrap_or(bytes.len() as u64 >= Q8_NORM_MIN_BYTES) =>
+                        if options.x_q8.unwrap_or(bytes >= Q8_NORM_MIN_BYTES) =>
                     {
                         route.clauses.push(match options.x_q8 {
                             Some(_) => "x quantized once, by the norm that produced it (forced)"
@@ -432,7 +433,7 @@ impl Model {
                             None => format!(
                                 "x quantized once, by the norm that produced it, for {:.0} MB of \
                              weights (at least {} MB)",
-                                bytes.len() as f64 / 1e6,
+                                bytes as f64 / 1e6,
                                 Q8_NORM_MIN_BYTES / 1_000_000
                             ),
                         });
@@ -440,7 +441,8 @@ impl Model {
                     }
                     _ => {}
                 }
-                let parts = buffers.adopt_all(matvec::upload_weights(dev, name, &route, bytes)?);
+                let parts =
+                    buffers.adopt_all(matvec::upload_stacked_weights(dev, name, &route, tensors)?);
                 let pipeline = matvec::pipeline(dev, &cache, &route)?;
                 Ok(Matrix {
                     name: name.to_string(),
@@ -454,7 +456,7 @@ impl Model {
             };
         let matrix = |name: &str, m: u64, k: u64, feed: Feed| -> Result<Matrix> {
             let t = checked(name, m, k)?;
-            upload(name, t.ty, m, k, file.tensor_data(t), 0, feed)
+            upload(name, t.ty, m, k, &[file.tensor_data(t)], 0, feed)
         };
         // Tensors sharing input x (a norm's output), writing rows[i] outputs each at
         // element first[i] of one buffer: stacked into one matrix when they share a type
@@ -473,10 +475,7 @@ impl Model {
                     .zip(first.iter().skip(1))
                     .all(|((&f, &m), &next)| f + m == next);
                 if same_type && back_to_back {
-                    let bytes: Vec<u8> = tensors
-                        .iter()
-                        .flat_map(|t| file.tensor_data(t).iter().copied())
-                        .collect();
+                    let bytes: Vec<&[u8]> = tensors.iter().map(|t| file.tensor_data(t)).collect();
                     let name = names.join(" + ");
                     let m = rows.iter().sum();
                     Ok(vec![upload(
@@ -498,7 +497,7 @@ impl Model {
                                 t.ty,
                                 t.rows(),
                                 k,
-                                file.tensor_data(t),
+                                &[file.tensor_data(t)],
                                 f,
                                 Feed::Norm,
                             )
@@ -534,23 +533,19 @@ impl Model {
                 embd.cols()
             )));
         }
-        let table = to_f32(file, embd)?;
         let rows_per_part = (dev.profile().usable_binding_bytes() / (dim * 4)).max(1);
         let vocab = config.vocab as u64;
         let embed = (0..vocab.div_ceil(rows_per_part))
             .map(|i| {
                 let first_row = i * rows_per_part;
                 let rows = rows_per_part.min(vocab - first_row);
-                let values =
-                    &table[(first_row * dim) as usize..((first_row + rows) * dim) as usize];
                 Ok(EmbedPart {
                     first_row,
                     rows,
-                    table: upload_f32(&buffers, "token_embd (f32)", values)?,
+                    table: upload_dequantized(dev, &buffers, file, embd, first_row, rows)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        drop(table);
 
         let ffn = config.ffn_dim as u64;
         // Where q, k, v and gate, up sit in their shared buffers: each at an element
@@ -587,7 +582,7 @@ impl Model {
                             t.ty,
                             dim,
                             ffn,
-                            file.tensor_data(t),
+                            &[file.tensor_data(t)],
                             0,
                             Feed::Glu(up_first),
                         )?
@@ -996,6 +991,55 @@ fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result
 
 fn upload_f32(buffers: &OwnedBuffers<'_>, label: &str, values: &[f32]) -> Result<Slice> {
     buffers.create_with(label, bytemuck::cast_slice(values), BufferUse::Weights)
+}
+
+/// Rows `first_row..first_row + rows` of a 2-D tensor, dequantized to f32 on the CPU and
+/// uploaded a few MB at a time: the host never holds more than that of a table that may
+/// be gigabytes (a 256K-token vocabulary at hidden size 8,192 is 8.6 GB of f32).
+fn upload_dequantized(
+    dev: &dyn Device,
+    buffers: &OwnedBuffers<'_>,
+    file: &GgufFile,
+    t: &TensorInfo,
+    first_row: u64,
+    rows: u64,
+) -> Result<Slice> {
+    const PIECE_BYTES: u64 = 4 << 20;
+    if !t.ty.can_dequantize() {
+        return Err(Error::UnsupportedType(format!(
+            "`{}` is {}, which brass cannot read",
+            t.name, t.ty
+        )));
+    }
+    let cols = t.cols();
+    let row_bytes =
+        t.ty.bytes_for(cols)
+            .ok_or_else(|| Error::Invalid(format!("`{}`: rows of {cols} values", t.name)))?;
+    let data = file.tensor_data(t);
+    let bytes = rows * cols * 4;
+    let buffer = buffers.create(
+        &format!("{} (f32)", t.name),
+        bytes.max(4),
+        BufferUse::Weights,
+    )?;
+    let rows_per_piece = (PIECE_BYTES / (cols * 4)).max(1);
+    let mut values = Vec::new();
+    let mut row = first_row;
+    while row < first_row + rows {
+        let n = rows_per_piece.min(first_row + rows - row);
+        values.resize((n * cols) as usize, 0f32);
+        let quantized = data
+            .get((row * row_bytes) as usize..((row + n) * row_bytes) as usize)
+            .ok_or_else(|| Error::Invalid(format!("`{}` has no row {}", t.name, row + n - 1)))?;
+        dequantize(t.ty, quantized, &mut values)?;
+        dev.upload(
+            buffer,
+            (row - first_row) * cols * 4,
+            bytemuck::cast_slice(&values),
+        )?;
+        row += n;
+    }
+    Ok(Slice::new(buffer, 0, bytes.max(4)))
 }
 
 impl Model {

@@ -1,0 +1,158 @@
+//! What a model takes on the device, counted from the file and the context before
+//! anything is allocated, so that a model or context too big for the device is refused
+//! with its numbers instead of failing (or aborting on a host allocation) half way.
+
+use crate::device::DeviceProfile;
+use crate::gguf::GgufFile;
+use crate::{Error, Result};
+
+use super::Config;
+
+/// Device bytes a model needs, by what they hold. Each is a lower bound within a few
+/// percent: buffers are padded to 16 bytes and shared activations to the binding
+/// alignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryNeed {
+    /// The matrices as the file stores them, and the norm weights.
+    pub weights: u64,
+    /// The token embedding table, dequantized to f32.
+    pub embedding: u64,
+    /// Keys and values of every layer for the whole context, f32.
+    pub kv_cache: u64,
+    /// Activations, logits, attention scores and the RoPE table.
+    pub scratch: u64,
+}
+
+impl MemoryNeed {
+    /// Counts with checked arithmetic: a size past 2^64 bytes is an error that names it.
+    pub fn of(config: &Config, file: &GgufFile, n_ctx: usize) -> Result<MemoryNeed> {
+        let too_big = |what: &str| {
+            Error::OutOfMemory(format!(
+                "{what} takes more than 2^64 bytes (context {n_ctx}, {} layers, vocabulary {}, \
+                 hidden size {})",
+                config.n_layers, config.vocab, config.dim
+            ))
+        };
+        let product = |what: &str, factors: &[u64]| -> Result<u64> {
+            factors
+                .iter()
+                .try_fold(1u64, |n, &f| n.checked_mul(f))
+                .ok_or_else(|| too_big(what))
+        };
+        let sum = |what: &str, terms: &[u64]| -> Result<u64> {
+            terms
+                .iter()
+                .try_fold(0u64, |n, &t| n.checked_add(t))
+                .ok_or_else(|| too_big(what))
+        };
+        let (dim, vocab, ctx) = (config.dim as u64, config.vocab as u64, n_ctx as u64);
+        let tied = file.tensor("output.weight").is_none();
+        let mut weights = 0u64;
+        for t in file.tensors() {
+            // Parsing checked that every tensor's data lies inside the file.
+            let bytes = file.tensor_data(t).len() as u64;
+            let uploaded = match t.name.as_str() {
+                "token_embd.weight" if !tied => 0,
+                _ if t.dims.len() == 1 => product("a norm", &[t.n_elements(), 4])?,
+                _ => bytes,
+            };
+            weights = sum("the weights", &[weights, uploaded])?;
+        }
+        let embedding = product("the f32 embedding table", &[vocab, dim, 4])?;
+        let kv_dim = config.kv_dim() as u64;
+        let kv_cache = product("the KV cache", &[config.n_layers as u64, 2, ctx, kv_dim, 4])?;
+        let q_dim = (config.n_heads * config.head_dim) as u64;
+        let ffn = config.ffn_dim as u64;
+        let vectors = sum(
+            "the activations",
+            &[dim, dim.max(q_dim), q_dim, 2 * kv_dim, q_dim, dim, 3 * ffn],
+        )?;
+        let scratch = sum(
+            "the scratch buffers",
+            &[
+                product("the activations", &[vectors, 4])?,
+                product("the attention scores", &[config.n_heads as u64, ctx, 4])?,
+                product("the logits", &[vocab, 4])?,
+                product("the RoPE table", &[ctx, config.rope_dim as u64 / 2, 2, 4])?,
+            ],
+        )?;
+        let need = MemoryNeed {
+            weights,
+            embedding,
+            kv_cache,
+            scratch,
+        };
+        need.checked_total()?;
+        Ok(need)
+    }
+
+    fn checked_total(&self) -> Result<u64> {
+        [self.embedding, self.kv_cache, self.scratch]
+            .iter()
+            .try_fold(self.weights, |n, &t| n.checked_add(t))
+            .ok_or_else(|| {
+                Error::OutOfMemory(format!("the model needs more than 2^64 bytes: {self}"))
+            })
+    }
+
+    /// All of it.
+    pub fn total(&self) -> u64 {
+        self.checked_total().unwrap_or(u64::MAX)
+    }
+
+    /// Refuses a model that needs more memory than the device has, where the device
+    /// says how much it has, or a context whose per-layer buffers (the K and V caches,
+    /// the attention scores, the RoPE table), each bound whole by one dispatch, pass the
+    /// device's binding limit.
+    pub fn check_fits(&self, profile: &DeviceProfile, config: &Config, n_ctx: usize) -> Result<()> {
+        if let Some(memory) = profile.memory_bytes {
+            if self.total() > memory {
+                return Err(Error::OutOfMemory(format!(
+                    "the model with a context of {n_ctx} needs {} and {} has {}: {self}",
+                    gb(self.total()),
+                    profile.name,
+                    gb(memory)
+                )));
+            }
+        }
+        let per_position = [config.kv_dim(), config.rope_dim, config.n_heads]
+            .into_iter()
+            .max()
+            .unwrap_or(1) as u64
+            * 4;
+        let binding = profile.usable_binding_bytes();
+        // Cannot overflow: `of` counted the KV cache, which is at least this.
+        if per_position * n_ctx as u64 > binding {
+            return Err(Error::OutOfMemory(format!(
+                "a context of {n_ctx} makes a layer's K cache (or scores or RoPE table) {} \
+                 bytes, past {}'s {binding}-byte binding limit: at most {} positions fit, \
+                 since attention binds them whole",
+                per_position * n_ctx as u64,
+                profile.name,
+                binding / per_position
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn gb(bytes: u64) -> String {
+    match bytes {
+        0..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", bytes as f64 / 1e6),
+        _ => format!("{:.2} GB", bytes as f64 / 1e9),
+    }
+}
+
+impl std::fmt::Display for MemoryNeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "weights {}, f32 embedding table {}, KV cache {}, scratch {}",
+            gb(self.weights),
+            gb(self.embedding),
+            gb(self.kv_cache),
+            gb(self.scratch)
+        )
+    }
+}

@@ -1,0 +1,222 @@
+//! Models and contexts too big for the device: refused before anything is allocated,
+//! with the numbers, never an abort on a host allocation or a panic on wrapped sizes.
+//! The huge files are sparse: a real header, then zeros that take no disk.
+
+mod common;
+
+use std::sync::Arc;
+
+use brass::device::{Device, WgpuDevice};
+use brass::gguf::{GgufBuilder, GgufFile};
+use brass::model::{LoadOptions, Model};
+use brass::quant::GgmlType;
+use brass::Error;
+
+struct Shape {
+    dim: u64,
+    ffn: u64,
+    vocab: u64,
+    layers: u64,
+}
+
+/// A llama of `shape` with Q4_0 matrices and every byte of data zero, written as a
+/// sparse file: only the header is on disk.
+fn sparse_llama(name: &str, shape: &Shape) -> (tempdir::Dir, GgufFile) {
+    let mut b = GgufBuilder::new();
+    b.set("general.architecture", "llama");
+    for (k, v) in [
+        ("block_count", shape.layers as u32),
+        ("embedding_length", shape.dim as u32),
+        ("feed_forward_length", shape.ffn as u32),
+        ("attention.head_count", 1),
+        ("attention.head_count_kv", 1),
+        ("context_length", 128),
+    ] {
+        b.set(format!("llama.{k}"), v);
+    }
+    let (d, f) = (shape.dim, shape.ffn);
+    let q4 = GgmlType::Q4_0;
+    b.add_tensor_deferred("token_embd.weight", q4, &[d, shape.vocab])
+        .unwrap();
+    b.add_tensor_deferred("output_norm.weight", GgmlType::F32, &[d])
+        .unwrap();
+    for i in 0..shape.layers {
+        let n = |s: &str| format!("blk.{i}.{s}.weight");
+        b.add_tensor_deferred(n("attn_norm"), GgmlType::F32, &[d])
+            .unwrap();
+        b.add_tensor_deferred(n("ffn_norm"), GgmlType::F32, &[d])
+            .unwrap();
+        for (t, dims) in [
+            ("attn_q", [d, d]),
+            ("attn_k", [d, d]),
+            ("attn_v", [d, d]),
+            ("attn_output", [d, d]),
+            ("ffn_gate", [d, f]),
+            ("ffn_up", [d, f]),
+            ("ffn_down", [f, d]),
+        ] {
+            b.add_tensor_deferred(n(t), q4, &dims).unwrap();
+        }
+    }
+    let dir = tempdir::Dir::new(name);
+    let path = dir.path.join(format!("{name}.gguf"));
+    std::fs::write(&path, b.header_bytes()).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(b.file_size()).unwrap();
+    drop(file);
+    let gguf = GgufFile::open(&path).unwrap();
+    (dir, gguf)
+}
+
+/// A folder removed when the test ends, pass or fail.
+mod tempdir {
+    pub struct Dir {
+        pub path: std::path::PathBuf,
+    }
+    impl Dir {
+        pub fn new(name: &str) -> Dir {
+            let path =
+                std::env::temp_dir().join(format!("brass-limits-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&path).unwrap();
+            Dir { path }
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            std::fs::remove_dir_all(&self.path).ok();
+        }
+    }
+}
+
+fn device() -> Arc<WgpuDevice> {
+    let device = Arc::new(common::gpu());
+    assert!(
+        device.profile().memory_bytes.is_some(),
+        "{} reports no memory size; these tests need one (any Vulkan device has it)",
+        device.profile().name
+    );
+    device
+}
+
+/// Loads with `context`, expects an out-of-memory refusal naming `needle`, and checks
+/// that nothing was left allocated.
+fn refused(file: &GgufFile, context: usize, needle: &str) -> String {
+    let device = device();
+    let before = device.memory_in_use();
+    let err = Model::from_gguf(
+        device.clone(),
+        file,
+        &LoadOptions {
+            context: Some(context),
+            ..Default::default()
+        },
+    )
+    .expect_err("a model too big for the device loaded");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::OutOfMemory(_)), "{msg}");
+    assert!(msg.contains(needle), "`{needle}` not in: {msg}");
+    assert_eq!(device.memory_in_use(), before, "{msg}");
+    msg
+}
+
+#[test]
+fn a_vocabulary_of_2_pow_31_is_refused_with_its_numbers() {
+    let (_dir, file) = sparse_llama(
+        "vocab",
+        &Shape {
+            dim: 64,
+            ffn: 64,
+            vocab: 1 << 31,
+            layers: 1,
+        },
+    );
+    // 2^31 rows of 64 f32: 549.76 GB of embedding table.
+    let msg = refused(&file, 16, "f32 embedding table 549.76 GB");
+    assert!(msg.contains("needs") && msg.contains(" has "), "{msg}");
+}
+
+#[test]
+fn a_hidden_size_of_2_pow_20_is_refused_with_its_numbers() {
+    let (_dir, file) = sparse_llama(
+        "hidden",
+        &Shape {
+            dim: 1 << 20,
+            ffn: 64,
+            vocab: 512,
+            layers: 1,
+        },
+    );
+    // Four 2^20 x 2^20 Q4_0 matrices, three 2^20 x 64, the tied embedding of 512 rows
+    // (18 bytes a 32-value block) and three f32 norms.
+    let weights =
+        (4 * (1u64 << 40) + 3 * 64 * (1 << 20) + 512 * (1 << 20)) / 32 * 18 + 3 * 4 * (1 << 20);
+    refused(
+        &file,
+        16,
+        &format!("weights {:.2} GB", weights as f64 / 1e9),
+    );
+}
+
+/// Each test its own: tests run in parallel in one process.
+fn tiny(name: &str) -> (tempdir::Dir, GgufFile) {
+    sparse_llama(
+        name,
+        &Shape {
+            dim: 64,
+            ffn: 64,
+            vocab: 512,
+            layers: 2,
+        },
+    )
+}
+
+#[test]
+fn a_context_whose_byte_count_wraps_is_refused() {
+    let (_dir, file) = tiny("wraps");
+    let msg = refused(&file, 1 << 56, "more than 2^64 bytes");
+    assert!(msg.contains("context 72057594037927936"), "{msg}");
+}
+
+#[test]
+fn a_context_past_the_devices_memory_is_refused_with_its_numbers() {
+    let (_dir, file) = tiny("past-memory");
+    let memory = device().profile().memory_bytes.unwrap();
+    // Keys and values of 64 f32 in each of 2 layers: 1 KiB a position.
+    let context = (memory / 1024 + 1) as usize;
+    refused(
+        &file,
+        context,
+        &format!("with a context of {context} needs"),
+    );
+}
+
+#[test]
+fn a_context_past_the_binding_limit_says_how_many_positions_fit() {
+    let (_dir, file) = tiny("past-binding");
+    let profile = device().profile().clone();
+    // One layer's K cache: 256 bytes a position.
+    let fit = profile.usable_binding_bytes() / 256;
+    let context = fit as usize + 1;
+    if 1024 * context as u64 > profile.memory_bytes.unwrap() {
+        eprintln!("skipped: the memory check refuses this context first");
+        return;
+    }
+    refused(&file, context, &format!("at most {fit} positions fit"));
+}
+
+/// The same tiny model with a reasonable context loads: the checks above refuse sizes,
+/// not models.
+#[test]
+fn the_tiny_model_with_a_normal_context_loads() {
+    let (_dir, file) = tiny("normal");
+    let model = Model::from_gguf(
+        device(),
+        &file,
+        &LoadOptions {
+            context: Some(64),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(model.context(), 64);
+}
