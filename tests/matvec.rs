@@ -176,14 +176,14 @@ fn small_tiles(profile: &DeviceProfile) -> DeviceProfile {
 
 /// Shapes every kernel must get right: one row, rows not a multiple of any rows-per-
 /// workgroup, K of one block, a wide K, and K spanning several tiles with a partial
-/// last tile (forced by a profile with little workgroup memory).
-#[test]
-fn every_kernel_matches_its_cpu_reference() {
+/// last tile (forced by a profile with little workgroup memory). One test per weight
+/// type (`cargo test --test matvec kernels_q4_k`), so that they run in parallel.
+fn every_kernel_of_a_type_matches_its_cpu_reference(ty: GgmlType) {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
     let small_tiles = small_tiles(&profile);
-    for kernel in MATVEC_KERNELS {
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.ty == ty) {
         let unit = kernel.ty.block_size().max(32) as u64;
         for (m, k) in [
             (1, 256),
@@ -212,6 +212,39 @@ fn every_kernel_matches_its_cpu_reference() {
             check(&device, &cache, &small_tiles, kernel, (45, 1280), r, lanes);
         }
     }
+}
+
+macro_rules! kernels_of_each_type {
+    ($($test:ident: $ty:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                every_kernel_of_a_type_matches_its_cpu_reference(GgmlType::$ty);
+            }
+        )*
+
+        /// A kernel of a type missing from the list above would go untested.
+        #[test]
+        fn every_kernel_type_has_its_test() {
+            let tested = [$(GgmlType::$ty),*];
+            for kernel in MATVEC_KERNELS {
+                assert!(tested.contains(&kernel.ty), "{} has no test", kernel.name);
+            }
+        }
+    };
+}
+
+kernels_of_each_type! {
+    kernels_f32: F32,
+    kernels_f16: F16,
+    kernels_q8_0: Q8_0,
+    kernels_q4_0: Q4_0,
+    kernels_q4_1: Q4_1,
+    kernels_q5_0: Q5_0,
+    kernels_q5_1: Q5_1,
+    kernels_q4_k: Q4_K,
+    kernels_q5_k: Q5_K,
+    kernels_q6_k: Q6_K,
 }
 
 /// A kernel whose weights are rearranged on upload (Q6_K's dot4 reads the blocks'
