@@ -295,7 +295,8 @@ pub struct WgpuDevice {
     /// Bytes written by `upload` since it last flushed the queue: an upper bound on the
     /// staging memory wgpu holds for them (any submission also frees it).
     pending_upload: AtomicUsize,
-    /// Taken before `state` when both are held.
+    /// Taken before `state` when both are held, and held from writing a batch to the
+    /// submission that copies it out.
     small_uploads: Mutex<SmallUploads>,
 }
 
@@ -450,8 +451,19 @@ impl WgpuDevice {
     /// direct write goes after it, so uploads land in the order they were made.
     fn flush_small_uploads(&self) {
         let mut small = lock(&self.small_uploads);
+        if let Some(copies) = self.small_upload_copies(&mut small) {
+            self.queue.submit([copies]);
+        }
+    }
+
+    /// Writes the gathered small uploads to the scratch buffer and returns the command
+    /// buffer that copies them out, to submit ahead of (or with) the next work: a decode
+    /// step's token then needs no submission of its own. The caller holds the lock until
+    /// it submits them, since the next batch's write to the one scratch buffer would
+    /// land before these copies run.
+    fn small_upload_copies(&self, small: &mut SmallUploads) -> Option<wgpu::CommandBuffer> {
         if small.copies.is_empty() {
-            return;
+            return None;
         }
         let scratch = small
             .scratch
@@ -469,19 +481,21 @@ impl WgpuDevice {
         for (target, at, from, len) in small.copies.drain(..) {
             encoder.copy_buffer_to_buffer(&scratch, from, &target, at, len);
         }
-        self.queue.submit([encoder.finish()]);
         small.data.clear();
+        Some(encoder.finish())
     }
 
     /// Adds one upload of at most [`SMALL_UPLOAD`] bytes, already checked against its
     /// buffer, to the batch; a full batch is flushed first.
     fn gather_small_upload(&self, target: wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
         let padded = data.len().next_multiple_of(4);
-        if lock(&self.small_uploads).data.len() + padded > SMALL_BATCH {
-            self.flush_small_uploads();
+        let mut small = lock(&self.small_uploads);
+        if small.data.len() + padded > SMALL_BATCH {
+            if let Some(copies) = self.small_upload_copies(&mut small) {
+                self.queue.submit([copies]);
+            }
             self.note_pending_upload(SMALL_BATCH)?;
         }
-        let mut small = lock(&self.small_uploads);
         let from = small.data.len() as u64;
         small.data.extend_from_slice(data);
         small.data.resize(from as usize + padded, 0);
@@ -529,12 +543,19 @@ impl WgpuDevice {
         queries: Option<(&wgpu::QuerySet, Timing)>,
         after: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> Result<wgpu::SubmissionIndex> {
-        self.flush_small_uploads();
+        let mut small = lock(&self.small_uploads);
+        let uploads = self.small_upload_copies(&mut small);
         let mut encoder = self.device.create_command_encoder(&Default::default());
         let mut state = lock(&self.state);
-        self.encode(&mut state, &mut encoder, list, queries)?;
+        if let Err(e) = self.encode(&mut state, &mut encoder, list, queries) {
+            // The uploads still land.
+            self.queue.submit(uploads);
+            return Err(e);
+        }
         after(&mut encoder);
-        Ok(self.queue.submit([encoder.finish()]))
+        Ok(self
+            .queue
+            .submit(uploads.into_iter().chain([encoder.finish()])))
     }
 
     /// Records `list` into `encoder`; with `per_dispatch_queries`, dispatch `i` writes
@@ -1135,10 +1156,13 @@ impl Device for WgpuDevice {
         self.check()?;
         let (source, padded) = self.read_source(buffer, offset, len)?;
         let staging = self.staging_buffer(padded);
-        self.flush_small_uploads();
+        let mut small = lock(&self.small_uploads);
+        let uploads = self.small_upload_copies(&mut small);
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&source, offset, &staging, 0, padded);
-        self.queue.submit([encoder.finish()]);
+        self.queue
+            .submit(uploads.into_iter().chain([encoder.finish()]));
+        drop(small);
         let mut data = self.map_read(&staging)?;
         data.truncate(len as usize);
         Ok(data)
