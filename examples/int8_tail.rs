@@ -60,6 +60,10 @@ struct Args {
     /// Skip the CPU simulations.
     #[arg(long)]
     no_cpu: bool,
+    /// Also run brass's rounding at only these points (bits of qkv, attn_out,
+    /// gate_up, down, head; e.g. 30 = all but qkv), f16 KV.
+    #[arg(long, value_delimiter = ',')]
+    mask: Vec<u32>,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -571,6 +575,12 @@ fn main() {
     for &(scheme, kv) in cpu_schemes {
         let got = cpu.run(&ids, scheme, all, kv);
         report(&format!("cpu {scheme:?} all kv_f16={kv}"), &got);
+    }
+    for &mask in &args.mask {
+        for scheme in [Scheme::Brass, Scheme::Llama] {
+            let got = cpu.run(&ids, scheme, mask, true);
+            report(&format!("cpu {scheme:?} mask {mask:#07b}"), &got);
+        }
     }
     for seed in (1..=args.jitter_seeds).filter(|_| !args.no_cpu) {
         for scheme in [Scheme::Brass, Scheme::BrassF16d, Scheme::Llama] {
