@@ -1,0 +1,665 @@
+//! Where the int8 route's logit error comes from (issue 22): a CPU float64 forward pass
+//! of a llama model, optionally rounding x to int8 groups of 32 before chosen matvecs
+//! the way brass's dot4 kernels do (`brass`: q = round-half-even(x / amax * 127), the
+//! scale amax / 127 kept in f32) or the way llama.cpp's CPU backend does (`llama`: q =
+//! round(x / d), d = amax / 127 stored as f16, Q8_1's s = d * sum(q) stored as f16),
+//! and brass on the GPU with the matvec routes and x_q8 / glu_q8 switches; every
+//! variant teacher-forced along one sequence and compared with the exact pass on the
+//! exact pass's top-5 logits per position.
+//!
+//! ```text
+//! cargo run --release --example int8_tail                       # the code prompt
+//! cargo run --release --example int8_tail -- --reference tests/reference/smollm2_q4_1_f64.json
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use brass::device::{AdapterChoice, Device, WgpuDevice};
+use brass::gguf::GgufFile;
+use brass::kernels::matvec::Family;
+use brass::model::{default_model_path, Config, Input, LoadOptions, Model};
+use brass::quant::GgmlType;
+use brass::router::Force;
+use brass::tokenizer::Tokenizer;
+use clap::Parser;
+use half::f16;
+
+#[derive(Parser, Debug)]
+struct Args {
+    #[arg(short, long)]
+    model: Option<PathBuf>,
+    #[arg(
+        short,
+        long,
+        default_value = "def fibonacci(n):\n    if n <= 1:\n        return n\n"
+    )]
+    prompt: String,
+    /// Greedy tokens (of the exact pass) appended to the prompt.
+    #[arg(short = 'n', long, default_value_t = 24)]
+    n_gen: usize,
+    /// Teacher-force a reference file's sequence instead (tests/reference shape); also
+    /// checks the exact pass against its logits.
+    #[arg(long)]
+    reference: Option<PathBuf>,
+    /// A llama.cpp reference to compare at the positions it shares with --reference.
+    #[arg(long)]
+    llamacpp: Option<PathBuf>,
+    /// Skip the GPU variants.
+    #[arg(long)]
+    no_gpu: bool,
+    /// Skip the CPU simulations rounding x at one point at a time.
+    #[arg(long)]
+    no_points: bool,
+    /// Reruns of the brass and llama.cpp roundings with x perturbed by ~1e-6 first.
+    #[arg(long, default_value_t = 0)]
+    jitter_seeds: u64,
+    /// Run only the GPU variants whose names contain one of these (default: all).
+    #[arg(long, value_delimiter = ',')]
+    gpu: Vec<String>,
+    /// Skip the CPU simulations.
+    #[arg(long)]
+    no_cpu: bool,
+    /// Also run brass's rounding at only these points (bits of qkv, attn_out,
+    /// gate_up, down, head; e.g. 30 = all but qkv), f16 KV.
+    #[arg(long, value_delimiter = ',')]
+    mask: Vec<u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Scheme {
+    Exact,
+    Brass,
+    Llama,
+    /// brass's, with llama.cpp's rounding (half away from zero) only.
+    BrassAway,
+    /// brass's, with the scale stored as f16 only.
+    BrassF16d,
+}
+
+/// The points where x is rounded: inputs of QKV, the attention output projection,
+/// gate/up, down, and the head.
+const POINTS: [&str; 5] = ["qkv", "attn_out", "gate_up", "down", "head"];
+
+thread_local! {
+    /// Nonzero: the seed of a relative perturbation of about 1e-6 applied to x before it
+    /// is rounded (a stand-in for another engine's summation order upstream).
+    static JITTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Uniform in [-1, 1), from JITTER's xorshift state.
+fn jitter() -> f64 {
+    JITTER.with(|j| {
+        let mut s = j.get();
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        j.set(s);
+        (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    })
+}
+
+struct Mat {
+    rows: usize,
+    cols: usize,
+    w: Vec<f32>,
+    /// Q4_1 / Q5_1: each block's minimum m, [row][block].
+    mins: Option<Vec<f32>>,
+}
+
+fn load_mat(file: &GgufFile, name: &str) -> Mat {
+    let t = file
+        .tensor(name)
+        .unwrap_or_else(|| panic!("no tensor {name}"));
+    let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
+    let mut w = vec![0f32; rows * cols];
+    let bytes = file.tensor_data(t);
+    brass::quant::dequantize(t.ty, bytes, &mut w).unwrap();
+    let mins = match t.ty {
+        GgmlType::Q4_1 | GgmlType::Q5_1 => {
+            let bb = if t.ty == GgmlType::Q4_1 { 20 } else { 24 };
+            Some(
+                bytes
+                    .chunks_exact(bb)
+                    .map(|b| f16::from_le_bytes([b[2], b[3]]).to_f32())
+                    .collect(),
+            )
+        }
+        _ => None,
+    };
+    Mat {
+        rows,
+        cols,
+        w,
+        mins,
+    }
+}
+
+fn load_vec(file: &GgufFile, name: &str) -> Vec<f64> {
+    let t = file.tensor(name).unwrap();
+    let mut w = vec![0f32; t.n_elements() as usize];
+    brass::quant::dequantize(t.ty, file.tensor_data(t), &mut w).unwrap();
+    w.into_iter().map(f64::from).collect()
+}
+
+struct Layer {
+    attn_norm: Vec<f64>,
+    q: Mat,
+    k: Mat,
+    v: Mat,
+    o: Mat,
+    ffn_norm: Vec<f64>,
+    gate: Mat,
+    up: Mat,
+    down: Mat,
+}
+
+struct Cpu {
+    cfg: Config,
+    embd: Mat,
+    layers: Vec<Layer>,
+    norm: Vec<f64>,
+    head: Mat,
+}
+
+/// x rounded as `scheme` does: the dequantized values and, per group, the error of the
+/// stored s against d * sum(q) (what a minimum term multiplies beyond the dequantized x).
+fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
+    if scheme == Scheme::Exact {
+        return (x.to_vec(), vec![0.0; x.len() / 32]);
+    }
+    let jittered: Vec<f64>;
+    let x = if JITTER.with(|j| j.get()) != 0 {
+        jittered = x.iter().map(|&a| a * (1.0 + 1e-6 * jitter())).collect();
+        &jittered[..]
+    } else {
+        x
+    };
+    let mut out = vec![0f64; x.len()];
+    let mut s_err = vec![0f64; x.len() / 32];
+    for (g, chunk) in x.chunks_exact(32).enumerate() {
+        let v: Vec<f32> = chunk.iter().map(|&a| a as f32).collect();
+        let amax = v.iter().fold(0f32, |m, a| m.max(a.abs()));
+        let d = amax / 127.0;
+        let q: Vec<i32> = match scheme {
+            Scheme::Llama => {
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                v.iter().map(|&a| (a * id).round() as i32).collect()
+            }
+            _ => {
+                let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
+                v.iter()
+                    .map(|&a| {
+                        let t = (a * inv).clamp(-1.0, 1.0) * 127.0;
+                        if scheme == Scheme::BrassAway {
+                            t.round() as i32
+                        } else {
+                            t.round_ties_even() as i32
+                        }
+                    })
+                    .collect()
+            }
+        };
+        let sum: i32 = q.iter().sum();
+        let (dd, s) = match scheme {
+            Scheme::Llama => {
+                let d16 = f16::from_f32(d).to_f32();
+                (d16 as f64, f16::from_f32(sum as f32 * d).to_f32() as f64)
+            }
+            Scheme::BrassF16d => {
+                let d16 = f16::from_f32(d).to_f32();
+                (d16 as f64, (d16 * sum as f32) as f64)
+            }
+            _ => (d as f64, (d * sum as f32) as f64),
+        };
+        for (o, &qi) in out[32 * g..32 * g + 32].iter_mut().zip(&q) {
+            *o = dd * qi as f64;
+        }
+        s_err[g] = s - dd * sum as f64;
+    }
+    (out, s_err)
+}
+
+fn matvec(m: &Mat, x: &[f64], s_err: &[f64]) -> Vec<f64> {
+    assert_eq!(x.len(), m.cols);
+    (0..m.rows)
+        .map(|r| {
+            let row = &m.w[r * m.cols..(r + 1) * m.cols];
+            let mut acc: f64 = row.iter().zip(x).map(|(&w, &x)| w as f64 * x).sum();
+            if let Some(mins) = &m.mins {
+                let nb = m.cols / 32;
+                acc += mins[r * nb..(r + 1) * nb]
+                    .iter()
+                    .zip(s_err)
+                    .map(|(&mn, &e)| mn as f64 * e)
+                    .sum::<f64>();
+            }
+            acc
+        })
+        .collect()
+}
+
+fn qmatvec(m: &Mat, x: &[f64], scheme: Scheme) -> Vec<f64> {
+    let (xq, s_err) = quantize(x, scheme);
+    matvec(m, &xq, &s_err)
+}
+
+fn rms_norm(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
+    let ms = x.iter().map(|a| a * a).sum::<f64>() / x.len() as f64;
+    let s = 1.0 / (ms + eps).sqrt();
+    x.iter().zip(w).map(|(a, b)| a * s * b).collect()
+}
+
+fn rope(x: &mut [f64], n_heads: usize, head_dim: usize, rope_dim: usize, pos: usize, base: f64) {
+    for h in 0..n_heads {
+        for i in 0..rope_dim / 2 {
+            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
+            let (s, c) = theta.sin_cos();
+            let j = h * head_dim + 2 * i;
+            let (x0, x1) = (x[j], x[j + 1]);
+            x[j] = x0 * c - x1 * s;
+            x[j + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+impl Cpu {
+    fn load(file: &GgufFile) -> Cpu {
+        let cfg = Config::from_gguf(file).unwrap();
+        let layers = (0..cfg.n_layers)
+            .map(|l| {
+                let n = |s: &str| format!("blk.{l}.{s}.weight");
+                Layer {
+                    attn_norm: load_vec(file, &n("attn_norm")),
+                    q: load_mat(file, &n("attn_q")),
+                    k: load_mat(file, &n("attn_k")),
+                    v: load_mat(file, &n("attn_v")),
+                    o: load_mat(file, &n("attn_output")),
+                    ffn_norm: load_vec(file, &n("ffn_norm")),
+                    gate: load_mat(file, &n("ffn_gate")),
+                    up: load_mat(file, &n("ffn_up")),
+                    down: load_mat(file, &n("ffn_down")),
+                }
+            })
+            .collect();
+        let head_name = if file.tensor("output.weight").is_some() {
+            "output.weight"
+        } else {
+            "token_embd.weight"
+        };
+        Cpu {
+            embd: load_mat(file, "token_embd.weight"),
+            head: load_mat(file, head_name),
+            norm: load_vec(file, "output_norm.weight"),
+            layers,
+            cfg,
+        }
+    }
+
+    /// Logits after each of `ids`, x rounded by `scheme` at the points in `mask`
+    /// (bit i: POINTS[i]); `kv_f16`: the KV cache holds f16 values.
+    fn run(&self, ids: &[u32], scheme: Scheme, mask: u32, kv_f16: bool) -> Vec<Vec<f64>> {
+        self.run_gen(&mut ids.to_vec(), 0, scheme, mask, kv_f16)
+    }
+
+    /// As `run`, appending `n_gen` greedy tokens to `ids` (all but the last processed).
+    fn run_gen(
+        &self,
+        ids: &mut Vec<u32>,
+        mut n_gen: usize,
+        scheme: Scheme,
+        mask: u32,
+        kv_f16: bool,
+    ) -> Vec<Vec<f64>> {
+        let c = &self.cfg;
+        let kvd = c.n_kv_heads * c.head_dim;
+        let sch = |p: usize| {
+            if mask & (1 << p) != 0 {
+                scheme
+            } else {
+                Scheme::Exact
+            }
+        };
+        let mut kc = vec![Vec::<f64>::new(); c.n_layers];
+        let mut vc = vec![Vec::<f64>::new(); c.n_layers];
+        let kvr = |v: Vec<f64>| -> Vec<f64> {
+            if kv_f16 {
+                v.into_iter().map(|a| f16::from_f64(a).to_f64()).collect()
+            } else {
+                v
+            }
+        };
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < ids.len() {
+            let id = ids[pos];
+            let e = &self.embd;
+            let mut x: Vec<f64> = e.w[id as usize * e.cols..(id as usize + 1) * e.cols]
+                .iter()
+                .map(|&a| a as f64)
+                .collect();
+            for (l, ly) in self.layers.iter().enumerate() {
+                let h = rms_norm(&x, &ly.attn_norm, c.eps as f64);
+                let mut q = qmatvec(&ly.q, &h, sch(0));
+                let mut k = qmatvec(&ly.k, &h, sch(0));
+                let v = qmatvec(&ly.v, &h, sch(0));
+                rope(&mut q, c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_base);
+                rope(
+                    &mut k,
+                    c.n_kv_heads,
+                    c.head_dim,
+                    c.rope_dim,
+                    pos,
+                    c.rope_base,
+                );
+                kc[l].extend(kvr(k));
+                vc[l].extend(kvr(v));
+                let n_pos = pos + 1;
+                let group = c.n_heads / c.n_kv_heads;
+                let mut att = vec![0f64; c.n_heads * c.head_dim];
+                let scale = 1.0 / (c.head_dim as f64).sqrt();
+                for hh in 0..c.n_heads {
+                    let kh = hh / group;
+                    let qh = &q[hh * c.head_dim..(hh + 1) * c.head_dim];
+                    let scores: Vec<f64> = (0..n_pos)
+                        .map(|p| {
+                            let kp = &kc[l][p * kvd + kh * c.head_dim..][..c.head_dim];
+                            qh.iter().zip(kp).map(|(a, b)| a * b).sum::<f64>() * scale
+                        })
+                        .collect();
+                    let mx = scores.iter().cloned().fold(f64::MIN, f64::max);
+                    let ex: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+                    let z: f64 = ex.iter().sum();
+                    for (p, &w) in ex.iter().enumerate() {
+                        let vp = &vc[l][p * kvd + kh * c.head_dim..][..c.head_dim];
+                        for d in 0..c.head_dim {
+                            att[hh * c.head_dim + d] += w / z * vp[d];
+                        }
+                    }
+                }
+                let o = qmatvec(&ly.o, &att, sch(1));
+                for (a, b) in x.iter_mut().zip(&o) {
+                    *a += b;
+                }
+                let h = rms_norm(&x, &ly.ffn_norm, c.eps as f64);
+                let g = qmatvec(&ly.gate, &h, sch(2));
+                let u = qmatvec(&ly.up, &h, sch(2));
+                let act: Vec<f64> = g
+                    .iter()
+                    .zip(&u)
+                    .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
+                    .collect();
+                let dn = qmatvec(&ly.down, &act, sch(3));
+                for (a, b) in x.iter_mut().zip(&dn) {
+                    *a += b;
+                }
+            }
+            let h = rms_norm(&x, &self.norm, c.eps as f64);
+            out.push(qmatvec(&self.head, &h, sch(4)));
+            if pos + 1 == ids.len() && n_gen > 1 {
+                ids.push(top5(out.last().unwrap())[0]);
+                n_gen -= 1;
+            }
+            pos += 1;
+        }
+        out
+    }
+}
+
+fn top5(l: &[f64]) -> Vec<u32> {
+    let mut idx: Vec<u32> = (0..l.len() as u32).collect();
+    idx.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]));
+    idx.truncate(5);
+    idx
+}
+
+/// Per position, the errors on the exact pass's top-5: (worst, its position, median).
+fn compare(exact: &[Vec<f64>], got: &[Vec<f64>]) -> (f64, usize, f64, Vec<f64>) {
+    let mut all = Vec::new();
+    let mut worst = (0.0, 0);
+    let mut per_pos = Vec::new();
+    for (pos, (e, g)) in exact.iter().zip(got).enumerate() {
+        let mut pw = 0f64;
+        for id in top5(e) {
+            let err = (g[id as usize] - e[id as usize]).abs();
+            all.push(err);
+            pw = pw.max(err);
+            if err > worst.0 {
+                worst = (err, pos);
+            }
+        }
+        per_pos.push(pw);
+    }
+    all.sort_by(f64::total_cmp);
+    (worst.0, worst.1, all[all.len() / 2], per_pos)
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    prompt_ids: Vec<u32>,
+    steps: Vec<Step>,
+    generated: Vec<u32>,
+}
+#[derive(serde::Deserialize)]
+struct Step {
+    top: Vec<(u32, f64)>,
+}
+fn read_ref(p: &PathBuf) -> Reference {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+fn sequence(r: &Reference) -> Vec<u32> {
+    let mut ids = r.prompt_ids.clone();
+    ids.extend(&r.generated[..r.generated.len() - 1]);
+    ids
+}
+
+fn main() {
+    let args = Args::parse();
+    let path = args
+        .model
+        .clone()
+        .unwrap_or_else(|| default_model_path().unwrap());
+    let file = GgufFile::open(&path).unwrap();
+    let t0 = std::time::Instant::now();
+    let cpu = Cpu::load(&file);
+    eprintln!("cpu weights loaded in {:.1} s", t0.elapsed().as_secs_f64());
+    let reference = args.reference.as_ref().map(read_ref);
+    let (ids, exact) = match &reference {
+        Some(r) => {
+            let ids = sequence(r);
+            let exact = cpu.run(&ids, Scheme::Exact, 0, false);
+            let mut worst = 0f64;
+            for (e, s) in exact.iter().zip(&r.steps) {
+                for &(id, v) in &s.top {
+                    worst = worst.max((e[id as usize] - v).abs());
+                }
+            }
+            println!(
+                "exact CPU pass vs {}: worst top-5 diff {worst:.5}",
+                args.reference.as_ref().unwrap().display()
+            );
+            (ids, exact)
+        }
+        None => {
+            let tok = Tokenizer::from_gguf(&file).unwrap();
+            let mut ids = tok.encode(&args.prompt, true, true);
+            let n_prompt = ids.len();
+            let exact = cpu.run_gen(&mut ids, args.n_gen, Scheme::Exact, 0, false);
+            println!(
+                "sequence ({} prompt ids, {} in all): {:?}",
+                n_prompt,
+                ids.len(),
+                ids
+            );
+            (ids, exact)
+        }
+    };
+    eprintln!("exact pass: {:.1} s", t0.elapsed().as_secs_f64());
+    // (pos, id) pairs in both references' top-5 at the positions where their sequences
+    // agree: where llama.cpp's error is known.
+    let mut pairs: Vec<(usize, u32)> = Vec::new();
+    if let (Some(r), Some(lp)) = (&reference, &args.llamacpp) {
+        let l = read_ref(lp);
+        let lids = sequence(&l);
+        let shared = ids.iter().zip(&lids).take_while(|(a, b)| a == b).count();
+        let mut errs = Vec::new();
+        for (pos, (ls, rs)) in l.steps.iter().zip(&r.steps).take(shared).enumerate() {
+            for &(id, v) in &ls.top {
+                if rs.top.iter().any(|t| t.0 == id) {
+                    errs.push((pos, (v - exact[pos][id as usize]).abs()));
+                    pairs.push((pos, id));
+                }
+            }
+        }
+        let w = errs
+            .iter()
+            .cloned()
+            .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
+        let mut v: Vec<f64> = errs.iter().map(|e| e.1).collect();
+        v.sort_by(f64::total_cmp);
+        println!(
+            "llama.cpp reference vs exact over {shared} shared positions ({} logits): worst {:.4} at pos {}, median {:.4}",
+            v.len(),
+            w.1,
+            w.0,
+            v[v.len() / 2]
+        );
+    }
+
+    let report = |name: &str, got: &[Vec<f64>]| {
+        let (w, p, med, per_pos) = compare(&exact, got);
+        let mut order: Vec<usize> = (0..per_pos.len()).collect();
+        order.sort_by(|&a, &b| per_pos[b].total_cmp(&per_pos[a]));
+        let next: Vec<String> = order[1..4]
+            .iter()
+            .map(|&i| format!("{:.3}@{}", per_pos[i], i))
+            .collect();
+        println!(
+            "{name:<34} worst {w:.4} at pos {p:>2}  median {med:.4}  next worst positions {}",
+            next.join(" ")
+        );
+        if !pairs.is_empty() {
+            let mut v: Vec<(f64, usize)> = pairs
+                .iter()
+                .map(|&(p, id)| ((got[p][id as usize] - exact[p][id as usize]).abs(), p))
+                .collect();
+            let w = v
+                .iter()
+                .cloned()
+                .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            println!(
+                "{:<34} on llama.cpp's shared logits: worst {:.4} at pos {}, median {:.4}",
+                "",
+                w.0,
+                w.1,
+                v[v.len() / 2].0
+            );
+        }
+    };
+
+    // CPU simulations.
+    let all = (1u32 << POINTS.len()) - 1;
+    let cpu_schemes: &[(Scheme, bool)] = if args.no_cpu {
+        &[]
+    } else {
+        &[
+            (Scheme::Exact, true),
+            (Scheme::Brass, false),
+            (Scheme::Brass, true),
+            (Scheme::BrassAway, true),
+            (Scheme::BrassF16d, true),
+            (Scheme::Llama, true),
+        ]
+    };
+    for &(scheme, kv) in cpu_schemes {
+        let got = cpu.run(&ids, scheme, all, kv);
+        report(&format!("cpu {scheme:?} all kv_f16={kv}"), &got);
+    }
+    for &mask in &args.mask {
+        for scheme in [Scheme::Brass, Scheme::Llama] {
+            let got = cpu.run(&ids, scheme, mask, true);
+            report(&format!("cpu {scheme:?} mask {mask:#07b}"), &got);
+        }
+    }
+    for seed in (1..=args.jitter_seeds).filter(|_| !args.no_cpu) {
+        for scheme in [Scheme::Brass, Scheme::BrassF16d, Scheme::Llama] {
+            JITTER.with(|j| j.set(0x9E37_79B9_7F4A_7C15 ^ seed));
+            let got = cpu.run(&ids, scheme, all, true);
+            JITTER.with(|j| j.set(0));
+            report(&format!("cpu {scheme:?} all kv_f16 jitter {seed}"), &got);
+        }
+    }
+    for (p, name) in POINTS.iter().enumerate() {
+        if args.no_points || args.no_cpu {
+            break;
+        }
+        for scheme in [Scheme::Brass, Scheme::Llama] {
+            let got = cpu.run(&ids, scheme, 1 << p, false);
+            report(&format!("cpu {scheme:?} only {name}"), &got);
+        }
+    }
+
+    if args.no_gpu {
+        return;
+    }
+    let device: Arc<dyn Device> = Arc::new(WgpuDevice::open(&AdapterChoice::from_env()).unwrap());
+    let variants: Vec<(&str, LoadOptions)> = vec![
+        ("gpu default", LoadOptions::default()),
+        (
+            "gpu --force coop",
+            LoadOptions {
+                force: Some(Force::Family(Family::Coop)),
+                ..Default::default()
+            },
+        ),
+        (
+            "gpu x_q8=false",
+            LoadOptions {
+                x_q8: Some(false),
+                ..Default::default()
+            },
+        ),
+        (
+            "gpu x_q8=true",
+            LoadOptions {
+                x_q8: Some(true),
+                ..Default::default()
+            },
+        ),
+        (
+            "gpu glu_q8=false",
+            LoadOptions {
+                glu_q8: Some(false),
+                ..Default::default()
+            },
+        ),
+        (
+            "gpu glu_q8=true",
+            LoadOptions {
+                glu_q8: Some(true),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, mut opts) in variants {
+        if !args.gpu.is_empty() && !args.gpu.iter().any(|g| name.contains(g.as_str())) {
+            continue;
+        }
+        opts.context = Some(ids.len().max(64));
+        let model = Model::load(device.clone(), &path, &opts).unwrap();
+        let got: Vec<Vec<f64>> = ids
+            .iter()
+            .enumerate()
+            .map(|(pos, &id)| {
+                model
+                    .forward_logits(Input::Token(id), pos)
+                    .unwrap()
+                    .into_iter()
+                    .map(f64::from)
+                    .collect()
+            })
+            .collect();
+        report(name, &got);
+    }
+}
