@@ -293,8 +293,9 @@ fn measure_device(
     })
 }
 
-/// The commit measured: `BRASS_GIT_COMMIT` at build time, else `git rev-parse HEAD`
-/// in the source tree now (with `-dirty` when it has uncommitted changes).
+/// The commit measured: the one the binary was built from (`BRASS_GIT_COMMIT`, named
+/// by build.rs or the environment at build time), else `git rev-parse HEAD` in the
+/// source tree now (with `-dirty` when it has uncommitted changes).
 fn git_commit() -> Option<String> {
     if let Some(c) = option_env!("BRASS_GIT_COMMIT") {
         return Some(c.to_string());
