@@ -8,9 +8,9 @@ use crate::{Error, Result};
 
 use super::Config;
 
-/// Device bytes a model needs, by what they hold. Each is a lower bound within a few
-/// percent: buffers are padded to 16 bytes and shared activations to the binding
-/// alignment.
+/// Device bytes a model needs, by what they hold: an estimate within a few percent.
+/// Buffers are padded to 16 bytes and shared activations to the binding alignment,
+/// which it leaves out; a tensor the forward pass does not read is counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryNeed {
     /// The matrices as the file stores them, and the norm weights.
