@@ -143,9 +143,13 @@ fn check_regular(path: &Path, meta: &Metadata) -> Result<()> {
         return Ok(());
     }
     let (kind, what) = if ty.is_dir() {
-        (io::ErrorKind::IsADirectory, "is a directory")
+        (io::ErrorKind::IsADirectory, "is a directory".to_string())
     } else {
-        (io::ErrorKind::InvalidInput, special_file_kind(&ty))
+        let what = match special_file_kind(&ty) {
+            Some(special) => format!("is not a regular file ({special})"),
+            None => "is not a regular file".to_string(),
+        };
+        (io::ErrorKind::InvalidInput, what)
     };
     Err(Error::Io {
         path: path.to_owned(),
@@ -153,25 +157,27 @@ fn check_regular(path: &Path, meta: &Metadata) -> Result<()> {
     })
 }
 
+/// What a file that is neither regular nor a directory is ("a FIFO"), where the
+/// platform says.
 #[cfg(unix)]
-fn special_file_kind(ty: &std::fs::FileType) -> &'static str {
+pub(crate) fn special_file_kind(ty: &std::fs::FileType) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     if ty.is_fifo() {
-        "is not a regular file (a FIFO)"
+        Some("a FIFO")
     } else if ty.is_socket() {
-        "is not a regular file (a socket)"
+        Some("a socket")
     } else if ty.is_char_device() {
-        "is not a regular file (a character device)"
+        Some("a character device")
     } else if ty.is_block_device() {
-        "is not a regular file (a block device)"
+        Some("a block device")
     } else {
-        "is not a regular file"
+        None
     }
 }
 
 #[cfg(not(unix))]
-fn special_file_kind(_: &std::fs::FileType) -> &'static str {
-    "is not a regular file"
+pub(crate) fn special_file_kind(_: &std::fs::FileType) -> Option<&'static str> {
+    None
 }
 
 /// A modification time as seconds since the Unix epoch.

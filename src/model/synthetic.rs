@@ -500,34 +500,15 @@ fn check_output(path: &Path) -> Result<()> {
     } else if ft.is_dir() {
         "a directory".into()
     } else {
-        special_file_kind(ft).into()
+        crate::gguf::special_file_kind(&ft)
+            .unwrap_or("a special file")
+            .into()
     };
     Err(Error::Invalid(format!(
         "{} is {what}, not a regular file: refusing to replace it (write to a new path, \
          over a regular file, or to a link's target path)",
         path.display()
     )))
-}
-
-#[cfg(unix)]
-fn special_file_kind(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else {
-        "a special file"
-    }
-}
-
-#[cfg(not(unix))]
-fn special_file_kind(_: std::fs::FileType) -> &'static str {
-    "a special file"
 }
 
 #[cfg(test)]
