@@ -322,19 +322,6 @@ fn tensor<'f>(file: &'f GgufFile, name: &str) -> Result<&'f TensorInfo> {
         .ok_or_else(|| Error::Invalid(format!("the model has no `{name}` tensor")))
 }
 
-/// A tensor as f32 values (norm weights, the embedding table), dequantized on the CPU.
-fn to_f32(file: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>> {
-    if !t.ty.can_dequantize() {
-        return Err(Error::UnsupportedType(format!(
-            "`{}` is {}, which brass cannot read",
-            t.name, t.ty
-        )));
-    }
-    let mut out = vec![0f32; t.n_elements() as usize];
-    dequantize(t.ty, file.tensor_data(t), &mut out)?;
-    Ok(out)
-}
-
 impl Model {
     /// Opens a GGUF file and loads it.
     pub fn load(
@@ -513,7 +500,7 @@ impl Model {
                     t.n_elements()
                 )));
             }
-            upload_f32(&buffers, name, &to_f32(file, t)?)
+            upload_dequantized(dev, &buffers, file, t, 0, t.rows())
         };
         let storage = |name: &str, n: u64| -> Result<Slice> {
             let bytes = n.max(1) * 4;
@@ -993,9 +980,10 @@ fn upload_f32(buffers: &OwnedBuffers<'_>, label: &str, values: &[f32]) -> Result
     buffers.create_with(label, bytemuck::cast_slice(values), BufferUse::Weights)
 }
 
-/// Rows `first_row..first_row + rows` of a 2-D tensor, dequantized to f32 on the CPU and
-/// uploaded a few MB at a time: the host never holds more than that of a table that may
-/// be gigabytes (a 256K-token vocabulary at hidden size 8,192 is 8.6 GB of f32).
+/// Rows `first_row..first_row + rows` of a tensor (a norm's weights, a part of the
+/// embedding table), dequantized to f32 on the CPU and uploaded a few MB at a time: the
+/// host never holds more than that of a table that may be gigabytes (a 256K-token
+/// vocabulary at hidden size 8,192 is 8.6 GB of f32).
 fn upload_dequantized(
     dev: &dyn Device,
     buffers: &OwnedBuffers<'_>,
