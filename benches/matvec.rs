@@ -9,11 +9,12 @@
 use std::collections::HashMap;
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::matvec::{dot4_splits_slices, Family, MatvecKernel, MATVEC_KERNELS};
-use brass::kernels::timing::{matvec_bytes, time_matvec, time_stream_read, Effort, Times};
+use brass::kernels::matvec::{Batches, Family, MatvecKernel, MATVEC_KERNELS};
+use brass::kernels::timing::{time_matvec, time_stream_read, Effort, Times};
 use brass::kernels::PipelineCache;
+use brass::model::synthetic::{SyntheticSpec, PRESETS};
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, Force};
+use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 use clap::Parser;
 use serde::Serialize;
 
@@ -28,7 +29,8 @@ struct Args {
     /// Kernels by name, e.g. q4_k_dot4 (default: every kernel of the families).
     #[arg(long, value_delimiter = ',')]
     kernels: Vec<String>,
-    /// Shape groups: smollm2, llama3-8b, muse (default: all).
+    /// Shape groups: synthetic presets, or prefixes of them (default: smollm2-135m,
+    /// llama3-8b, muse-30b).
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
     /// Timed iterations per case, after warm-up.
@@ -44,9 +46,6 @@ struct Args {
     /// A/B: override the routed coop workgroup size (invocations).
     #[arg(long)]
     coop_wg: Option<u32>,
-    /// A/B: override the routed rows per subgroup of the coop driver (1 or 2).
-    #[arg(long)]
-    coop_rows: Option<u32>,
     /// A/B: override the routed dot4 lanes per row (0: a whole subgroup, or a power of
     /// two no wider than the smallest subgroup).
     #[arg(long)]
@@ -55,17 +54,19 @@ struct Args {
     /// matvecs they feed (the quantization itself is then the norm's work).
     #[arg(long)]
     x_q8: bool,
-    /// A/B, implies --x-q8: x read in place by the lanes (router clause 5), forced.
+    /// A/B, implies --x-q8: x read in place by the lanes, forced.
     #[arg(long, conflicts_with = "x_staged")]
     x_direct: bool,
     /// A/B, implies --x-q8: x copied into workgroup memory, forced.
     #[arg(long)]
     x_staged: bool,
-    /// A/B: override the routed cap on workgroups of a single-tile coop/dot4 matvec.
+    /// A/B: as many workgroups as the row batches need, up to this many, in place of
+    /// the router's caps.
     #[arg(long)]
     coop_groups: Option<u32>,
-    /// A/B: load each lane's next slice ahead (router clause 6) on or off, where the
-    /// kernel can (the K-quants' dot4; x in one tile, no queue).
+    /// A/B: row batches with each lane loading its next slice ahead (true) or in a
+    /// plain grid-stride loop (false), where the kernel can (Q4_K and Q5_K dot4, x in
+    /// one tile).
     #[arg(long)]
     prefetch: Option<bool>,
     /// GPU work before each timed run, in ms: GPUs drop their clocks while the CPU
@@ -77,32 +78,34 @@ struct Args {
     bench: bool,
 }
 
-/// (group, label, M, K, only this type if any)
-const SHAPES: &[(&str, &str, u64, u64, Option<GgmlType>)] = &[
-    ("smollm2", "smollm2 attn_q 576x576", 576, 576, None),
-    ("smollm2", "smollm2 attn_k 192x576", 192, 576, None),
-    ("smollm2", "smollm2 ffn_up 1536x576", 1536, 576, None),
-    ("smollm2", "smollm2 ffn_down 576x1536", 576, 1536, None),
-    ("smollm2", "smollm2 lm_head 49152x576", 49152, 576, None),
-    ("llama3-8b", "llama3 attn_q 4096x4096", 4096, 4096, None),
-    ("llama3-8b", "llama3 attn_k 1024x4096", 1024, 4096, None),
-    ("llama3-8b", "llama3 ffn_up 14336x4096", 14336, 4096, None),
-    ("llama3-8b", "llama3 ffn_down 4096x14336", 4096, 14336, None),
-    (
-        "llama3-8b",
-        "llama3 lm_head 128256x4096",
-        128256,
-        4096,
-        None,
-    ),
-    (
-        "muse",
-        "muse lm_head 202048x6656 Q5_K",
-        202048,
-        6656,
-        Some(GgmlType::Q5_K),
-    ),
-];
+/// The synthetic presets the bench runs unless `--shapes` names others.
+const DEFAULT_GROUPS: [&str; 3] = ["smollm2-135m", "llama3-8b", "muse-30b"];
+
+/// (label, M, K, only this type if any).
+type Shape = (String, u64, u64, Option<GgmlType>);
+
+/// Every matvec of the synthetic presets named by `groups` (a prefix names a preset:
+/// `muse`), or of the default ones: the shape catalog the router tests share. A
+/// preset's lm-head of its own type runs only that type.
+fn shapes(groups: &[String]) -> brass::Result<Vec<Shape>> {
+    let mut out = Vec::new();
+    for preset in PRESETS {
+        let named = match groups.is_empty() {
+            true => DEFAULT_GROUPS.contains(&preset),
+            false => groups.iter().any(|g| preset.starts_with(g.as_str())),
+        };
+        if !named {
+            continue;
+        }
+        let spec = SyntheticSpec::preset(preset)?;
+        for (matrix, m, k) in spec.matvec_shapes() {
+            let only = spec.lm_head.filter(|_| matrix == "lm_head");
+            let label = format!("{preset} {matrix} {m}x{k}");
+            out.push((label, m, k, only));
+        }
+    }
+    Ok(out)
+}
 
 #[derive(Serialize)]
 struct Case {
@@ -189,10 +192,7 @@ fn run(args: &Args) -> brass::Result<()> {
     let mut cases = Vec::new();
     // Read ceilings by weight bytes: shared by every kernel of a type on a shape.
     let mut reads = HashMap::new();
-    for &(group, label, m, k, only) in SHAPES {
-        if !wanted(&args.shapes, group) {
-            continue;
-        }
+    for (label, m, k, only) in shapes(&args.shapes)? {
         let mut types: Vec<GgmlType> = Vec::new();
         for k in MATVEC_KERNELS {
             if !types.contains(&k.ty) {
@@ -217,7 +217,7 @@ fn run(args: &Args) -> brass::Result<()> {
                     &device,
                     &cache,
                     args,
-                    (label, kernel, m, k),
+                    (&label, kernel, m, k),
                     probe.gbps,
                     &mut reads,
                 )?;
@@ -266,52 +266,40 @@ fn bench_case(
     reads: &mut HashMap<u64, Times>,
 ) -> brass::Result<Case> {
     let (ty, family) = (kernel.ty, kernel.family);
-    let force = Force::Kernel(kernel.name.to_string());
-    let mut route = route_matvec(device.profile(), ty, m, k, Some(&force))?;
-    if args.x_q8 || args.x_direct || args.x_staged {
-        let how = (args.x_direct || args.x_staged).then_some(args.x_direct);
-        brass::router::take_x_q8(device.profile(), &mut route, how);
-    }
-    if let (Some(wg), Some(c)) = (args.coop_wg, route.coop.as_mut()) {
-        c.wg = wg;
-        route
-            .clauses
-            .push(format!("bench override: {wg} invocations"));
-    }
-    if let (Some(rows), Some(c)) = (args.coop_rows, route.coop.as_mut()) {
-        c.rows = rows;
-        route
-            .clauses
-            .push(format!("bench override: {rows} rows per subgroup"));
-    }
-    if let (Some(lanes), Some(c)) = (args.coop_lanes, route.coop.as_mut()) {
-        c.lanes = lanes;
-        route
-            .clauses
-            .push(format!("bench override: {lanes} lanes per row"));
-    }
-    if let (Some(cap), Some(c)) = (args.coop_groups, route.coop) {
-        let rows_per_wg = c.rows_per_workgroup(device.profile().subgroup_max);
-        for p in &mut route.parts {
-            p.workgroups[0] = p.rows.div_ceil(rows_per_wg).min(cap as u64) as u32;
-        }
-        route
-            .clauses
-            .push(format!("bench override: at most {cap} workgroups"));
-    }
-    if let (Some(on), Some(c)) = (args.prefetch, route.coop.as_mut()) {
-        if dot4_splits_slices(ty) && family == Family::Dot4 {
-            c.prefetch = on;
-            route.clauses.push(format!("bench override: prefetch {on}"));
-        }
-    }
+    let quantized_x = args.x_q8 || args.x_direct || args.x_staged;
+    let query = MatvecQuery {
+        ty,
+        m,
+        k,
+        x: if quantized_x {
+            XInput::Norm
+        } else {
+            XInput::F32
+        },
+    };
+    let splits = kernel.splits_slices();
+    let overrides = Overrides {
+        force: Some(Force::Kernel(kernel.name.to_string())),
+        x_q8: quantized_x.then_some(true),
+        x_in_place: (args.x_direct || args.x_staged).then_some(args.x_direct),
+        workgroup_size: args.coop_wg,
+        lanes: args.coop_lanes,
+        max_workgroups: args.coop_groups,
+        batches: args.prefetch.filter(|_| splits).map(|on| match on {
+            true => Batches::Prefetch,
+            false => Batches::GridStride,
+        }),
+        ..Overrides::default()
+    };
+    let route = route_matvec(device.profile(), &query, &overrides)?;
+    let launch = route.launch();
     let effort = Effort {
         iters: args.iters,
         rotate_bytes: args.rotate_mb * 1_000_000,
         warmup: std::time::Duration::from_millis(args.warmup_ms),
     };
-    let t = time_matvec(device, cache, &route, effort)?;
-    let weight_bytes = m * route.row_bytes;
+    let t = time_matvec(device, cache, launch, effort)?;
+    let weight_bytes = launch.weight_bytes();
     let read = match reads.get(&weight_bytes) {
         Some(r) => *r,
         None => {
@@ -321,7 +309,7 @@ fn bench_case(
         }
     };
 
-    let bytes = matvec_bytes(&route);
+    let bytes = launch.bytes_moved();
     let gbps = bytes as f64 / (t.median_us * 1e3);
     Ok(Case {
         shape: label.to_string(),

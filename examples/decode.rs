@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
 use brass::model::{check_weights, default_model_path, Input, LoadOptions, Model, Session, Stats};
-use brass::router::{write_route_table, Force, RouteRow};
+use brass::router::{Force, Overrides};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};
 use clap::Parser;
@@ -80,7 +80,8 @@ struct Args {
     /// files in tests/reference.
     #[arg(long, requires = "json")]
     top_logits: Option<usize>,
-    /// Print every tensor's route and exit.
+    /// Print the loaded model's plan (every matrix's kernel and why) and exit; with
+    /// --json as JSON, in the schema of `inspect --plan --json`.
     #[arg(long)]
     plan: bool,
     /// Print the dispatch ledger at the end; exit non-zero if it has defects.
@@ -176,9 +177,12 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     let device: Arc<dyn Device> = Arc::new(wgpu_device);
     let options = LoadOptions {
         context: args.context,
-        force,
-        x_q8: args.x_q8,
-        glu_q8: args.glu_q8,
+        routing: Overrides {
+            force,
+            x_q8: args.x_q8,
+            glu_q8: args.glu_q8,
+            ..Overrides::default()
+        },
     };
     let t0 = Instant::now();
     let model = Model::from_gguf(device.clone(), &file, &options)?;
@@ -193,7 +197,11 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     );
 
     if args.plan {
-        print_plan(&model);
+        // The loaded model's own plan: what runs.
+        match args.json {
+            true => println!("{:#}", model.plan().to_json()),
+            false => print!("{}", model.plan()),
+        }
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -435,23 +443,6 @@ fn timings_json(
         "weight_bytes_per_token": weight_bytes,
         "effective_gb_s": decode_tok_s.map(|t| gb_per_s(weight_bytes, t)),
     })
-}
-
-fn print_plan(model: &Model) {
-    let plan = model.plan();
-    let rows: Vec<RouteRow> = plan
-        .iter()
-        .map(|(name, r)| RouteRow {
-            tensor: name,
-            ty: r.ty.name(),
-            m: r.m,
-            k: r.k,
-            route: Ok(r),
-        })
-        .collect();
-    let mut table = String::new();
-    write_route_table(&mut table, &rows).expect("a String takes any write");
-    print!("{table}");
 }
 
 #[cfg(test)]

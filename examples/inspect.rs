@@ -5,6 +5,10 @@
 //! cargo run --release --example inspect -- model.gguf     # or -m model.gguf
 //! ```
 //!
+//! With `--plan`, also the plan a model loaded from it runs on the live adapter or a
+//! preset (`--profile h200`): every matrix of the forward pass, its kernel and why;
+//! `--plan --json` prints only that, in the schema `decode --plan --json` prints.
+//!
 //! A malformed file prints `error: ...` (with the byte offset) and exits with code 1.
 
 use std::collections::BTreeMap;
@@ -14,9 +18,9 @@ use std::process::ExitCode;
 
 use brass::device::{AdapterChoice, Device, DeviceProfile, WgpuDevice};
 use brass::gguf::{GgufFile, MetaValue};
-use brass::model::default_model_path;
+use brass::model::{default_model_path, plan, LoadOptions};
 use brass::quant::GgmlType;
-use brass::router::{plan_gguf, Force};
+use brass::router::{Force, Overrides};
 use clap::Parser;
 
 /// Print a GGUF file's header, metadata and tensor table.
@@ -36,9 +40,14 @@ struct Args {
     #[arg(long)]
     full: bool,
 
-    /// Also print the route of every 2-D tensor (kernel, geometry, and why).
+    /// Also print the plan a model loaded from the file runs: every matrix of the
+    /// forward pass, its kernel, geometry, and why.
     #[arg(long)]
     plan: bool,
+
+    /// With --plan: print only the plan, as JSON (the schema of `decode --plan --json`).
+    #[arg(long, requires = "plan")]
+    json: bool,
 
     /// Route for a preset profile (m4-max, rdna4, h200, lavapipe) instead of the live
     /// adapter.
@@ -48,6 +57,15 @@ struct Args {
     /// With --plan: force a family (dot4, coop, scalar) or a kernel, as an A/B run would.
     #[arg(long, requires = "plan")]
     force: Option<String>,
+
+    /// With --plan: norms hand dot4 matrices x quantized (true: all, false: none), as
+    /// decode's --x-q8.
+    #[arg(long, requires = "plan")]
+    x_q8: Option<bool>,
+
+    /// With --plan: silu(gate) * up quantized by its own dispatch, as decode's --glu-q8.
+    #[arg(long, requires = "plan")]
+    glu_q8: Option<bool>,
 }
 
 fn main() -> ExitCode {
@@ -71,21 +89,17 @@ fn model_path(args: &Args) -> brass::Result<PathBuf> {
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let file = GgufFile::open(model_path(args)?)?;
     let mut out = BufWriter::new(io::stdout().lock());
+    if args.json {
+        writeln!(out, "{:#}", plan_for(args, &file)?.to_json())?;
+        return Ok(out.flush()?);
+    }
     let printed = print_header(&mut out, &file)
         .and_then(|()| print_metadata(&mut out, &file, args.full))
         .and_then(|()| print_tensors(&mut out, &file))
         .and_then(|()| print_summary(&mut out, &file))
         .and_then(|()| out.flush());
     if printed.is_ok() && args.plan {
-        let profile = match &args.profile {
-            Some(name) => DeviceProfile::preset(name)?,
-            None => WgpuDevice::open(&AdapterChoice::from_env())?
-                .profile()
-                .clone(),
-        };
-        let force: Option<Force> = args.force.as_deref().map(str::parse).transpose()?;
-        let plan = plan_gguf(&file, &profile, force.as_ref());
-        writeln!(out, "\n{plan}")?;
+        writeln!(out, "\n{}", plan_for(args, &file)?)?;
         out.flush()?;
     }
     match printed {
@@ -93,6 +107,26 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         other => other.map_err(Into::into),
     }
+}
+
+/// The plan on the preset `--profile` names, or on the live adapter.
+fn plan_for(args: &Args, file: &GgufFile) -> brass::Result<brass::model::Plan> {
+    let profile = match &args.profile {
+        Some(name) => DeviceProfile::preset(name)?,
+        None => WgpuDevice::open(&AdapterChoice::from_env())?
+            .profile()
+            .clone(),
+    };
+    let options = LoadOptions {
+        routing: Overrides {
+            force: args.force.as_deref().map(str::parse::<Force>).transpose()?,
+            x_q8: args.x_q8,
+            glu_q8: args.glu_q8,
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    };
+    plan(file, &profile, &options)
 }
 
 fn print_header(out: &mut impl Write, file: &GgufFile) -> io::Result<()> {

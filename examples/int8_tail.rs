@@ -20,7 +20,7 @@ use brass::gguf::GgufFile;
 use brass::kernels::matvec::Family;
 use brass::model::{default_model_path, Config, Input, LoadOptions, Model};
 use brass::quant::GgmlType;
-use brass::router::Force;
+use brass::router::{Force, Overrides};
 use brass::tokenizer::Tokenizer;
 use clap::Parser;
 use half::f16;
@@ -608,38 +608,38 @@ fn main() {
         ("gpu default", LoadOptions::default()),
         (
             "gpu --force coop",
-            LoadOptions {
+            routed(Overrides {
                 force: Some(Force::Family(Family::Coop)),
                 ..Default::default()
-            },
+            }),
         ),
         (
             "gpu x_q8=false",
-            LoadOptions {
+            routed(Overrides {
                 x_q8: Some(false),
                 ..Default::default()
-            },
+            }),
         ),
         (
             "gpu x_q8=true",
-            LoadOptions {
+            routed(Overrides {
                 x_q8: Some(true),
                 ..Default::default()
-            },
+            }),
         ),
         (
             "gpu glu_q8=false",
-            LoadOptions {
+            routed(Overrides {
                 glu_q8: Some(false),
                 ..Default::default()
-            },
+            }),
         ),
         (
             "gpu glu_q8=true",
-            LoadOptions {
+            routed(Overrides {
                 glu_q8: Some(true),
                 ..Default::default()
-            },
+            }),
         ),
     ];
     for (name, mut opts) in variants {
@@ -661,5 +661,12 @@ fn main() {
             })
             .collect();
         report(name, &got);
+    }
+}
+
+fn routed(routing: Overrides) -> LoadOptions {
+    LoadOptions {
+        routing,
+        ..Default::default()
     }
 }

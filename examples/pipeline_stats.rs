@@ -19,7 +19,7 @@ use ash::vk;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::kernels::matvec::Family;
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, take_x_q8, Force};
+use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -279,14 +279,22 @@ fn run() -> Result<(), String> {
             )),
             None => None,
         };
-        let mut route = route_matvec(&profile, ty, args.m, args.k, force.as_ref())
-            .map_err(|e| e.to_string())?;
-        if args.x_q8 {
-            take_x_q8(&profile, &mut route, None);
-        }
-        let kernel = route.matvec_kernel();
-        let wgsl = kernel.source(route.coop);
-        let n_storage = kernel.template().storage.len();
+        let query = MatvecQuery {
+            ty,
+            m: args.m,
+            k: args.k,
+            x: XInput::Norm,
+        };
+        let overrides = Overrides {
+            force,
+            x_q8: Some(args.x_q8),
+            ..Overrides::default()
+        };
+        let route = route_matvec(&profile, &query, &overrides).map_err(|e| e.to_string())?;
+        let launch = route.launch();
+        let kernel = launch.kernel();
+        let wgsl = launch.source();
+        let n_storage = launch.template().storage.len();
         println!("\n{} {}x{}: {}", ty, args.m, args.k, route.pipeline_key());
         for flavour in &args.flavours {
             let words = spirv(kernel.name, &wgsl, flavour)?;

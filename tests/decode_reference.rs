@@ -10,7 +10,7 @@ use std::sync::Arc;
 use brass::device::Device;
 use brass::kernels::matvec::Family;
 use brass::model::{default_model_path, Input, LoadOptions, Model};
-use brass::router::Force;
+use brass::router::{Force, Overrides};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -48,9 +48,12 @@ fn load_with(path: &Path, family: Family, q8: Option<bool>) -> Model {
         path,
         &LoadOptions {
             context: Some(64),
-            force: Some(Force::Family(family)),
-            x_q8: q8,
-            glu_q8: q8,
+            routing: Overrides {
+                force: Some(Force::Family(family)),
+                x_q8: q8,
+                glu_q8: q8,
+                ..Overrides::default()
+            },
         },
     )
     .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))

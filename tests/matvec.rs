@@ -5,13 +5,13 @@ mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile, Slice};
 use brass::kernels::matvec::{
-    self, cpu_reference, int8_x_error_bound, nmse, Family, Layout, MatvecKernel, XStage,
-    MATVEC_KERNELS,
+    self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4X, Family, LaunchConfig, Layout,
+    MatvecKernel, MatvecLaunch, XStage, MATVEC_KERNELS,
 };
 use brass::kernels::ops::{NormNeeds, Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
 use brass::quant::{pack_scale_min_k4, random_blocks, GgmlType};
-use brass::router::{route_matvec, take_x_q8, Force, Route};
+use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 
 /// llama.cpp's bound for MUL_MAT in its backend tests.
 const MAX_NMSE: f64 = 5e-4;
@@ -34,20 +34,45 @@ fn bits(y: &[f32]) -> Vec<u32> {
     y.iter().map(|v| v.to_bits()).collect()
 }
 
-/// Runs `route` on the device and returns y. `x` is the whole input binding: K values,
-/// or for a `glu` route gate and up with up starting at element `x_up`.
+/// `kernel`'s launch for an M x K matvec on `profile`, x handed over as `x`, with
+/// `overrides` besides forcing the kernel.
+fn launch_of(
+    profile: &DeviceProfile,
+    kernel: &MatvecKernel,
+    (m, k): (u64, u64),
+    x: XInput,
+    overrides: Overrides,
+) -> MatvecLaunch {
+    let query = MatvecQuery {
+        ty: kernel.ty,
+        m,
+        k,
+        x,
+    };
+    let overrides = Overrides {
+        force: Some(Force::Kernel(kernel.name.to_string())),
+        ..overrides
+    };
+    route_matvec(profile, &query, &overrides)
+        .unwrap_or_else(|e| panic!("{} {m} x {k}: {e}", kernel.name))
+        .launch()
+        .clone()
+}
+
+/// Runs `launch` on the device and returns y. `x` is the whole input binding: K values,
+/// quantized x, or gate and up.
 ///
 /// Runs it twice, y overwritten with NaN in between, and asserts both runs agree bit
 /// for bit: a dot4 batch queue left unreset by the first would skip rows of the second.
 fn run(
     device: &dyn Device,
     cache: &PipelineCache,
-    route: &Route,
+    launch: &MatvecLaunch,
     w: &[u8],
     x: &[f32],
-    x_up: Option<u64>,
 ) -> Vec<f32> {
-    let parts = matvec::upload_weights(device, "w", route, w).unwrap();
+    let m = launch.m();
+    let parts = launch.upload_weights(device, "w", w).unwrap();
     let x_bytes = x.len() as u64 * 4;
     let xb = device
         .create_buffer("x", x_bytes, BufferUse::Storage)
@@ -56,32 +81,30 @@ fn run(
     // y lands a few elements into its buffer, as stacked matvecs write side by side.
     const Y_FIRST: u64 = 3;
     let yb = device
-        .create_buffer("y", (Y_FIRST + route.m) * 4, BufferUse::Storage)
+        .create_buffer("y", (Y_FIRST + m) * 4, BufferUse::Storage)
         .unwrap();
-    let pipeline = matvec::pipeline(device, cache, route).unwrap();
-    let queue = matvec::queue(device, route).unwrap();
+    let pipeline = launch.pipeline(device, cache).unwrap();
+    let queue = launch.new_queue(device).unwrap();
     let mut list = CommandList::new();
-    for d in matvec::dispatches(
-        pipeline,
-        route.k,
-        route.row_bytes,
-        &route.parts,
-        &parts,
-        Slice::new(xb, 0, x_bytes),
-        Slice::new(yb, 0, (Y_FIRST + route.m) * 4),
-        Y_FIRST,
-        x_up,
-        queue,
-    )
-    .unwrap()
+    assert_eq!(x_bytes, launch.x_bytes(), "{}", launch.pipeline_key());
+    for d in launch
+        .dispatches(
+            pipeline,
+            &parts,
+            Slice::new(xb, 0, x_bytes),
+            Slice::new(yb, 0, (Y_FIRST + m) * 4),
+            Y_FIRST,
+            queue,
+        )
+        .unwrap()
     {
         list.dispatch(d);
     }
     let run_once = || {
-        let poison = vec![f32::NAN; (Y_FIRST + route.m) as usize];
+        let poison = vec![f32::NAN; (Y_FIRST + m) as usize];
         device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
         device.submit(&list).unwrap();
-        read_f32(device, yb, 0, (Y_FIRST + route.m) as usize).unwrap()[Y_FIRST as usize..].to_vec()
+        read_f32(device, yb, 0, (Y_FIRST + m) as usize).unwrap()[Y_FIRST as usize..].to_vec()
     };
     let y = run_once();
     let again = run_once();
@@ -93,9 +116,8 @@ fn run(
     assert_eq!(
         differ,
         0,
-        "{}: a second run differs in {differ} of {} rows",
-        route.pipeline_key(),
-        route.m
+        "{}: a second run differs in {differ} of {m} rows",
+        launch.pipeline_key(),
     );
     for b in parts
         .iter()
@@ -137,24 +159,20 @@ fn check(
     profile: &DeviceProfile,
     kernel: &MatvecKernel,
     (m, k): (u64, u64),
-    rows_per_subgroup: u32,
     dot4_lanes: Option<u32>,
 ) {
     let ty = kernel.ty;
-    let force = Force::Kernel(kernel.name.to_string());
-    let mut route = route_matvec(profile, ty, m, k, Some(&force)).unwrap();
-    if let Some(c) = route.coop.as_mut() {
-        c.rows = rows_per_subgroup;
-        if let Some(lanes) = dot4_lanes {
-            c.lanes = lanes;
-        }
-    }
+    let overrides = Overrides {
+        lanes: dot4_lanes,
+        ..Overrides::default()
+    };
+    let launch = launch_of(profile, kernel, (m, k), XInput::F32, overrides);
     let seed = m * 31 + k * 7 + ty.id() as u64;
     let (w, x, expected) = reference_case(ty, m, k, seed);
-    let actual = run(device, cache, &route, &w, &x, None);
+    let actual = run(device, cache, &launch, &w, &x);
     let err = nmse(&expected, &actual);
-    let ctx = format!("{} on {m} x {k} (route: {})", route.kernel, route.reason());
-    if route.coop.is_some_and(|c| c.x == XStage::Int8) {
+    let ctx = format!("{} on {m} x {k}", launch.pipeline_key());
+    if launch.x_stage() == XStage::Int8 {
         // Every output within what rounding x to int8 can explain...
         assert_within_int8_bound(&ctx, ty, &w, (m, k), &x, &expected, &actual, 1e-5);
         // ...and NMSE where there are enough outputs for it to be a statistic: with int8
@@ -176,75 +194,77 @@ fn small_tiles(profile: &DeviceProfile) -> DeviceProfile {
 
 /// Shapes every kernel must get right: one row, rows not a multiple of any rows-per-
 /// workgroup, K of one block, a wide K, and K spanning several tiles with a partial
-/// last tile (forced by a profile with little workgroup memory). One test per weight
-/// type (`cargo test --test matvec kernels_q4_k`), so that they run in parallel.
-fn every_kernel_of_a_type_matches_its_cpu_reference(ty: GgmlType) {
+/// last tile (forced by a profile with little workgroup memory). One test per kernel,
+/// named after it (`cargo test --test matvec q4_k_dot4`).
+fn kernel_matches_its_cpu_reference(name: &str) {
+    let kernel = matvec::find_by_name(name).unwrap_or_else(|| panic!("no kernel {name}"));
     let device = common::gpu();
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
     let small_tiles = small_tiles(&profile);
-    for kernel in MATVEC_KERNELS.iter().filter(|k| k.ty == ty) {
-        let unit = kernel.ty.block_size().max(32) as u64;
-        for (m, k) in [
-            (1, 256),
-            (67, 256),
-            (130, 576u64.next_multiple_of(unit)),
-            (3, 16384),
-        ] {
-            check(&device, &cache, &profile, kernel, (m, k), 1, None);
-        }
-        if kernel.family.cooperative() {
-            // 1280 = 2.5 tiles of 512 (f16, int8) or 5 of 256 (f32).
-            check(&device, &cache, &small_tiles, kernel, (45, 1280), 1, None);
-        }
-        // Several rows per subgroup (coop: two per subgroup; dot4: 2 or 4 lanes per
-        // row, so 2 to 8 rows per subgroup at widths 4 to 16): M not a multiple of
-        // them, one tile and several.
-        let variants: &[(u32, Option<u32>)] = match kernel.family {
-            Family::Scalar => &[],
-            Family::Coop => &[(2, None)],
-            Family::Dot4 => &[(1, Some(2)), (1, Some(4))],
-        };
-        for &(r, lanes) in variants {
+    let unit = kernel.ty.block_size().max(32) as u64;
+    for (m, k) in [
+        (1, 256),
+        (67, 256),
+        (130, 576u64.next_multiple_of(unit)),
+        (3, 16384),
+    ] {
+        check(&device, &cache, &profile, kernel, (m, k), None);
+    }
+    if kernel.family.cooperative() {
+        // 1280 = 2.5 tiles of 512 (f16, int8) or 5 of 256 (f32).
+        check(&device, &cache, &small_tiles, kernel, (45, 1280), None);
+    }
+    // Several rows per subgroup (dot4: 2 or 4 lanes per row, so 2 to 8 rows per
+    // subgroup at widths 4 to 16): M not a multiple of them, one tile and several.
+    if kernel.family == Family::Dot4 {
+        for lanes in [2, 4] {
             for (m, k) in [(1, 256), (67, 256), (130, 576u64.next_multiple_of(unit))] {
-                check(&device, &cache, &profile, kernel, (m, k), r, lanes);
+                check(&device, &cache, &profile, kernel, (m, k), Some(lanes));
             }
-            check(&device, &cache, &small_tiles, kernel, (45, 1280), r, lanes);
+            check(
+                &device,
+                &cache,
+                &small_tiles,
+                kernel,
+                (45, 1280),
+                Some(lanes),
+            );
         }
     }
 }
 
-macro_rules! kernels_of_each_type {
-    ($($test:ident: $ty:ident),* $(,)?) => {
+macro_rules! kernel_tests {
+    ($($kernel:ident),* $(,)?) => {
         $(
             #[test]
-            fn $test() {
-                every_kernel_of_a_type_matches_its_cpu_reference(GgmlType::$ty);
+            fn $kernel() {
+                kernel_matches_its_cpu_reference(stringify!($kernel));
             }
         )*
 
-        /// A kernel of a type missing from the list above would go untested.
+        /// A kernel missing from the list below would go untested.
         #[test]
-        fn every_kernel_type_has_its_test() {
-            let tested = [$(GgmlType::$ty),*];
+        fn every_kernel_has_its_test() {
+            let tested = [$(concat!("matvec/", stringify!($kernel))),*];
             for kernel in MATVEC_KERNELS {
-                assert!(tested.contains(&kernel.ty), "{} has no test", kernel.name);
+                assert!(tested.contains(&kernel.name), "{} has no test", kernel.name);
             }
         }
     };
 }
 
-kernels_of_each_type! {
-    kernels_f32: F32,
-    kernels_f16: F16,
-    kernels_q8_0: Q8_0,
-    kernels_q4_0: Q4_0,
-    kernels_q4_1: Q4_1,
-    kernels_q5_0: Q5_0,
-    kernels_q5_1: Q5_1,
-    kernels_q4_k: Q4_K,
-    kernels_q5_k: Q5_K,
-    kernels_q6_k: Q6_K,
+kernel_tests! {
+    f32_scalar, f32_coop,
+    f16_scalar, f16_coop,
+    q8_0_scalar, q8_0_coop, q8_0_dot4,
+    q4_0_scalar, q4_0_coop, q4_0_dot4,
+    q4_1_scalar, q4_1_coop, q4_1_dot4,
+    q5_0_scalar, q5_0_coop, q5_0_dot4,
+    q5_1_scalar, q5_1_coop, q5_1_dot4,
+    q4_k_scalar, q4_k_coop, q4_k_dot4,
+    q5_k_scalar, q5_k_coop, q5_k_dot4,
+    q6_k_scalar, q6_k_coop, q6_k_dot4,
 }
 
 /// A kernel whose weights are rearranged on upload (Q6_K's dot4 reads the blocks'
@@ -256,15 +276,15 @@ fn rearranged_weights_are_right_in_every_part() {
     let cache = PipelineCache::new();
     // Q6_K's bodies first, Q4_K's scales and Q5_K's scales and fifth bits regrouped.
     for ty in [GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q5_K] {
-        let route = three_part_dot4_route(&device, ty);
-        let (m, k) = (route.m, route.k);
-        assert_ne!(route.matvec_kernel().layout, Layout::Gguf, "{ty}");
+        let launch = three_part_dot4_launch(&device, ty);
+        let (m, k) = (launch.m(), launch.k());
+        assert_ne!(launch.kernel().layout, Layout::Gguf, "{ty}");
         let w = weights(ty, m, k, 7);
         let x = common::Rng::new(8).vec(k as usize);
         let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
-        let actual = run(&device, &cache, &route, &w, &x, None);
+        let actual = run(&device, &cache, &launch, &w, &x);
         assert_within_int8_bound(
-            &route.reason(),
+            &launch.pipeline_key(),
             ty,
             &w,
             (m, k),
@@ -278,14 +298,14 @@ fn rearranged_weights_are_right_in_every_part() {
 
 /// A 45 x 1,536 dot4 route of `ty` with the binding limit cut so that its weights
 /// split into three parts: 16, 16 and 13 rows, each its own buffer.
-fn three_part_dot4_route(device: &dyn Device, ty: GgmlType) -> Route {
+fn three_part_dot4_launch(device: &dyn Device, ty: GgmlType) -> MatvecLaunch {
     let mut profile = device.profile().clone();
     let (m, k) = (45, 1536);
     profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
-    let force = Force::Family(Family::Dot4);
-    let route = route_matvec(&profile, ty, m, k, Some(&force)).unwrap();
-    assert_eq!(route.parts.len(), 3, "{}", route.reason());
-    route
+    let kernel = matvec::find(ty, Family::Dot4).unwrap();
+    let launch = launch_of(&profile, kernel, (m, k), XInput::F32, Overrides::default());
+    assert_eq!(launch.parts().len(), 3, "{:?}", launch.parts());
+    launch
 }
 
 /// A block-local layout uploads its parts a piece at a time (others a part at a time),
@@ -303,12 +323,12 @@ fn weights_arranged_in_pieces_are_the_whole_arrangement() {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
     ] {
-        let route = three_part_dot4_route(&device, ty);
-        let (m, k) = (route.m, route.k);
-        let layout = route.matvec_kernel().layout;
+        let launch = three_part_dot4_launch(&device, ty);
+        let (m, k) = (launch.m(), launch.k());
+        let layout = launch.kernel().layout;
         let w = weights(ty, m, k, 9);
         let block = ty.type_size();
-        let (third, row) = (w.len() / 3 + 1, route.row_bytes as usize);
+        let (third, row) = (w.len() / 3 + 1, launch.row_bytes() as usize);
         let splits: [&[usize]; 3] = [&[], &[third], &[row, third, 2 * third - 5]];
         // One block (rounded up to four), seven, and more than a part.
         for (piece, cuts) in [1, 7 * block, 1 << 20].into_iter().zip(splits) {
@@ -318,11 +338,12 @@ fn weights_arranged_in_pieces_are_the_whole_arrangement() {
                 tensors.push(&w[from..cut]);
                 from = cut;
             }
-            let parts =
-                matvec::upload_weights_in_pieces(&device, "w", &route, &tensors, piece).unwrap();
-            for (p, slice) in route.parts.iter().zip(&parts) {
-                let start = (p.first_row * route.row_bytes) as usize;
-                let len = (p.rows * route.row_bytes) as usize;
+            let parts = launch
+                .upload_weights_in_pieces(&device, "w", &tensors, piece)
+                .unwrap();
+            for (p, slice) in launch.parts().iter().zip(&parts) {
+                let start = (p.first_row * launch.row_bytes()) as usize;
+                let len = (p.rows * launch.row_bytes()) as usize;
                 let read = device.read(slice.buffer, 0, len as u64).unwrap();
                 assert!(
                     read == *layout.arrange(&w[start..start + len], block),
@@ -400,12 +421,12 @@ fn k_scales_are_regrouped_by_pair() {
     assert_eq!(out[16..], block[16..]);
 }
 
-/// The router's dot4 lane rule reads each kernel's slices per block from the Rust
-/// side; they must be the WGSL's.
+/// The router's dot4 lane rule reads each kernel's slices per block from its spec; they
+/// must be the WGSL's.
 #[test]
 fn dot4_slices_per_block_match_the_wgsl() {
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        let source = kernel.source(None);
+        let source = MatvecLaunch::canonical(kernel, false).source();
         let line = source
             .lines()
             .find(|l| l.starts_with("const SLICES: u32 = "))
@@ -414,24 +435,19 @@ fn dot4_slices_per_block_match_the_wgsl() {
             .trim_end_matches("u;")
             .parse()
             .unwrap();
-        assert_eq!(
-            matvec::dot4_slices_per_block(kernel.ty),
-            wgsl,
-            "{}",
-            kernel.name
-        );
+        assert_eq!(kernel.slices_per_block(), wgsl, "{}", kernel.name);
     }
 }
 
-/// Whether a dot4 kernel splits its slices into loads and arithmetic (router clause 6
-/// asks only those to load a slice ahead) is stated in Rust and in the WGSL.
+/// Whether a dot4 kernel splits its slices into loads and arithmetic (the router asks
+/// only those to load a slice ahead) is stated in its spec and in the WGSL.
 #[test]
 fn dot4_splits_slices_matches_the_wgsl() {
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
         assert_eq!(
-            matvec::dot4_splits_slices(kernel.ty),
-            kernel
-                .source(None)
+            kernel.splits_slices(),
+            MatvecLaunch::canonical(kernel, false)
+                .source()
                 .lines()
                 .any(|l| l.starts_with("fn slice_load(")),
             "{}",
@@ -452,33 +468,30 @@ fn dot4_prefetch_gives_the_same_bits() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let mut compared = 0;
-    let split = MATVEC_KERNELS
-        .iter()
-        .filter(|k| k.family == Family::Dot4 && matvec::dot4_splits_slices(k.ty));
-    for kernel in split {
-        let source = kernel.source(None);
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.splits_slices()) {
+        let source = MatvecLaunch::canonical(kernel, false).source();
         let step = source
             .lines()
             .find_map(|l| l.strip_prefix("const STEP: u32 = "))
             .unwrap_or_else(|| panic!("{} declares no STEP", kernel.name));
         let one_at_a_time = step == "1u;";
         for (m, k) in [(333, 512), (37, 1280)] {
-            let force = Force::Kernel(kernel.name.to_string());
-            let routed = route_matvec(device.profile(), kernel.ty, m, k, Some(&force)).unwrap();
-            assert!(k <= routed.coop.unwrap().tile as u64, "one tile");
             let seed = 7 * m + k + kernel.ty.id() as u64;
             let (w, x, expected) = reference_case(kernel.ty, m, k, seed);
             for lanes in [0, 4] {
                 for groups in [1, 2] {
-                    let [plain, ahead] = [false, true].map(|prefetch| {
-                        let mut route = routed.clone();
-                        let c = route.coop.as_mut().unwrap();
-                        (c.lanes, c.prefetch, c.queue) = (lanes, prefetch, false);
-                        for part in &mut route.parts {
-                            part.workgroups = [groups, 1, 1];
-                        }
-                        let actual = run(&device, &cache, &route, &w, &x, None);
-                        let ctx = format!("{} on {groups} workgroups", route.pipeline_key());
+                    let [plain, ahead] = [Batches::GridStride, Batches::Prefetch].map(|b| {
+                        let overrides = Overrides {
+                            lanes: Some(lanes),
+                            batches: Some(b),
+                            max_workgroups: Some(groups),
+                            ..Overrides::default()
+                        };
+                        let profile = device.profile();
+                        let launch = launch_of(profile, kernel, (m, k), XInput::F32, overrides);
+                        assert!(launch.parts()[0].workgroups[0] <= groups);
+                        let actual = run(&device, &cache, &launch, &w, &x);
+                        let ctx = format!("{} on {groups} workgroups", launch.pipeline_key());
                         assert_within_int8_bound(
                             &ctx,
                             kernel.ty,
@@ -518,18 +531,22 @@ fn weights_beyond_the_binding_limit_are_split() {
     profile.max_binding_bytes = profile.max_binding_bytes.min(128 << 20);
     let m = (profile.usable_binding_bytes() / row_bytes) * 5 / 4;
     for family in Family::ALL {
-        let route = route_matvec(&profile, ty, m, k, Some(&Force::Family(family))).unwrap();
-        assert_eq!(route.parts.len(), 2, "{}", route.reason());
-        assert!(route.parts.iter().all(|p| p.rows * row_bytes <= real_limit));
+        let kernel = matvec::find(ty, family).unwrap();
+        let launch = launch_of(&profile, kernel, (m, k), XInput::F32, Overrides::default());
+        assert_eq!(launch.parts().len(), 2, "{:?}", launch.parts());
+        assert!(launch
+            .parts()
+            .iter()
+            .all(|p| p.rows * row_bytes <= real_limit));
         let w = weights(ty, m, k, 99);
         let x = common::Rng::new(5).vec(k as usize);
         let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
-        let actual = run(&device, &cache, &route, &w, &x, None);
+        let actual = run(&device, &cache, &launch, &w, &x);
         let err = nmse(&expected, &actual);
         assert!(
             err <= MAX_NMSE,
             "{}: NMSE {err:.3e} over {m} rows",
-            route.kernel
+            kernel.name
         );
     }
 }
@@ -552,9 +569,7 @@ fn dot4_applies_swiglu_while_staging() {
         },
     )
     .unwrap();
-    each_dot4_route(device.profile(), (67, 512), |kernel, routed, (m, k)| {
-        let mut route = routed.clone();
-        route.coop.as_mut().unwrap().glu = true;
+    each_dot4_case(device.profile(), (67, 512), |kernel, profile, (m, k)| {
         let seed = m + k + kernel.ty.id() as u64;
         let w = weights(kernel.ty, m, k, seed);
         let mut rng = common::Rng::new(seed);
@@ -571,7 +586,14 @@ fn dot4_applies_swiglu_while_staging() {
             .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
             .collect();
 
-        let actual = run(&device, &cache, &route, &w, &both, Some(x_up));
+        let glu_q8 = |on| Overrides {
+            glu_q8: Some(on),
+            x_in_place: Some(false),
+            ..Overrides::default()
+        };
+        let x_form = XInput::Glu { up: x_up };
+        let launch = launch_of(profile, kernel, (m, k), x_form, glu_q8(false));
+        let actual = run(&device, &cache, &launch, &w, &both);
         let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
         // The CPU's exp and the GPU's may differ in the last bits: 1e-4 of slack.
         let ctx = format!("{} glu {m} x {k}", kernel.name);
@@ -580,9 +602,8 @@ fn dot4_applies_swiglu_while_staging() {
         // The large models' path: silu(gate) * up quantized once by ops/silu_mul_q8 and
         // copied while staging. The same quantized x, staged the same way: the same bits.
         let q8 = silu_mul_q8(&device, &ops, &gate, &up);
-        let mut route = routed;
-        take_x_q8(device.profile(), &mut route, Some(false));
-        let from_op = run(&device, &cache, &route, &w, &q8, None);
+        let launch = launch_of(profile, kernel, (m, k), x_form, glu_q8(true));
+        let from_op = run(&device, &cache, &launch, &w, &q8);
         assert_eq!(bits(&actual), bits(&from_op), "{ctx}: from silu_mul_q8");
     });
 }
@@ -612,29 +633,24 @@ fn silu_mul_q8(device: &dyn Device, ops: &Ops, gate: &[f32], up: &[f32]) -> Vec<
     q8
 }
 
-/// Every dot4 kernel's forced route on two shapes, `one_tile` with x in one tile and
-/// 45 x 1,280 with x in several (a profile with little workgroup memory), handed to `f`
-/// with its (M, K).
-fn each_dot4_route(
+/// Every dot4 kernel on two shapes, `one_tile` with x in one tile on `profile` and 45 x
+/// 1,280 with x in several (a profile with little workgroup memory), handed to `f` with
+/// the profile to route on and (M, K).
+fn each_dot4_case(
     profile: &DeviceProfile,
     one_tile: (u64, u64),
-    mut f: impl FnMut(&MatvecKernel, Route, (u64, u64)),
+    mut f: impl FnMut(&MatvecKernel, &DeviceProfile, (u64, u64)),
 ) {
     let small_tiles = small_tiles(profile);
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        for (p, (m, k)) in [(profile, one_tile), (&small_tiles, (45, 1280))] {
-            let force = Force::Kernel(kernel.name.to_string());
-            f(
-                kernel,
-                route_matvec(p, kernel.ty, m, k, Some(&force)).unwrap(),
-                (m, k),
-            );
+        for (p, shape) in [(profile, one_tile), (&small_tiles, (45, 1280))] {
+            f(kernel, p, shape);
         }
     }
 }
 
 /// An `x_q8` dot4 route takes x already quantized (as the norms write it): staging
-/// copies it, or the lanes read it in place (`x_direct`). Every quant type, one tile and
+/// copies it, or the lanes read it in place (`Dot4X::InPlace`). Every quant type, one tile and
 /// several, within the same int8 bound as quantizing while staging. Where the staged
 /// route is one tile with the same lanes, both give the same output bit for bit: the
 /// same sums in the same order.
@@ -643,7 +659,7 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let mut compared = 0;
-    each_dot4_route(device.profile(), (67, 512), |kernel, routed, (m, k)| {
+    each_dot4_case(device.profile(), (67, 512), |kernel, profile, (m, k)| {
         let seed = 3 * m + k + kernel.ty.id() as u64;
         let (w, x, expected) = reference_case(kernel.ty, m, k, seed);
         let q8: Vec<f32> = matvec::quantize_x_q8(&x)
@@ -653,17 +669,24 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
         assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
 
         let outputs = [false, true].map(|direct| {
-            let mut route = routed.clone();
-            take_x_q8(device.profile(), &mut route, Some(direct));
-            let c = route.coop.unwrap();
-            assert_eq!(c.x_direct, direct);
-            let actual = run(&device, &cache, &route, &w, &q8, None);
-            let ctx = format!("{} {} {m} x {k}", kernel.name, route.pipeline_key());
+            let overrides = Overrides {
+                x_q8: Some(true),
+                x_in_place: Some(direct),
+                ..Overrides::default()
+            };
+            let launch = launch_of(profile, kernel, (m, k), XInput::Norm, overrides);
+            let LaunchConfig::Dot4(c) = launch.config() else {
+                panic!("{}", launch.pipeline_key())
+            };
+            let one_tile = match c.x {
+                Dot4X::InPlace => true,
+                Dot4X::Staged { tile, .. } => k <= tile as u64,
+            };
+            assert_eq!(c.x == Dot4X::InPlace, direct);
+            let actual = run(&device, &cache, &launch, &w, &q8);
+            let ctx = format!("{} {m} x {k}", launch.pipeline_key());
             assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
-            (
-                bits(&actual),
-                (k <= c.tile as u64 || direct).then_some(c.lanes),
-            )
+            (bits(&actual), one_tile.then_some(c.lanes))
         });
         let [(staged, staged_order), (direct, direct_order)] = outputs;
         if staged_order.is_some() && staged_order == direct_order {
@@ -687,17 +710,27 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
 fn dot4_rows_are_covered_on_any_number_of_workgroups() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    each_dot4_route(device.profile(), (999, 512), |kernel, routed, (m, k)| {
+    each_dot4_case(device.profile(), (999, 512), |kernel, profile, (m, k)| {
         let seed = 5 * m + k + kernel.ty.id() as u64;
         let (w, x, expected) = reference_case(kernel.ty, m, k, seed);
-        for (queue, groups) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
-            let mut route = routed.clone();
-            route.coop.as_mut().unwrap().queue = queue;
-            for part in &mut route.parts {
-                part.workgroups = [groups, 1, 1];
-            }
-            let actual = run(&device, &cache, &route, &w, &x, None);
-            let ctx = format!("{} on {groups} workgroups", route.pipeline_key());
+        for (batches, groups) in [
+            (Batches::GridStride, 1),
+            (Batches::GridStride, 2),
+            (Batches::Queue, 1),
+            (Batches::Queue, 2),
+        ] {
+            let overrides = Overrides {
+                batches: Some(batches),
+                max_workgroups: Some(groups),
+                ..Overrides::default()
+            };
+            let launch = launch_of(profile, kernel, (m, k), XInput::F32, overrides);
+            assert!(launch
+                .parts()
+                .iter()
+                .all(|p| p.workgroups == [groups, 1, 1]));
+            let actual = run(&device, &cache, &launch, &w, &x);
+            let ctx = format!("{} on {groups} workgroups", launch.pipeline_key());
             assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
         }
     });

@@ -97,7 +97,7 @@ fn load_on(device: Arc<dyn Device>, file: &GgufFile) -> brass::Result<Model> {
 fn a_tiny_llama_runs_and_stops_at_its_context() {
     let model = load(&tiny("llama", GgmlType::F32)).unwrap();
     // Q, K, V share a type and so do gate and up: each group is one stacked matrix.
-    let names: Vec<String> = model.plan().into_iter().map(|(n, _)| n).collect();
+    let names: Vec<String> = model.plan().matrices().map(|m| m.name()).collect();
     assert_eq!(
         names,
         [

@@ -1,33 +1,68 @@
 //! The router over a catalog of real shapes × every preset profile. Pure: no GPU.
 
 use brass::device::{DeviceProfile, PRESETS};
-use brass::kernels::matvec::{Family, XStage, MATVEC_KERNELS};
+use brass::kernels::matvec::{
+    Batches, Dot4Launch, Dot4X, Family, LaunchConfig, StagedFrom, XForm, XStage, MATVEC_KERNELS,
+};
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, take_x_q8, Force};
+use brass::router::{route_matvec, Clause, Force, MatvecQuery, Overrides, Route, XInput};
 
-/// (model, M, K): every matvec shape of these models, and square/FFN shapes at the
-/// hidden sizes that have broken engines before.
-fn catalog() -> Vec<(&'static str, u64, u64)> {
-    let mut shapes = vec![
-        ("smollm2-135m q", 576, 576),
-        ("smollm2-135m kv", 192, 576),
-        ("smollm2-135m up", 1536, 576),
-        ("smollm2-135m down", 576, 1536),
-        ("smollm2-135m lm-head", 49152, 576),
-        ("llama3-8b q", 4096, 4096),
-        ("llama3-8b kv", 1024, 4096),
-        ("llama3-8b up", 14336, 4096),
-        ("llama3-8b down", 4096, 14336),
-        ("llama3-8b lm-head", 128256, 4096),
-        ("qwen3-8b up", 12288, 4096),
-        ("qwen3-8b down", 4096, 12288),
-        ("qwen3-8b lm-head", 151936, 4096),
-        ("muse-30b lm-head", 202048, 6656),
-    ];
+/// The route of an M x K matvec of `ty` on f32 x, with `overrides`.
+fn route_with(
+    p: &DeviceProfile,
+    (ty, m, k): (GgmlType, u64, u64),
+    x: XInput,
+    overrides: &Overrides,
+) -> brass::Result<Route> {
+    route_matvec(p, &MatvecQuery { ty, m, k, x }, overrides)
+}
+
+fn route(p: &DeviceProfile, ty: GgmlType, m: u64, k: u64) -> brass::Result<Route> {
+    route_with(p, (ty, m, k), XInput::F32, &Overrides::default())
+}
+
+fn forced(force: Force) -> Overrides {
+    Overrides {
+        force: Some(force),
+        ..Overrides::default()
+    }
+}
+
+/// A dot4 route's launch choices.
+fn dot4(r: &Route) -> Dot4Launch {
+    match r.launch().config() {
+        LaunchConfig::Dot4(c) => c,
+        other => panic!("not dot4: {other:?} ({})", r.reason()),
+    }
+}
+
+/// A staging dot4 route's tile, source and batches.
+fn staged(r: &Route) -> (u32, StagedFrom, Batches) {
+    match dot4(r).x {
+        Dot4X::Staged {
+            tile,
+            from,
+            batches,
+        } => (tile, from, batches),
+        Dot4X::InPlace => panic!("reads x in place: {}", r.reason()),
+    }
+}
+
+/// (model, M, K): every matvec shape of the synthetic presets (the catalog the matvec
+/// bench shares), and square/FFN shapes at the hidden sizes that have broken engines
+/// before.
+fn catalog() -> Vec<(String, u64, u64)> {
+    let mut shapes = Vec::new();
+    for preset in brass::model::synthetic::PRESETS {
+        let spec = brass::model::synthetic::SyntheticSpec::preset(preset).unwrap();
+        for (matrix, m, k) in spec.matvec_shapes() {
+            shapes.push((format!("{preset} {matrix}"), m, k));
+        }
+    }
     for h in [4096u64, 6656, 8192, 12288, 16384] {
-        shapes.push(("hidden square", h, h));
-        shapes.push(("hidden ffn up", 4 * h, h));
-        shapes.push(("hidden ffn down", h, 4 * h));
+        shapes.push(("hidden square".into(), h, h));
+        shapes.push(("hidden ffn up".into(), 4 * h, h));
+        shapes.push(("hidden ffn down".into(), h, 4 * h));
     }
     shapes
 }
@@ -49,7 +84,7 @@ fn no_catalog_shape_lands_on_scalar_where_subgroups_exist() {
                 if ty.bytes_for(k).is_none() {
                     continue; // e.g. K-quants need K % 256 == 0; SmolLM2's 576 is not
                 }
-                let r = route_matvec(&profile, ty, m, k, None)
+                let r = route(&profile, ty, m, k)
                     .unwrap_or_else(|e| panic!("{preset} {model} {ty} {m}x{k}: {e}"));
                 // Quant weights take dot4, float weights coop.
                 let expected = if !matches!(ty, GgmlType::F32 | GgmlType::F16) {
@@ -58,7 +93,7 @@ fn no_catalog_shape_lands_on_scalar_where_subgroups_exist() {
                     Family::Coop
                 };
                 assert_eq!(
-                    r.family,
+                    r.family(),
                     expected,
                     "{preset} {model} {ty} {m}x{k}: {}",
                     r.reason()
@@ -77,36 +112,50 @@ fn routes_respect_the_profile_limits() {
                 let Some(row_bytes) = ty.bytes_for(k) else {
                     continue;
                 };
-                for force in [None, Some(Force::Family(Family::Scalar))] {
-                    let r = route_matvec(&profile, ty, m, k, force.as_ref()).unwrap();
-                    let ctx = format!("{preset} {model} {ty} {m}x{k}: {}", r.reason());
-                    // Parts tile the rows exactly, each within one binding.
-                    let mut next = 0;
-                    for p in &r.parts {
-                        assert_eq!(p.first_row, next, "{ctx}");
-                        assert!(
-                            p.rows * row_bytes <= profile.usable_binding_bytes(),
-                            "{ctx}"
-                        );
-                        assert!(
-                            p.workgroups
-                                .iter()
-                                .all(|&g| g >= 1 && g <= profile.max_workgroups_per_dim),
-                            "{ctx}"
-                        );
-                        next += p.rows;
+                for x in [XInput::F32, XInput::Norm, XInput::Glu { up: k + 4 }] {
+                    for force in [None, Some(Force::Family(Family::Scalar))] {
+                        let overrides = Overrides {
+                            force: force.clone(),
+                            x_q8: Some(true),
+                            ..Overrides::default()
+                        };
+                        let r = route_with(&profile, (ty, m, k), x, &overrides).unwrap();
+                        let ctx = format!("{preset} {model} {ty} {m}x{k}: {}", r.reason());
+                        let launch = r.launch();
+                        // Parts tile the rows exactly, each within one binding.
+                        let mut next = 0;
+                        for p in launch.parts() {
+                            assert_eq!(p.first_row, next, "{ctx}");
+                            assert!(
+                                p.rows * row_bytes <= profile.usable_binding_bytes(),
+                                "{ctx}"
+                            );
+                            assert!(
+                                p.workgroups
+                                    .iter()
+                                    .all(|&g| g >= 1 && g <= profile.max_workgroups_per_dim),
+                                "{ctx}"
+                            );
+                            next += p.rows;
+                        }
+                        assert_eq!(next, m, "{ctx}");
+                        let (wg, tile) = match launch.config() {
+                            LaunchConfig::Scalar => (None, None),
+                            LaunchConfig::Coop(c) => (Some(c.wg), Some(c.tile)),
+                            LaunchConfig::Dot4(c) => match c.x {
+                                Dot4X::Staged { tile, .. } => (Some(c.wg), Some(tile)),
+                                Dot4X::InPlace => (Some(c.wg), None),
+                            },
+                        };
+                        if let Some(tile) = tile {
+                            let bytes = launch.x_stage().tile_bytes(tile as u64);
+                            assert!(bytes <= profile.workgroup_storage_bytes as u64, "{ctx}");
+                            assert_eq!(tile % 256, 0, "{ctx}");
+                        }
+                        assert!(wg.is_none_or(|wg| wg <= profile.max_invocations_per_workgroup));
+                        assert!(launch.x_stage() != XStage::F16 || profile.f16, "{ctx}");
+                        assert!(!r.clauses().is_empty(), "every route says why");
                     }
-                    assert_eq!(next, m, "{ctx}");
-                    if let Some(c) = r.coop {
-                        assert!(
-                            c.workgroup_bytes() <= profile.workgroup_storage_bytes as u64,
-                            "{ctx}"
-                        );
-                        assert_eq!(c.tile % 256, 0, "{ctx}");
-                        assert!(c.wg <= profile.max_invocations_per_workgroup, "{ctx}");
-                        assert!(c.x != XStage::F16 || profile.f16, "{ctx}");
-                    }
-                    assert!(!r.clauses.is_empty(), "every route says why");
                 }
             }
         }
@@ -117,20 +166,23 @@ fn routes_respect_the_profile_limits() {
 fn the_muse_lm_head_is_split_on_lavapipe_and_whole_on_the_h200() {
     let (m, k) = (202_048, 6_656);
     let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
-    let r = route_matvec(&lavapipe, GgmlType::Q5_K, m, k, None).unwrap();
+    let r = route(&lavapipe, GgmlType::Q5_K, m, k).unwrap();
     assert_eq!(
-        r.parts.len(),
+        r.launch().parts().len(),
         7,
         "925 MB over 128 MiB bindings: {}",
         r.reason()
     );
-    assert!(r.reason().contains("parts"));
+    assert!(r
+        .clauses()
+        .iter()
+        .any(|c| matches!(c, Clause::SplitAcrossBindings { parts: 7, .. })));
     let h200 = DeviceProfile::preset("h200").unwrap();
-    let r = route_matvec(&h200, GgmlType::Q5_K, m, k, None).unwrap();
-    assert_eq!(r.parts.len(), 1, "{}", r.reason());
-    assert_eq!(r.family, Family::Dot4);
+    let r = route(&h200, GgmlType::Q5_K, m, k).unwrap();
+    assert_eq!(r.launch().parts().len(), 1, "{}", r.reason());
+    assert_eq!(r.family(), Family::Dot4);
     // 26 blocks of 4 slices a row: 8 lanes per row share them evenly, 32 would idle.
-    assert_eq!(r.coop.unwrap().lanes, 8, "{}", r.reason());
+    assert_eq!(dot4(&r).lanes, 8, "{}", r.reason());
     assert!(r.reason().contains("8 lanes per row"), "{}", r.reason());
 }
 
@@ -138,11 +190,17 @@ fn the_muse_lm_head_is_split_on_lavapipe_and_whole_on_the_h200() {
 fn dot4_workgroups_stage_x_in_proportion_to_the_weights() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     let groups = |m, k| {
-        let r = route_matvec(&h200, GgmlType::Q4_K, m, k, None).unwrap();
+        let r = route(&h200, GgmlType::Q4_K, m, k).unwrap();
         let capped = r
-            .reason()
-            .contains("would stage more than 1/4 of the weights");
-        (r.parts[0].workgroups[0], capped)
+            .clauses()
+            .iter()
+            .any(|c| matches!(c, Clause::StagingCapsWorkgroups { .. }));
+        assert_eq!(
+            capped,
+            r.reason()
+                .contains("would stage more than 1/4 of the weights")
+        );
+        (r.launch().parts()[0].workgroups[0], capped)
     };
     // 33 MB of weights: 4 x 57 KB of x per workgroup caps 14,336-wide rows at 144,
     // lifted to the floor of 256; 16 KB per workgroup allows 504 for 4,096-wide ones.
@@ -154,14 +212,26 @@ fn dot4_workgroups_stage_x_in_proportion_to_the_weights() {
     assert_eq!(groups(576, 1536), (72, false));
 }
 
+/// The workgroup counts are tuning, per device: a preset with fewer compute units
+/// spreads a matvec over fewer persistent workgroups.
+#[test]
+fn workgroup_counts_follow_the_device_tuning() {
+    let rdna4 = DeviceProfile::preset("rdna4").unwrap();
+    assert_eq!(rdna4.compute_units, Some(64));
+    // 1,024 persistent workgroups for the H200's 132 SMs, so 497 for 64 CUs.
+    assert_eq!(rdna4.tuning.persistent_workgroups, 497);
+    let r = route(&rdna4, GgmlType::Q4_K, 128_256, 4096).unwrap();
+    assert_eq!(r.launch().parts()[0].workgroups[0], 497, "{}", r.reason());
+}
+
 /// On the H200 preset, the dot4 routes that take their row batches from the queue: those
 /// whose workgroups have at least 4 batches of at least 32 KB each.
 #[test]
 fn dot4_workgroups_queue_for_their_batches_where_they_have_several_big_ones() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     let queued = |ty, m, k| {
-        let r = route_matvec(&h200, ty, m, k, None).unwrap();
-        let queue = r.coop.unwrap().queue;
+        let r = route(&h200, ty, m, k).unwrap();
+        let queue = staged(&r).2 == Batches::Queue;
         assert_eq!(queue, r.reason().contains("from a queue"), "{}", r.reason());
         queue
     };
@@ -178,42 +248,52 @@ fn dot4_workgroups_queue_for_their_batches_where_they_have_several_big_ones() {
     }
 }
 
-/// Clause 6, on the H200 preset: the Q4_K and Q5_K routes whose workgroups take at least
-/// 8 row batches each, x in one tile and no queue, load each lane's next slice ahead. Of
-/// the catalog that is the 128,256- and 151,936-row heads; the FFN shapes (2-3.6 batches
-/// per workgroup) and the queued 202,048 x 6,656 head do not, nor does any other type.
+/// On the H200 preset: the Q4_K and Q5_K routes whose workgroups take at least 8 row
+/// batches each, x in one tile and no queue, load each lane's next slice ahead: the
+/// Llama-3-8B head does; the FFN shapes (2-3.6 batches per workgroup) and the queued
+/// 202,048 x 6,656 head do not, nor does any other type.
 #[test]
 fn k_quant_heads_load_a_slice_ahead() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     for (model, m, k) in catalog() {
         for ty in kernel_types() {
             // K-quants need K to be a multiple of 256 (not SmolLM2's 576).
-            let Ok(r) = route_matvec(&h200, ty, m, k, None) else {
+            let Ok(r) = route(&h200, ty, m, k) else {
                 continue;
             };
-            let Some(c) = r.coop else { continue };
-            let expected = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K)
-                && matches!(model, "llama3-8b lm-head" | "qwen3-8b lm-head");
-            assert_eq!(c.prefetch, expected, "{model} {ty}: {}", r.reason());
+            if r.family() != Family::Dot4 {
+                continue;
+            }
+            let prefetch = staged(&r).2 == Batches::Prefetch;
+            let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
+            if model == "llama3-8b lm_head" {
+                assert_eq!(prefetch, k_quant, "{model} {ty}: {}", r.reason());
+            }
+            if !k_quant || model.contains("ffn") || model == "muse-30b lm_head" {
+                assert!(!prefetch, "{model} {ty}: {}", r.reason());
+            }
             assert_eq!(
-                c.prefetch,
+                prefetch,
                 r.reason().contains("next slice ahead, across rows: ")
                     && r.reason().contains(" row batches per workgroup"),
                 "{}",
                 r.reason()
             );
-            assert!(!(c.prefetch && c.queue));
             // Read in place (one batch per workgroup), nothing is loaded ahead.
-            let mut direct = r.clone();
-            take_x_q8(&h200, &mut direct, Some(true));
-            assert!(!direct.coop.unwrap().prefetch);
+            let in_place = Overrides {
+                x_q8: Some(true),
+                x_in_place: Some(true),
+                ..Overrides::default()
+            };
+            let direct = route_with(&h200, (ty, m, k), XInput::Norm, &in_place).unwrap();
+            assert_eq!(dot4(&direct).x, Dot4X::InPlace);
         }
     }
 }
 
-/// Clause 5: x that arrives quantized is read in place by the types whose lanes each
-/// take a whole 32-weight block (consecutive x groups), copied into workgroup memory by
-/// the K-quants; read in place, nothing is staged and a workgroup is one row batch.
+/// x that arrives quantized is read in place by the types whose lanes each take a whole
+/// 32-weight block (consecutive x groups), copied into workgroup memory by the K-quants;
+/// read in place, nothing is staged and a workgroup is one row batch.
 #[test]
 fn prequantized_x_is_read_in_place_where_lanes_read_consecutive_groups() {
     let h200 = DeviceProfile::preset("h200").unwrap();
@@ -224,44 +304,94 @@ fn prequantized_x_is_read_in_place_where_lanes_read_consecutive_groups() {
         GgmlType::Q5_0,
         GgmlType::Q5_1,
     ];
-    let staged = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+    let staged_types = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+    let q8 = |in_place: Option<bool>| Overrides {
+        x_q8: Some(true),
+        x_in_place: in_place,
+        ..Overrides::default()
+    };
     for (m, k) in [
         (4_096, 4_096),
         (14_336, 4_096),
         (4_096, 14_336),
         (128_256, 4_096),
     ] {
-        for ty in direct.into_iter().chain(staged) {
-            let mut r = route_matvec(&h200, ty, m, k, None).unwrap();
-            take_x_q8(&h200, &mut r, None);
-            let c = r.coop.unwrap();
-            assert!(c.x_q8);
+        for ty in direct.into_iter().chain(staged_types) {
+            let r = route_with(&h200, (ty, m, k), XInput::Norm, &q8(None)).unwrap();
+            assert_eq!(r.launch().x_form(), XForm::Q8);
+            let in_place = dot4(&r).x == Dot4X::InPlace;
             assert_eq!(
-                c.x_direct,
+                in_place,
                 direct.contains(&ty),
                 "{ty} {m}x{k}: {}",
                 r.reason()
             );
-            if c.x_direct {
-                assert!(!c.queue && r.reason().contains("read it in place"));
-                let batches = m.div_ceil(c.rows_per_workgroup(h200.subgroup_max));
-                assert_eq!(r.parts[0].workgroups, [batches as u32, 1, 1]);
+            if in_place {
+                assert!(r.reason().contains("read it in place"));
+                let batches = m.div_ceil(r.launch().rows_per_workgroup(h200.subgroup_max));
+                assert_eq!(r.launch().parts()[0].workgroups, [batches as u32, 1, 1]);
             } else {
+                assert_eq!(staged(&r).1, StagedFrom::Q8);
                 assert!(r.reason().contains("staging copies it"));
             }
         }
     }
     // Forced either way, and no effect on the other families.
-    let mut r = route_matvec(&h200, GgmlType::Q4_K, 4_096, 4_096, None).unwrap();
-    take_x_q8(&h200, &mut r, Some(true));
-    assert!(r.coop.unwrap().x_direct && r.reason().contains("(forced)"));
-    let mut r = route_matvec(&h200, GgmlType::Q8_0, 4_096, 4_096, None).unwrap();
-    take_x_q8(&h200, &mut r, Some(false));
-    assert!(!r.coop.unwrap().x_direct);
-    let coop = Force::Family(Family::Coop);
-    let mut r = route_matvec(&h200, GgmlType::Q8_0, 4_096, 4_096, Some(&coop)).unwrap();
-    take_x_q8(&h200, &mut r, None);
-    assert!(!r.coop.unwrap().x_q8);
+    let shape = (GgmlType::Q4_K, 4_096, 4_096);
+    let r = route_with(&h200, shape, XInput::Norm, &q8(Some(true))).unwrap();
+    assert!(dot4(&r).x == Dot4X::InPlace && r.reason().contains("(forced)"));
+    let shape = (GgmlType::Q8_0, 4_096, 4_096);
+    let r = route_with(&h200, shape, XInput::Norm, &q8(Some(false))).unwrap();
+    assert_eq!(staged(&r).1, StagedFrom::Q8);
+    let coop = Overrides {
+        force: Some(Force::Family(Family::Coop)),
+        ..q8(None)
+    };
+    let r = route_with(&h200, shape, XInput::Norm, &coop).unwrap();
+    assert_eq!(r.launch().x_form(), XForm::F32);
+}
+
+/// The form x arrives in is part of the query: a norm's output is quantized for the
+/// large matrices it feeds, silu(gate) * up is computed while staging for small down
+/// projections and by its own dispatch for large ones, by the device's tuning.
+#[test]
+fn the_x_form_follows_the_tuning_thresholds() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let t = h200.tuning;
+    let default = Overrides::default();
+    let form = |ty, m, k, x| {
+        route_with(&h200, (ty, m, k), x, &default)
+            .unwrap()
+            .launch()
+            .x_form()
+    };
+    // The Llama-3-8B head (Q6_K, 538 MB) takes quantized x from its norm; its q/k/v
+    // (Q4_K, 25 MB) f32.
+    assert!(128_256 * GgmlType::Q6_K.bytes_for(4096).unwrap() >= t.norm_q8_min_bytes);
+    assert_eq!(form(GgmlType::Q6_K, 128_256, 4096, XInput::Norm), XForm::Q8);
+    assert_eq!(form(GgmlType::Q4_K, 6144, 4096, XInput::Norm), XForm::F32);
+    // Its down projection (Q4_K, 33 MB) takes silu(gate) * up quantized by its own
+    // dispatch; SmolLM2's (Q4_1, 0.5 MB) computes it while staging.
+    let up = 14_336 + 4;
+    assert_eq!(
+        form(GgmlType::Q4_K, 4096, 14_336, XInput::Glu { up }),
+        XForm::Q8
+    );
+    let up = 1536 + 4;
+    assert_eq!(
+        form(GgmlType::Q4_1, 576, 1536, XInput::Glu { up }),
+        XForm::Glu { up }
+    );
+    // Only dot4 takes either: coop multiplies f32.
+    let coop = forced(Force::Family(Family::Coop));
+    let r = route_with(
+        &h200,
+        (GgmlType::Q4_1, 576, 1536),
+        XInput::Glu { up },
+        &coop,
+    )
+    .unwrap();
+    assert_eq!(r.launch().x_form(), XForm::F32);
 }
 
 #[test]
@@ -269,8 +399,8 @@ fn dot4_short_rows_take_a_whole_subgroup() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     // SmolLM2: 18 and 48 slices a row, under two rounds of 32 lanes.
     for (m, k) in [(1536, 576), (576, 1536), (49152, 576)] {
-        let r = route_matvec(&h200, GgmlType::Q8_0, m, k, None).unwrap();
-        assert_eq!(r.coop.unwrap().lanes, 0, "{m}x{k}: {}", r.reason());
+        let r = route(&h200, GgmlType::Q8_0, m, k).unwrap();
+        assert_eq!(dot4(&r).lanes, 0, "{m}x{k}: {}", r.reason());
     }
 }
 
@@ -279,8 +409,8 @@ fn dot4_rows_take_a_whole_subgroup_where_it_divides_them() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         for (m, k) in [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)] {
-            let r = route_matvec(&h200, ty, m, k, None).unwrap();
-            assert_eq!(r.coop.unwrap().lanes, 0, "{ty} {m}x{k}: {}", r.reason());
+            let r = route(&h200, ty, m, k).unwrap();
+            assert_eq!(dot4(&r).lanes, 0, "{ty} {m}x{k}: {}", r.reason());
         }
     }
 }
@@ -290,16 +420,18 @@ fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     let h200 = DeviceProfile::preset("h200").unwrap();
     // 48 KiB holds 23,040 padded f16 values (90 quanta of 256, 544 bytes each); a
     // 65,536-wide row takes three tiles.
-    let coop = Force::Family(Family::Coop);
-    let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, Some(&coop)).unwrap();
-    let c = r.coop.unwrap();
+    let coop = forced(Force::Family(Family::Coop));
+    let shape = (GgmlType::Q4_K, 1024, 65_536);
+    let r = route_with(&h200, shape, XInput::F32, &coop).unwrap();
+    let LaunchConfig::Coop(c) = r.launch().config() else {
+        panic!("{}", r.reason())
+    };
     assert_eq!(c.tile, 23_040);
     assert!(r.reason().contains("3 tiles"), "{}", r.reason());
     // As int8 with a scale and sums per 32, and bank padding (432 bytes per quantum
     // plus 240), it holds 28,928: three.
-    let r = route_matvec(&h200, GgmlType::Q4_K, 1024, 65_536, None).unwrap();
-    let c = r.coop.unwrap();
-    assert_eq!((c.x, c.tile), (XStage::Int8, 28_928));
+    let r = route(&h200, GgmlType::Q4_K, 1024, 65_536).unwrap();
+    assert_eq!((r.launch().x_stage(), staged(&r).0), (XStage::Int8, 28_928));
     assert!(r.reason().contains("3 tiles"), "{}", r.reason());
 }
 
@@ -307,27 +439,22 @@ fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
 fn a_profile_without_subgroups_routes_scalar_and_says_why() {
     let mut p = DeviceProfile::preset("rdna4").unwrap();
     p.subgroups = false;
-    let r = route_matvec(&p, GgmlType::Q4_K, 4096, 4096, None).unwrap();
-    assert_eq!(r.family, Family::Scalar);
+    let r = route(&p, GgmlType::Q4_K, 4096, 4096).unwrap();
+    assert_eq!(r.family(), Family::Scalar);
+    assert_eq!(r.clauses(), [Clause::ScalarNoSubgroups]);
     assert!(r.reason().contains("no subgroups"), "{}", r.reason());
-    let err = route_matvec(
-        &p,
-        GgmlType::Q4_K,
-        4096,
-        4096,
-        Some(&Force::Family(Family::Coop)),
-    )
-    .unwrap_err();
+    let coop = forced(Force::Family(Family::Coop));
+    let err = route_with(&p, (GgmlType::Q4_K, 4096, 4096), XInput::F32, &coop).unwrap_err();
     assert!(err.to_string().contains("coop"), "{err}");
 }
 
 #[test]
 fn overrides_and_bad_shapes() {
     let p = DeviceProfile::preset("h200").unwrap();
-    let forced: Force = "q4_k_scalar".parse().unwrap();
-    let r = route_matvec(&p, GgmlType::Q4_K, 4096, 4096, Some(&forced)).unwrap();
-    assert_eq!(r.kernel, "matvec/q4_k_scalar");
-    assert!(route_matvec(&p, GgmlType::Q6_K, 4096, 4096, Some(&forced)).is_err());
+    let scalar = forced("q4_k_scalar".parse().unwrap());
+    let r = route_with(&p, (GgmlType::Q4_K, 4096, 4096), XInput::F32, &scalar).unwrap();
+    assert_eq!(r.launch().kernel().name, "matvec/q4_k_scalar");
+    assert!(route_with(&p, (GgmlType::Q6_K, 4096, 4096), XInput::F32, &scalar).is_err());
     // The refusal lists what would have been accepted.
     let err = "no_such_kernel".parse::<Force>().unwrap_err().to_string();
     for valid in [
@@ -341,52 +468,69 @@ fn overrides_and_bad_shapes() {
         assert!(err.contains(valid), "{valid}: {err}");
     }
     assert!(
-        route_matvec(&p, GgmlType::Q4_K, 4096, 576, None).is_err(),
+        route(&p, GgmlType::Q4_K, 4096, 576).is_err(),
         "576 is not a whole Q4_K block"
     );
-    assert!(route_matvec(&p, GgmlType::IQ2_XS, 4096, 4096, None).is_err());
-    assert!(route_matvec(&p, GgmlType::Q8_0, 0, 4096, None).is_err());
+    assert!(route(&p, GgmlType::IQ2_XS, 4096, 4096).is_err());
+    assert!(route(&p, GgmlType::Q8_0, 0, 4096).is_err());
+    // A launch the device cannot run is refused, not routed.
+    let bad = [
+        // Lanes wider than the smallest subgroup, or not a power of two.
+        Overrides {
+            lanes: Some(64),
+            ..Overrides::default()
+        },
+        Overrides {
+            lanes: Some(6),
+            ..Overrides::default()
+        },
+        // More invocations than a workgroup may have.
+        Overrides {
+            workgroup_size: Some(2048),
+            ..Overrides::default()
+        },
+        // Loading ahead with a kernel that does not split its slices.
+        Overrides {
+            batches: Some(Batches::Prefetch),
+            ..Overrides::default()
+        },
+    ];
+    for o in bad {
+        let r = route_with(&p, (GgmlType::Q8_0, 4096, 4096), XInput::F32, &o);
+        assert!(r.is_err(), "{o:?}: {:?}", r.map(|r| r.reason()));
+    }
 }
 
 /// The plan table stays narrow however many layers repeat a route: each row numbers its
 /// reasons, and each clause is written once, in a legend after the aligned rows.
 #[test]
 fn a_plan_prints_each_reason_once_in_a_legend() {
-    use brass::gguf::{GgufBuilder, GgufFile};
-    use brass::router::plan_gguf;
-    let mut b = GgufBuilder::new();
-    for layer in 0..4 {
-        for (name, m) in [("attn_q", 576u64), ("attn_k", 192)] {
-            let bytes = GgmlType::Q4_1.bytes_for(576 * m).unwrap() as usize;
-            b.add_tensor(
-                format!("blk.{layer}.{name}.weight"),
-                GgmlType::Q4_1,
-                &[576, m],
-                vec![0; bytes],
-            )
-            .unwrap();
-        }
-    }
-    let file = GgufFile::from_bytes(b.to_bytes()).unwrap();
-    let plan = plan_gguf(&file, &DeviceProfile::preset("lavapipe").unwrap(), None);
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/reference/synkq_q4_k_m.gguf"
+    );
+    let file = brass::gguf::GgufFile::open(path).unwrap();
+    let profile = DeviceProfile::preset("lavapipe").unwrap();
+    let plan = brass::model::plan(&file, &profile, &Default::default()).unwrap();
     let text = plan.to_string();
     let lines: Vec<&str> = text.lines().collect();
     let header = lines[1];
     let reasons_at = header.find("reason").unwrap();
-    let rows = &lines[2..2 + plan.entries.len()];
-    for (row, entry) in rows.iter().zip(&plan.entries) {
-        assert!(row.starts_with(&entry.tensor), "{row}");
-        assert!(row.len() < 120, "{} characters: {row}", row.len());
+    let matrices: Vec<_> = plan.matrices().collect();
+    let rows = &lines[2..2 + matrices.len()];
+    for (row, m) in rows.iter().zip(&matrices) {
+        assert!(row.starts_with(&m.name()), "{row}");
+        assert!(row.len() < 160, "{} characters: {row}", row.len());
         let (columns, numbers) = row.split_at(reasons_at);
         assert!(
             columns.ends_with("  ") && !numbers.starts_with(' '),
             "{row}"
         );
-        let clauses = &entry.route.as_ref().unwrap().clauses;
-        assert_eq!(numbers.split(' ').count(), clauses.len(), "{row}");
+        assert_eq!(numbers.split(' ').count(), m.route.clauses().len(), "{row}");
     }
-    for entry in &plan.entries {
-        for clause in &entry.route.as_ref().unwrap().clauses {
+    for m in &matrices {
+        for clause in m.route.clauses() {
+            let clause = clause.to_string();
             assert_eq!(text.matches(clause.as_str()).count(), 1, "{clause}\n{text}");
         }
     }

@@ -177,8 +177,10 @@ fn only_the_head_taking_q8_creates_only_the_norm_variants_dispatched() {
     let device: Arc<dyn Device> = Arc::new(common::gpu());
     let options = LoadOptions {
         context: Some(8),
-        x_q8: Some(true),
-        ..Default::default()
+        routing: brass::router::Overrides {
+            x_q8: Some(true),
+            ..Default::default()
+        },
     };
     let model = Model::from_gguf(device, &file, &options).unwrap();
     for pos in 0..2 {

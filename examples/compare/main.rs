@@ -26,6 +26,7 @@ use brass::device::{list_adapters, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
 use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
 use brass::model::{default_model_path, LoadOptions};
+use brass::router::Overrides;
 use clap::Parser;
 
 use result::{CompareFile, DeviceRun, FORMAT};
@@ -56,12 +57,12 @@ struct Args {
     #[arg(short = 'n', long)]
     tokens: Option<usize>,
     /// Whether norms hand the dot4 matrices they feed x already quantized: true for
-    /// all, false for none (default: the model's rule; see `LoadOptions::x_q8`).
+    /// all, false for none (default: the model's rule; see `router::Overrides::x_q8`).
     #[arg(long)]
     x_q8: Option<bool>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
     /// dispatch: true for all, false for none (default: the model's rule; see
-    /// `LoadOptions::glu_q8`).
+    /// `router::Overrides::glu_q8`).
     #[arg(long)]
     glu_q8: Option<bool>,
     #[arg(long)]
@@ -275,8 +276,11 @@ fn measure_device(
             args.quick,
             // The A/B choices; the context is sized for the run.
             &LoadOptions {
-                x_q8: args.x_q8,
-                glu_q8: args.glu_q8,
+                routing: Overrides {
+                    x_q8: args.x_q8,
+                    glu_q8: args.glu_q8,
+                    ..Overrides::default()
+                },
                 ..Default::default()
             },
             probe.gbps,

@@ -9,10 +9,10 @@ use brass::kernels::matvec::{self, Family};
 use brass::kernels::PipelineCache;
 use brass::model::{Input, LoadOptions, Model};
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, Force};
+use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 
 use crate::result::{Decode, MatvecCase, Probe};
-use brass::kernels::timing::{matvec_bytes, time_matvec, Effort};
+use brass::kernels::timing::{time_matvec, Effort};
 
 /// (label, M, K, types): real shapes, few enough that a full run takes a minute or so.
 type Shape = (&'static str, u64, u64, &'static [GgmlType]);
@@ -90,10 +90,19 @@ pub fn matvec_suite(
                 if matvec::find(ty, family).is_none() {
                     continue;
                 }
-                let force = Force::Family(family);
-                let route = route_matvec(device.profile(), ty, m, k, Some(&force))?;
-                let t = time_matvec(device, &cache, &route, effort(quick))?;
-                let bytes = matvec_bytes(&route);
+                let overrides = Overrides {
+                    force: Some(Force::Family(family)),
+                    ..Overrides::default()
+                };
+                let query = MatvecQuery {
+                    ty,
+                    m,
+                    k,
+                    x: XInput::F32,
+                };
+                let route = route_matvec(device.profile(), &query, &overrides)?;
+                let t = time_matvec(device, &cache, route.launch(), effort(quick))?;
+                let bytes = route.launch().bytes_moved();
                 let gbps = bytes as f64 / (t.median_us * 1e3);
                 let case = MatvecCase {
                     shape: label.to_string(),
@@ -184,14 +193,17 @@ pub fn decode(
     let profiled = model.profile_step(Input::Previous, WARMUP + tokens)?;
     let total_ns: f64 = profiled.iter().map(|p| p.1).sum();
     let plan = model.plan();
-    let (lm_name, lm_route) = plan.last().expect("a model has an lm-head").clone();
+    let (lm_name, lm_route) = (plan.output.name(), plan.output.route.clone());
     let lm_key = lm_route.pipeline_key();
-    let shared = plan[..plan.len() - 1]
-        .iter()
-        .any(|(_, r)| r.pipeline_key() == lm_key);
+    // Whether another matrix runs the lm-head's pipeline (it is counted too).
+    let shared = plan
+        .matrices()
+        .filter(|m| m.route.pipeline_key() == lm_key)
+        .count()
+        > 1;
     let (lm_ns, method) = if shared {
         let cache = PipelineCache::new();
-        let t = time_matvec(device.as_ref(), &cache, &lm_route, effort(quick))?;
+        let t = time_matvec(device.as_ref(), &cache, lm_route.launch(), effort(quick))?;
         (t.median_us * 1e3, "isolated")
     } else {
         let ns = profiled.iter().find(|p| p.0 == lm_key).map_or(0.0, |p| p.1);
@@ -213,7 +225,7 @@ pub fn decode(
         profile_lm_head_ms: lm_ns / 1e6,
         lm_head_method: method.to_string(),
         lm_head_tensor: lm_name,
-        lm_head_type: lm_route.ty.name().to_string(),
+        lm_head_type: lm_route.launch().kernel().ty.name().to_string(),
         effective_gbps,
         pct_of_probe: 100.0 * effective_gbps / probe_gbps,
         pipelines: profiled

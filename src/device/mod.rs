@@ -16,7 +16,7 @@ mod wgpu_device;
 
 pub use ledger::{LedgerEntry, LedgerReport};
 pub use probe::{bandwidth_probe, probe_sources, ProbeResult, StreamRead};
-pub use profile::{Backend, DeviceProfile, Vendor, PRESETS};
+pub use profile::{Backend, DeviceProfile, Tuning, Vendor, PRESETS};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice, UPLOAD_CHUNK};
 
 use std::sync::{Arc, Mutex};

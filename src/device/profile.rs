@@ -13,8 +13,6 @@ pub enum Backend {
     Metal,
     Dx12,
     Gl,
-    /// brass's CPU reference device: no WGSL at all.
-    Cpu,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,6 +69,80 @@ pub struct DeviceProfile {
     /// anything is allocated when they need more (`model::MemoryNeed`).
     #[serde(default)]
     pub memory_bytes: Option<u64>,
+    /// Compute units (NVIDIA SMs, AMD CUs, Apple GPU cores), where known: wgpu does not
+    /// report them, so a live profile takes them from the preset of the same adapter.
+    #[serde(default)]
+    pub compute_units: Option<u32>,
+    /// The router's measured thresholds and launch sizes for this device.
+    #[serde(default)]
+    pub tuning: Tuning,
+}
+
+/// The numbers the router's clauses compare against, as data per device rather than
+/// constants: each was measured on one GPU (the H200 unless a preset says otherwise),
+/// and `router` explains where each applies.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// Workgroups a matvec whose x fits one tile is spread over at most (each loops
+    /// over row batches): a few per compute unit.
+    pub persistent_workgroups: u64,
+    /// dot4 spreads a matvec over no fewer workgroups than this (about two per compute
+    /// unit), whatever x staging costs.
+    pub dot4_min_workgroups: u64,
+    /// dot4 keeps what its workgroups stage (4 bytes per x value each) to at most
+    /// 1/this of the weights they read.
+    pub dot4_weight_per_staged_x: u64,
+    /// A dot4 route takes row batches from a queue with at least this many batches per
+    /// workgroup...
+    pub queue_min_batches: f64,
+    /// ...of at least this many bytes of weights each.
+    pub queue_min_batch_bytes: u64,
+    /// A Q4_K / Q5_K dot4 route loads each lane's next slice ahead with at least this many
+    /// row batches per workgroup.
+    pub prefetch_min_batches: f64,
+    /// A norm writes its output quantized for the dot4 matrices it feeds of at least
+    /// this many bytes of weights.
+    pub norm_q8_min_bytes: u64,
+    /// silu(gate) * up is quantized by its own dispatch for dot4 down projections of at
+    /// least this many bytes of weights (smaller ones compute it while staging).
+    pub glu_q8_min_bytes: u64,
+}
+
+impl Tuning {
+    /// Measured on one H200 (132 SMs); see `router` for each measurement.
+    pub const H200: Tuning = Tuning {
+        persistent_workgroups: 1024,
+        dot4_min_workgroups: 256,
+        dot4_weight_per_staged_x: 4,
+        queue_min_batches: 4.0,
+        queue_min_batch_bytes: 32 * 1024,
+        prefetch_min_batches: 8.0,
+        norm_q8_min_bytes: 128_000_000,
+        glu_q8_min_bytes: 8_000_000,
+    };
+    const H200_COMPUTE_UNITS: u64 = 132;
+
+    /// The H200's figures with the workgroup counts scaled to `compute_units`: nothing
+    /// has been measured on such a device yet, and the counts are per compute unit.
+    pub fn scaled_from_h200(compute_units: u32) -> Tuning {
+        let scale = |n: u64| {
+            (n * compute_units as u64)
+                .div_ceil(Self::H200_COMPUTE_UNITS)
+                .max(1)
+        };
+        Tuning {
+            persistent_workgroups: scale(Self::H200.persistent_workgroups),
+            dot4_min_workgroups: scale(Self::H200.dot4_min_workgroups),
+            ..Self::H200
+        }
+    }
+}
+
+impl Default for Tuning {
+    /// A device nothing is known of runs the H200's figures.
+    fn default() -> Self {
+        Tuning::H200
+    }
 }
 
 /// The names accepted by `DeviceProfile::preset`.
@@ -104,6 +176,8 @@ impl DeviceProfile {
             storage_offset_alignment: 256,
             vendor_peak_gbps: None,
             memory_bytes: None,
+            compute_units: None,
+            tuning: Tuning::H200,
         };
         let profile = match name {
             "m4-max" => DeviceProfile {
@@ -119,6 +193,8 @@ impl DeviceProfile {
                 max_buffer_bytes: 96 * GIB,
                 vendor_peak_gbps: Some(546.0),
                 memory_bytes: Some(128 * GIB),
+                compute_units: Some(40),
+                tuning: Tuning::scaled_from_h200(40),
                 ..base
             },
             "rdna4" => DeviceProfile {
@@ -130,6 +206,8 @@ impl DeviceProfile {
                 workgroup_storage_bytes: 64 * 1024,
                 vendor_peak_gbps: Some(644.0),
                 memory_bytes: Some(16 * GIB),
+                compute_units: Some(64),
+                tuning: Tuning::scaled_from_h200(64),
                 ..base
             },
             "h200" => DeviceProfile {
@@ -142,6 +220,7 @@ impl DeviceProfile {
                 storage_offset_alignment: 32,
                 vendor_peak_gbps: Some(4800.0),
                 memory_bytes: Some(141 * 1_000_000_000),
+                compute_units: Some(132),
                 ..base
             },
             "lavapipe" => DeviceProfile {
@@ -164,29 +243,12 @@ impl DeviceProfile {
         Ok(profile)
     }
 
-    /// The profile of brass's CPU reference device.
-    pub fn cpu() -> Self {
-        DeviceProfile {
-            backend: Backend::Cpu,
-            vendor: Vendor::Other(0),
-            name: "brass CPU reference".into(),
-            driver: "brass".into(),
-            subgroups: false,
-            subgroup_min: 1,
-            subgroup_max: 1,
-            f16: false,
-            timestamps: false,
-            workgroup_storage_bytes: 0,
-            max_invocations_per_workgroup: 1,
-            max_workgroup_size_x: 1,
-            max_workgroups_per_dim: u32::MAX,
-            max_binding_bytes: u64::MAX,
-            max_buffer_bytes: u64::MAX,
-            max_storage_buffers_per_stage: u32::MAX,
-            storage_offset_alignment: 4,
-            vendor_peak_gbps: None,
-            memory_bytes: None,
-        }
+    /// The preset describing the same hardware as `name` (an adapter's name), if any.
+    pub fn preset_named(name: &str) -> Option<Self> {
+        PRESETS
+            .iter()
+            .filter_map(|p| Self::preset(p).ok())
+            .find(|p| p.name == name)
     }
 
     /// The largest binding a kernel may use: the binding limit rounded down to a whole

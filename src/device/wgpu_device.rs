@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::ledger::Ledger;
 use super::{
     Access, Backend, BufferId, BufferUse, Command, CommandList, Device, DeviceProfile,
-    LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, Vendor,
+    LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, Tuning, Vendor,
 };
 use crate::{Error, Result};
 
@@ -393,6 +393,18 @@ impl WgpuDevice {
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
             vendor_peak_gbps: None,
             memory_bytes: device_memory_bytes(&adapter),
+            compute_units: None,
+            tuning: Tuning::default(),
+        };
+        // wgpu reports no compute-unit count: a known adapter's comes from its preset,
+        // and with it the tuning measured (or scaled) for that hardware.
+        let profile = match DeviceProfile::preset_named(&profile.name) {
+            Some(known) => DeviceProfile {
+                compute_units: known.compute_units,
+                tuning: known.tuning,
+                ..profile
+            },
+            None => profile,
         };
         Ok(WgpuDevice {
             device,

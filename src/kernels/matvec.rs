@@ -15,11 +15,16 @@
 
 use serde::Serialize;
 
-use crate::device::{Access, Dispatch, PipelineId, Slice};
+mod launch;
+
+pub(crate) use launch::dot4_rows_per_workgroup;
+pub use launch::{
+    create_queue, Batches, Constant, CoopLaunch, Dot4Launch, Dot4X, FloatX, LaunchConfig,
+    MatvecLaunch, RowPart, StagedFrom, XForm, ARRANGE_PIECE_BYTES, QUEUE_BYTES,
+};
+
 use crate::quant::{dequantize, GgmlType};
 use crate::{Error, Result};
-
-use super::PipelineTemplate;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Family {
@@ -46,8 +51,7 @@ impl Family {
         Self::ALL.into_iter().find(|f| f.name() == s)
     }
 
-    /// Whether kernels of this family run one subgroup per row (and take a
-    /// [`CoopConfig`]).
+    /// Whether kernels of this family run one subgroup per row.
     pub fn cooperative(self) -> bool {
         self != Family::Scalar
     }
@@ -204,7 +208,7 @@ fn q5k_fifth_bits_by_sub_block(qh: &[u8]) -> [u32; 8] {
 const SCALAR_DRIVER: &str = include_str!("../../wgsl/matvec/scalar.wgsl");
 const COOP_DRIVER: &str = include_str!("../../wgsl/matvec/coop.wgsl");
 const DOT4_DRIVER: &str = include_str!("../../wgsl/matvec/dot4.wgsl");
-/// Appended to the dot4 driver with `CoopConfig::prefetch`, or its stub without.
+/// Appended to the dot4 driver of the kernels that split slices, or its stub to the others.
 const DOT4_PREFETCH: &str = include_str!("../../wgsl/matvec/dot4_prefetch.wgsl");
 const DOT4_NO_PREFETCH: &str = include_str!("../../wgsl/matvec/dot4_no_prefetch.wgsl");
 
@@ -296,22 +300,6 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     ),
 ];
 
-/// Slices per block of a dot4 kernel (a slice is one lane's share of a block): each
-/// per-type file's `SLICES`, which a test checks.
-pub fn dot4_slices_per_block(ty: GgmlType) -> u64 {
-    match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 4,
-        _ => 1,
-    }
-}
-
-/// Whether a dot4 kernel's per-type file splits a slice into `slice_load` and
-/// `slice_math`, so that the driver can load one slice ahead (`CoopConfig::prefetch`);
-/// a test checks it against the WGSL.
-pub fn dot4_splits_slices(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K)
-}
-
 pub fn find(ty: GgmlType, family: Family) -> Option<&'static MatvecKernel> {
     MATVEC_KERNELS
         .iter()
@@ -363,255 +351,55 @@ impl XStage {
     }
 }
 
-/// Launch-time choices for a coop kernel (the scalar family has none).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct CoopConfig {
-    /// Invocations per workgroup.
-    pub wg: u32,
-    /// Elements of x staged per tile; a multiple of 256, so of every block size.
-    pub tile: u32,
-    /// How x is staged: fixed to int8 by the `dot4` driver, f16 or f32 by the device
-    /// for the `coop` driver.
-    pub x: XStage,
-    /// The `coop` driver only: rows per subgroup (1 or 2). Two rows share every x read
-    /// and overlap their weight loads, at the price of half as many subgroups in flight.
-    pub rows: u32,
-    /// The `dot4` driver only: lanes per row, 0 for a whole subgroup (always for
-    /// `coop`) or a power of two no wider than the smallest subgroup; a subgroup then
-    /// takes several rows at once.
-    pub lanes: u32,
-    /// The `dot4` driver only: the input is silu(a) * b for halves a, b of the x binding
-    /// (the FFN's down projection), computed while staging.
-    pub glu: bool,
-    /// The `dot4` driver only: x arrives already quantized ([`quantize_x_q8`]'s layout,
-    /// written by the norm that produced it), and staging copies it.
-    pub x_q8: bool,
-    /// The `dot4` driver only, with `x_q8`: x is read in place, not staged (all of K is
-    /// one tile, and `tile` sizes nothing).
-    pub x_direct: bool,
-    /// The `dot4` driver only: workgroups take their row batches from a queue (the
-    /// dispatch's fourth binding) rather than in a grid-stride loop.
-    pub queue: bool,
-    /// The `dot4` driver only, for the kernels that split a slice into its loads and its
-    /// arithmetic ([`dot4_splits_slices`]), x in one tile and no queue: each lane loads
-    /// its next slice, in this row or the next, before it computes the one it holds.
-    pub prefetch: bool,
-}
-
-impl CoopConfig {
-    /// 256 invocations, a 4,096-element tile staged as `x`, a whole subgroup per row and
-    /// none of the options: how a kernel's source reads where no route configures it
-    /// (spirv/, the tests' checks of the WGSL), and the options a new route starts from.
-    pub fn canonical(x: XStage) -> CoopConfig {
-        CoopConfig {
-            wg: 256,
-            tile: 4096,
-            x,
-            rows: 1,
-            lanes: 0,
-            glu: false,
-            x_q8: false,
-            x_direct: false,
-            queue: false,
-            prefetch: false,
-        }
-    }
-
-    /// Rows one workgroup takes per batch, planning for the largest subgroup the device
-    /// may run: `rows` per subgroup (coop), or one per `lanes` lanes (dot4).
-    pub fn rows_per_workgroup(&self, subgroup_max: u32) -> u64 {
-        let sg = subgroup_max.max(1);
-        let lanes = if self.lanes == 0 {
-            sg
-        } else {
-            self.lanes.min(sg)
-        };
-        (self.wg / lanes).max(1) as u64 * self.rows as u64
-    }
-
-    /// Workgroup memory the staged tile takes.
-    pub fn workgroup_bytes(&self) -> u64 {
-        self.x.tile_bytes(self.tile as u64)
-    }
-}
-
-/// Bytes of the uniform block the drivers declare: m, k, row_bytes, y_offset, and for
-/// `dot4` x_up and padding.
-const PARAMS_BYTES: u32 = 16;
-const DOT4_PARAMS_BYTES: u32 = 32;
-const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
-/// dot4 adds its batch queue (`wgsl/matvec/dot4.wgsl`, `take_batch`), bound whether or
-/// not the route takes batches from it ([`CoopConfig::queue`]).
-const DOT4_STORAGE: &[Access] = &[
-    Access::Read,
-    Access::Read,
-    Access::ReadWrite,
-    Access::ReadWrite,
-];
-
-/// Bytes of a dot4 batch queue: one counter, zero between dispatches (a fresh buffer is
-/// zeroed, and every dispatch leaves it so). Dispatches that share one run one after
-/// the other, as a read-write binding makes them.
-pub const QUEUE_BYTES: u64 = 4;
-
 impl MatvecKernel {
-    /// The complete WGSL source.
-    pub fn source(&self, coop: Option<CoopConfig>) -> String {
+    /// The complete WGSL source, composed with `constants` (a launch's:
+    /// [`MatvecLaunch::constants`]).
+    pub fn source(&self, enables: &[&str], constants: &[Constant]) -> String {
         let (driver, helpers, body) = (self.family.driver(), self.helpers.join("\n"), self.body);
-        let cfg = coop.unwrap_or(CoopConfig::canonical(self.x_stage(false)));
+        let mut text: String = enables.iter().map(|e| format!("enable {e};\n")).collect();
+        for c in constants {
+            text += &format!("{c}\n");
+        }
         match self.family {
-            Family::Scalar => format!("{driver}\n{helpers}\n{body}"),
-            Family::Dot4 => format!(
-                "const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst LANES: u32 = {}u;\n\
-                 const X_GLU: bool = {};\nconst X_Q8: bool = {};\nconst X_DIRECT: bool = {};\n\
-                 const QUEUE: bool = {};\nconst PREFETCH: bool = {};\n\n\
-                 {driver}\n{}\n{Q8_X}\n{helpers}\n{body}",
-                cfg.wg,
-                cfg.tile,
-                cfg.lanes,
-                cfg.glu,
-                cfg.x_q8,
-                cfg.x_direct,
-                cfg.queue,
-                cfg.prefetch,
-                if cfg.prefetch {
+            Family::Scalar => text + &format!("{driver}\n{helpers}\n{body}"),
+            Family::Dot4 => {
+                let prefetch = if self.splits_slices() {
                     DOT4_PREFETCH
                 } else {
                     DOT4_NO_PREFETCH
-                }
-            ),
-            Family::Coop => {
-                let (enable, xs, xs_bytes) = match cfg.x {
-                    XStage::F16 => ("enable f16;\n", "f16", 2),
-                    _ => ("", "f32", 4),
                 };
-                format!(
-                    "{enable}const WG: u32 = {}u;\nconst TILE: u32 = {}u;\nconst ROWS: u32 = {}u;\n\
-                     const XS_BYTES: u32 = {xs_bytes}u;\nalias XS = {xs};\n\n{driver}\n{helpers}\n{body}",
-                    cfg.wg, cfg.tile, cfg.rows,
-                )
+                text + &format!("\n{driver}\n{prefetch}\n{Q8_X}\n{helpers}\n{body}")
             }
+            Family::Coop => text + &format!("\n{driver}\n{helpers}\n{body}"),
         }
     }
 
-    /// The x staging this kernel's driver uses on a device with (`f16`) or without
-    /// SHADER_F16.
-    pub fn x_stage(&self, f16: bool) -> XStage {
-        match (self.family, f16) {
-            (Family::Dot4, _) => XStage::Int8,
-            (_, true) => XStage::F16,
-            (_, false) => XStage::F32,
+    /// Slices per block (a slice is one dot4 lane's share of a block): the per-type
+    /// file's `SLICES`, which a test checks.
+    pub fn slices_per_block(&self) -> u64 {
+        match self.ty {
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 4,
+            _ => 1,
         }
     }
 
-    /// The pipeline's ledger name: kernel plus whatever changes its code.
-    pub fn pipeline_key(&self, coop: Option<CoopConfig>) -> String {
-        match coop {
-            Some(c) if self.family.cooperative() => format!(
-                "{} wg{} tile{}{}{}{}{}{}{}{}{}",
-                self.name,
-                c.wg,
-                c.tile,
-                if c.x == XStage::F16 { " xf16" } else { "" },
-                if c.rows > 1 {
-                    format!(" r{}", c.rows)
-                } else {
-                    String::new()
-                },
-                if c.lanes > 0 {
-                    format!(" lanes{}", c.lanes)
-                } else {
-                    String::new()
-                },
-                if c.glu { " glu" } else { "" },
-                if c.x_q8 { " xq8" } else { "" },
-                if c.x_direct { " direct" } else { "" },
-                if c.queue { " queue" } else { "" },
-                if c.prefetch { " prefetch" } else { "" }
-            ),
-            _ => self.name.to_string(),
-        }
-    }
-
-    pub fn template(&self) -> PipelineTemplate {
-        PipelineTemplate {
-            params_bytes: if self.family == Family::Dot4 {
-                DOT4_PARAMS_BYTES
-            } else {
-                PARAMS_BYTES
-            },
-            storage: if self.family == Family::Dot4 {
-                DOT4_STORAGE
-            } else {
-                STORAGE
-            },
-            fallback_reason: None,
-        }
+    /// Whether a dot4 kernel's per-type file splits a slice into `slice_load` and
+    /// `slice_math`, so that the driver can load one slice ahead
+    /// ([`Batches::Prefetch`]); a test checks it against the WGSL.
+    pub fn splits_slices(&self) -> bool {
+        self.family == Family::Dot4 && matches!(self.ty, GgmlType::Q4_K | GgmlType::Q5_K)
     }
 }
 
-/// One dispatch's worth of rows: a weight part lives in its own binding.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RowPart {
-    pub first_row: u64,
-    pub rows: u64,
-    pub workgroups: [u32; 3],
+impl PartialEq for MatvecKernel {
+    /// Kernels are the entries of [`MATVEC_KERNELS`]: one per name.
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
 }
 
-/// The dispatches computing `y[y_first + i] = (W·x)[i]` for weights bound part by part.
-///
-/// `weights[i]` holds the rows of `parts[i]`; `x` holds K floats, `y` at least
-/// `y_first` + M. `y_first` lets matvecs that share an input write side by side into
-/// one buffer at any element offset (a binding offset would have to be aligned).
-/// `x_up`: for a `glu` route, where in `x` the second operand starts (elements, a
-/// multiple of 4). `queue`: a dot4 route's batch queue ([`QUEUE_BYTES`]), None for the
-/// other families.
-#[allow(clippy::too_many_arguments)]
-pub fn dispatches(
-    pipeline: PipelineId,
-    k: u64,
-    row_bytes: u64,
-    parts: &[RowPart],
-    weights: &[Slice],
-    x: Slice,
-    y: Slice,
-    y_first: u64,
-    x_up: Option<u64>,
-    queue: Option<Slice>,
-) -> Result<Vec<Dispatch>> {
-    if parts.len() != weights.len() {
-        return Err(Error::Invalid(format!(
-            "{} weight bindings for {} row parts",
-            weights.len(),
-            parts.len()
-        )));
-    }
-    let u32_of = |v: u64, what: &str| {
-        u32::try_from(v).map_err(|_| Error::Invalid(format!("matvec {what} {v} exceeds u32")))
-    };
-    parts
-        .iter()
-        .zip(weights)
-        .map(|(p, w)| {
-            let mut params = vec![
-                u32_of(p.rows, "rows")?,
-                u32_of(k, "K")?,
-                u32_of(row_bytes, "row bytes")?,
-                u32_of(y_first + p.first_row, "first output")?,
-            ];
-            if let Some(up) = x_up {
-                params.push(u32_of(up, "x_up")?);
-            }
-            Ok(Dispatch {
-                pipeline,
-                params,
-                storage: [*w, x, y].into_iter().chain(queue).collect(),
-                workgroups: p.workgroups,
-                bytes_read: p.rows * row_bytes + x.size,
-            })
-        })
-        .collect()
-}
+/// Rows per scalar workgroup, fixed by `wgsl/matvec/scalar.wgsl`.
+pub const SCALAR_ROWS_PER_WG: u64 = 64;
 
 /// CPU reference: dequantize each row exactly as ggml does, accumulate in f64.
 pub fn cpu_reference(
@@ -726,141 +514,6 @@ pub fn nmse(reference: &[f32], actual: &[f32]) -> f64 {
     } else {
         err / norm
     }
-}
-
-/// Uploads a weight tensor for `route`: one buffer per row part.
-pub fn upload_weights(
-    device: &dyn crate::device::Device,
-    label: &str,
-    route: &crate::router::Route,
-    bytes: &[u8],
-) -> Result<Vec<Slice>> {
-    upload_stacked_weights(device, label, route, &[bytes])
-}
-
-/// [`upload_weights`] for a matrix stored as several tensors one after another (q, k
-/// and v stacked into one matrix), read in place: no host copy of the whole.
-pub fn upload_stacked_weights(
-    device: &dyn crate::device::Device,
-    label: &str,
-    route: &crate::router::Route,
-    tensors: &[&[u8]],
-) -> Result<Vec<Slice>> {
-    upload_weights_in_pieces(device, label, route, tensors, ARRANGE_PIECE_BYTES)
-}
-
-/// Host memory a weight passes through on its way up, at most, where its [`Layout`]
-/// keeps each block to itself: its part is arranged and uploaded a piece at a time,
-/// through one reused buffer, rather than copied whole (a part may be 2 GiB on the H200).
-pub const ARRANGE_PIECE_BYTES: usize = 16 << 20;
-
-/// [`upload_stacked_weights`], arranging block-local layouts in pieces of about
-/// `piece_bytes` (whole blocks, a multiple of 4 bytes): the tests make pieces small.
-pub fn upload_weights_in_pieces(
-    device: &dyn crate::device::Device,
-    label: &str,
-    route: &crate::router::Route,
-    tensors: &[&[u8]],
-    piece_bytes: usize,
-) -> Result<Vec<Slice>> {
-    let expected = route.m * route.row_bytes;
-    let given: u64 = tensors.iter().map(|t| t.len() as u64).sum();
-    if given != expected {
-        return Err(Error::Invalid(format!(
-            "`{label}`: {given} bytes for a {} x {} {} matrix of {expected} bytes",
-            route.m, route.k, route.ty
-        )));
-    }
-    let block_bytes = route.ty.type_size();
-    let layout = route.matvec_kernel().layout;
-    // Whole blocks, a multiple of four of them so that every piece starts 4-byte aligned.
-    let piece = (piece_bytes / block_bytes).next_multiple_of(4).max(4) * block_bytes;
-    let mut scratch = Vec::new();
-    // On an error the parts made so far are freed: the caller gets all or nothing.
-    let owned = crate::device::OwnedBuffers::borrowing(device);
-    let mut parts = Vec::with_capacity(route.parts.len());
-    for (i, p) in route.parts.iter().enumerate() {
-        let start = (p.first_row * route.row_bytes) as usize;
-        let len = (p.rows * route.row_bytes) as usize;
-        let name = if route.parts.len() == 1 {
-            label.to_string()
-        } else {
-            format!("{label} part {i}")
-        };
-        // Whole 16-byte elements for the kernels that read vec4<u32>.
-        let size = (len as u64).next_multiple_of(16);
-        let buffer = owned.create(&name, size, crate::device::BufferUse::Weights)?;
-        if !layout.block_local() {
-            let part = byte_range(tensors, start, len);
-            device.upload(buffer, 0, &layout.arrange(&part, block_bytes))?;
-        } else {
-            for at in (0..len).step_by(piece) {
-                let blocks = byte_range(tensors, start + at, piece.min(len - at));
-                if layout == Layout::Gguf {
-                    device.upload(buffer, at as u64, &blocks)?;
-                } else {
-                    scratch.clear();
-                    scratch.extend_from_slice(&blocks);
-                    layout.arrange_blocks_in_place(&mut scratch, block_bytes);
-                    device.upload(buffer, at as u64, &scratch)?;
-                }
-            }
-        }
-        parts.push(Slice::new(buffer, 0, size));
-    }
-    owned.release();
-    Ok(parts)
-}
-
-/// Bytes `start..start + len` of `tensors` read end to end: borrowed where one tensor
-/// holds them all, else gathered.
-fn byte_range<'a>(tensors: &[&'a [u8]], start: usize, len: usize) -> std::borrow::Cow<'a, [u8]> {
-    let mut skipped = 0;
-    let mut gathered = Vec::new();
-    for t in tensors {
-        let (from, to) = (start.max(skipped), (start + len).min(skipped + t.len()));
-        if from < to {
-            let bytes = &t[from - skipped..to - skipped];
-            if bytes.len() == len {
-                return std::borrow::Cow::Borrowed(bytes);
-            }
-            gathered.extend_from_slice(bytes);
-        }
-        skipped += t.len();
-    }
-    std::borrow::Cow::Owned(gathered)
-}
-
-/// A new dot4 batch queue. Matvecs may share one: they then run one after another.
-pub fn create_queue(device: &dyn crate::device::Device) -> Result<Slice> {
-    let buffer = device.create_buffer(
-        "dot4 batch queue",
-        QUEUE_BYTES,
-        crate::device::BufferUse::Storage,
-    )?;
-    Ok(Slice::new(buffer, 0, QUEUE_BYTES))
-}
-
-/// A batch queue for dispatches of `route` if its family takes one (dot4), else None.
-pub fn queue(
-    device: &dyn crate::device::Device,
-    route: &crate::router::Route,
-) -> Result<Option<Slice>> {
-    (route.family == Family::Dot4)
-        .then(|| create_queue(device))
-        .transpose()
-}
-
-/// The pipeline for `route`, created on first use.
-pub fn pipeline(
-    device: &dyn crate::device::Device,
-    cache: &super::PipelineCache,
-    route: &crate::router::Route,
-) -> Result<PipelineId> {
-    let kernel = route.matvec_kernel();
-    cache.get_or_create(device, &route.pipeline_key(), || {
-        (kernel.source(route.coop), kernel.template())
-    })
 }
 
 #[cfg(test)]

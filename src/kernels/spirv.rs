@@ -141,23 +141,19 @@ pub fn wgsl_to_msl(name: &str, wgsl: &str, entry: &str) -> Result<String> {
 /// tile, x staged as f16 (the H200's route for K = 4,096); the dot4 kernels that can
 /// load a slice ahead also with that path (`<name>_prefetch`).
 pub fn catalog() -> Vec<(String, String)> {
-    use super::matvec::{CoopConfig, Family, MATVEC_KERNELS};
+    use super::matvec::{MatvecLaunch, MATVEC_KERNELS};
     let mut out: Vec<(String, String)> = MATVEC_KERNELS
         .iter()
         .map(|k| {
-            let coop = (k.family == Family::Coop).then_some(CoopConfig::canonical(k.x_stage(true)));
-            (k.name.to_string(), k.source(coop))
+            (
+                k.name.to_string(),
+                MatvecLaunch::canonical(k, false).source(),
+            )
         })
         .collect();
-    for k in MATVEC_KERNELS
-        .iter()
-        .filter(|k| k.family == Family::Dot4 && super::matvec::dot4_splits_slices(k.ty))
-    {
-        let coop = CoopConfig {
-            prefetch: true,
-            ..CoopConfig::canonical(k.x_stage(true))
-        };
-        out.push((format!("{}_prefetch", k.name), k.source(Some(coop))));
+    for k in MATVEC_KERNELS.iter().filter(|k| k.splits_slices()) {
+        let source = MatvecLaunch::canonical(k, true).source();
+        out.push((format!("{}_prefetch", k.name), source));
     }
     for (name, wgsl) in crate::device::probe_sources() {
         out.push((name.to_string(), wgsl.to_string()));

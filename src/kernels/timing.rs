@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
 use crate::kernels::matvec;
+use crate::kernels::matvec::{MatvecLaunch, XForm};
 use crate::kernels::PipelineCache;
 use crate::quant::random_blocks;
-use crate::router::Route;
 
 /// How hard to measure.
 #[derive(Clone, Copy, Debug)]
@@ -42,26 +42,21 @@ pub struct Times {
     pub max_us: f64,
 }
 
-/// Times `route` (a matvec of its M × K) on random weights of its type.
+/// Times `launch` (a matvec of its M × K) on random weights of its type.
 pub fn time_matvec(
     device: &dyn Device,
     cache: &PipelineCache,
-    route: &Route,
+    launch: &MatvecLaunch,
     effort: Effort,
 ) -> crate::Result<Times> {
-    let (m, k) = (route.m, route.k);
-    let weight_bytes = m * route.row_bytes;
-    let n_blocks = (m * k) as usize / route.ty.block_size();
-    let data = random_blocks(route.ty, n_blocks, m ^ k);
+    let (m, k, ty) = (launch.m(), launch.k(), launch.kernel().ty);
+    let weight_bytes = launch.weight_bytes();
+    let n_blocks = (m * k) as usize / ty.block_size();
+    let data = random_blocks(ty, n_blocks, m ^ k);
     let copies = effort.rotate_bytes.div_ceil(weight_bytes).clamp(1, 512) as usize;
     // Freed when this returns, whether it times the route or fails half way.
     let buffers = OwnedBuffers::borrowing(device);
-    let first = buffers.adopt_all(matvec::upload_weights(
-        device,
-        "matvec weights",
-        route,
-        &data,
-    )?);
+    let first = buffers.adopt_all(launch.upload_weights(device, "matvec weights", &data)?);
     drop(data);
     let mut sets = vec![first.clone()];
     let mut fill = CommandList::new();
@@ -75,13 +70,12 @@ pub fn time_matvec(
         sets.push(set);
     }
     device.submit(&fill)?;
-    let x_values = vec![0.5f32; k as usize];
-    let x_data = if route.x_q8() {
-        matvec::quantize_x_q8(&x_values)
-    } else {
-        bytemuck::cast_slice(&x_values).to_vec()
+    let x_bytes = launch.x_bytes();
+    let x_values = vec![0.5f32; (x_bytes / 4) as usize];
+    let x_data = match launch.x_form() {
+        XForm::Q8 => matvec::quantize_x_q8(&x_values[..k as usize]),
+        XForm::F32 | XForm::Glu { .. } => bytemuck::cast_slice(&x_values).to_vec(),
     };
-    let x_bytes = route.x_bytes();
     let x = Slice::new(
         buffers.create("x", x_bytes, BufferUse::Storage)?,
         0,
@@ -89,8 +83,8 @@ pub fn time_matvec(
     );
     device.upload(x.buffer, 0, &x_data)?;
     let y = Slice::new(buffers.create("y", m * 4, BufferUse::Storage)?, 0, m * 4);
-    let pipeline = matvec::pipeline(device, cache, route)?;
-    let queue = matvec::queue(device, route)?;
+    let pipeline = launch.pipeline(device, cache)?;
+    let queue = launch.new_queue(device)?;
     if let Some(q) = queue {
         buffers.adopt(q.buffer);
     }
@@ -99,22 +93,11 @@ pub fn time_matvec(
     let mut list = CommandList::new();
     for i in 0..iters + SKIP {
         let weights = &sets[i % copies];
-        for d in matvec::dispatches(
-            pipeline,
-            k,
-            route.row_bytes,
-            &route.parts,
-            weights,
-            x,
-            y,
-            0,
-            None,
-            queue,
-        )? {
+        for d in launch.dispatches(pipeline, weights, x, y, 0, queue)? {
             list.dispatch(d);
         }
     }
-    time_list(device, &list, route.parts.len(), copies, effort)
+    time_list(device, &list, launch.parts().len(), copies, effort)
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.
@@ -211,9 +194,4 @@ pub fn time_stream_read(device: &dyn Device, bytes: u64, effort: Effort) -> crat
         });
     }
     Ok(best.expect("three read shapes timed"))
-}
-
-/// Bytes one matvec moves: the weights, x and y.
-pub fn matvec_bytes(route: &Route) -> u64 {
-    route.m * route.row_bytes + route.x_bytes() + route.m * 4
 }

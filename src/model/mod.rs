@@ -9,6 +9,7 @@
 mod fetch;
 mod memory;
 mod non_finite;
+mod plan;
 mod session;
 pub mod synthetic;
 
@@ -19,6 +20,7 @@ pub use fetch::{
 pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 use non_finite::Probes;
+pub use plan::{plan, LayerPlan, Offsets, Plan, PlannedMatrix};
 pub use session::{Generate, Prompt, Session, Stats, Token};
 
 use std::path::Path;
@@ -28,18 +30,18 @@ use crate::device::{
     BufferUse, CommandList, Device, LedgerReport, OwnedBuffers, ReadTicket, Slice,
 };
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::matvec::{self, Family};
+use crate::kernels::matvec::{self, XForm};
 use crate::kernels::ops::{
     rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS,
     ARGMAX_TOKEN_WORDS,
 };
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
-use crate::router::{route_matvec, take_x_q8, Force, Route};
+use crate::router::Overrides;
 use crate::{Error, Result};
 
 /// The hyperparameters of a llama-architecture model, from GGUF metadata.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Config {
     pub architecture: String,
     pub n_layers: usize,
@@ -152,71 +154,22 @@ pub struct LoadOptions {
     /// Positions the KV cache holds; default: the model's context length, at most
     /// [`DEFAULT_MAX_CONTEXT`].
     pub context: Option<usize>,
-    /// Route every matvec to this family or kernel (A/B runs).
-    pub force: Option<Force>,
-    /// Whether norms hand the dot4 matrices they feed x already quantized: every such
-    /// matrix (`Some(true)`), none (`Some(false)`), or those of at least
-    /// [`Q8_NORM_MIN_BYTES`] (`None`).
-    pub x_q8: Option<bool>,
-    /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
-    /// dispatch (`ops/silu_mul_q8`) rather than computing it while staging (a `glu`
-    /// route): every one (`Some(true)`), none (`Some(false)`), or those of at least
-    /// [`GLU_Q8_MIN_BYTES`] (`None`).
-    pub glu_q8: Option<bool>,
+    /// The router's overrides (A/B runs): a forced family or kernel, whether norms
+    /// and silu(gate) * up hand dot4 matrices x quantized.
+    pub routing: Overrides,
 }
 
 /// The default KV-cache length cap, so a 128K-context model does not allocate its whole
 /// context up front.
 pub const DEFAULT_MAX_CONTEXT: usize = 4096;
 
-/// A weight matrix, uploaded for its route: one GGUF tensor, or several stacked row-wise
-/// when they share an input and a type (Q, K and V; gate and up), so that one dispatch
-/// computes them all.
+/// A planned matrix on the device.
 struct Matrix {
-    name: String,
-    route: Route,
+    plan: PlannedMatrix,
     pipeline: crate::device::PipelineId,
     parts: Vec<Slice>,
-    /// The element of the output buffer its first row writes.
-    out_first: u64,
-    /// For a `glu` route (the FFN's down projection on dot4): where up starts in its
-    /// input buffer, which holds [gate; up] and is multiplied as silu(gate) * up.
-    x_up: Option<u64>,
     /// A dot4 route's batch queue (shared by all of them).
     queue: Option<Slice>,
-}
-
-/// Weights a dot4 matrix fed by a norm holds at least for the norm to hand it x already
-/// quantized. The q8 norm costs about 1.5 µs more per dispatch on the H200 than the
-/// f32 one (SmolLM2: 8 % slower decode with every norm writing q8); copying instead of
-/// quantizing saved 0.5 µs per SmolLM2 matvec, 1-2 µs on 30-60 MB FFN shapes, and 3-4
-/// µs on 360-930 MB lm-heads. Rechecked once Q4_1 and Q8_0 read such x in place (router
-/// clause 5), alternated on one H200: every norm writing q8 still cost a SmolLM2-shape
-/// Q4_1 model 720 -> 680 tok/s and the Llama-3-8B shape 288 -> 285.
-pub const Q8_NORM_MIN_BYTES: u64 = 128_000_000;
-
-/// Weights a dot4 down projection holds at least for silu(gate) * up to be computed
-/// and quantized once, by its own dispatch (`ops/silu_mul_q8`), rather than by every
-/// workgroup of the matvec while staging (`glu`): that costs each workgroup 8 bytes of
-/// reads and an exp per element of K, where the extra dispatch costs the step a fixed
-/// launch. Measured on the H200 (`compare --synthetic P --glu-q8 true|false`, Q4_K_M
-/// mixes, alternated on one machine, three runs each): SmolLM2-135M's shape (down 0.5
-/// MB) 768-771 tok/s computing it while staging, 732-733 by its own dispatch;
-/// Llama-3.2-1B's (9.4 and 13.8 MB) 877-880 -> 882-885; Llama-3-8B's (33 and 48 MB)
-/// 295 -> 305; a 2-layer muse-30b (67 and 98 MB) 1,470 -> 1,510.
-pub const GLU_Q8_MIN_BYTES: u64 = 8_000_000;
-
-/// What a matrix multiplies, which decides how a dot4 route takes x.
-#[derive(Clone, Copy, Debug)]
-enum Feed {
-    /// A norm's output, which a q8 norm also writes quantized for large matrices:
-    /// staging copies it.
-    Norm,
-    /// The attention output: each dot4 workgroup quantizes it while staging.
-    Attention,
-    /// [gate; up], up from this element: dot4 stages silu(gate) * up, or for large
-    /// matrices takes it from `ops/silu_mul_q8`.
-    Glu(u64),
 }
 
 /// One transformer block's weights.
@@ -299,8 +252,10 @@ pub struct Model {
     act: Activations,
     n_ctx: usize,
     /// Per norm dispatch of a step, whether it also writes its output quantized
-    /// (see `norms_q8`).
+    /// (`Plan::norms_q8`).
     norm_q8: Vec<bool>,
+    /// What was uploaded, and how each matrix runs.
+    plan: Plan,
     /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
     /// when the model is dropped.
     pipelines: PipelineCache,
@@ -340,11 +295,25 @@ impl Model {
     ) -> Result<Model> {
         // The file is mapped: a change since it was opened would load mixed bytes.
         file.check_unchanged()?;
-        let config = Config::from_gguf(file)?;
-        let n_ctx = options
-            .context
-            .unwrap_or(config.context_length.min(DEFAULT_MAX_CONTEXT))
-            .max(1);
+        let plan = plan::plan(file, device.profile(), options)?;
+        Model::from_plan(device, file, plan)
+    }
+
+    /// Loads `file` as `plan` (made for it by [`plan()`]) says. A plan made for another
+    /// profile (a preset) loads where this device can run every launch in it.
+    pub fn from_plan(device: Arc<dyn Device>, file: &GgufFile, plan: Plan) -> Result<Model> {
+        file.check_unchanged()?;
+        if Config::from_gguf(file)? != plan.config {
+            return Err(Error::Invalid(
+                "the plan was made for another model than this file".into(),
+            ));
+        }
+        for m in plan.matrices() {
+            m.route.launch().check(device.profile()).map_err(|e| {
+                Error::Invalid(format!("`{}`, planned for {}: {e}", m.name(), plan.device))
+            })?;
+        }
+        let (config, n_ctx) = (plan.config.clone(), plan.n_ctx);
         // Everything counted before anything is allocated, on the host or the device.
         MemoryNeed::of(&config, file, n_ctx)?.check_fits(device.profile(), &config, n_ctx)?;
         let dev: &dyn Device = device.as_ref();
@@ -356,142 +325,28 @@ impl Model {
         let (dim, kv_dim) = (config.dim as u64, config.kv_dim() as u64);
         let q_dim = (config.n_heads * config.head_dim) as u64;
 
-        let checked = |name: &str, m: u64, k: u64| -> Result<&TensorInfo> {
-            let t = tensor(file, name)?;
-            if t.dims.len() != 2 || t.cols() != k || t.rows() != m {
-                return Err(Error::Invalid(format!(
-                    "`{name}` has shape {:?}, expected [{k}, {m}] (columns, rows)",
-                    t.dims
-                )));
-            }
-            Ok(t)
-        };
         // One batch queue for every dot4 matrix: a step's matvecs run one after another.
         let queue = matvec::create_queue(dev)?;
         buffers.adopt(queue.buffer);
-        // `feed`: what the matrix multiplies, which decides how a dot4 route takes x.
-        let upload =
-            |name: &str,
-             ty,
-             m: u64,
-             k: u64,
-             tensors: &[&[u8]],
-             out_first,
-             feed: Feed|
-             -> Result<Matrix> {
-                let mut route = route_matvec(dev.profile(), ty, m, k, options.force.as_ref())
-                    .map_err(|e| match e {
-                        Error::UnsupportedType(what) => {
-                            Error::UnsupportedType(format!("`{name}`: {what}"))
-                        }
-                        other => other,
-                    })?;
-                let mut x_up = None;
-                let bytes: u64 = tensors.iter().map(|t| t.len() as u64).sum();
-                let glu_q8 = options.glu_q8.unwrap_or(bytes >= GLU_Q8_MIN_BYTES);
-                match (route.family, route.coop.as_mut(), feed) {
-                    (Family::Dot4, Some(_), Feed::Glu(_)) if glu_q8 => {
-                        route.clauses.push(match options.glu_q8 {
-                            Some(_) => "input silu(gate) * up, quantized once by its own \
-                                        dispatch (forced)"
-                                .to_string(),
-                            None => format!(
-                                "input silu(gate) * up, quantized once by its own dispatch, \
-                                 for {:.0} MB of weights (at least {} MB)",
-                                bytes as f64 / 1e6,
-                                GLU_Q8_MIN_BYTES / 1_000_000
-                            ),
-                        });
-                        take_x_q8(dev.profile(), &mut route, None);
-                    }
-                    (Family::Dot4, Some(c), Feed::Glu(up)) => {
-                        c.glu = true;
-                        x_up = Some(up);
-                        route
-                            .clauses
-                            .push("input silu(gate) * up, computed while staging x".to_string());
-                    }
-                    (Family::Dot4, Some(_), Feed::Norm)
-                        if options.x_q8.unwrap_or(bytes >= Q8_NORM_MIN_BYTES) =>
-                    {
-                        route.clauses.push(match options.x_q8 {
-                            Some(_) => "x quantized once, by the norm that produced it (forced)"
-                                .to_string(),
-                            None => format!(
-                                "x quantized once, by the norm that produced it, for {:.0} MB of \
-                             weights (at least {} MB)",
-                                bytes as f64 / 1e6,
-                                Q8_NORM_MIN_BYTES / 1_000_000
-                            ),
-                        });
-                        take_x_q8(dev.profile(), &mut route, None);
-                    }
-                    _ => {}
-                }
-                let parts =
-                    buffers.adopt_all(matvec::upload_stacked_weights(dev, name, &route, tensors)?);
-                let pipeline = matvec::pipeline(dev, &cache, &route)?;
-                Ok(Matrix {
-                    name: name.to_string(),
-                    queue: (route.family == Family::Dot4).then_some(queue),
-                    route,
-                    pipeline,
-                    parts,
-                    out_first,
-                    x_up,
-                })
-            };
-        let matrix = |name: &str, m: u64, k: u64, feed: Feed| -> Result<Matrix> {
-            let t = checked(name, m, k)?;
-            upload(name, t.ty, m, k, &[file.tensor_data(t)], 0, feed)
+        let upload = |planned: &PlannedMatrix| -> Result<Matrix> {
+            let tensors = planned
+                .tensors
+                .iter()
+                .map(|name| Ok(file.tensor_data(tensor(file, name)?)))
+                .collect::<Result<Vec<&[u8]>>>()?;
+            let launch = planned.route.launch();
+            let parts =
+                buffers.adopt_all(launch.upload_stacked_weights(dev, &planned.name(), &tensors)?);
+            Ok(Matrix {
+                pipeline: launch.pipeline(dev, &cache)?,
+                queue: (launch.family() == matvec::Family::Dot4).then_some(queue),
+                plan: planned.clone(),
+                parts,
+            })
         };
-        // Tensors sharing input x (a norm's output), writing rows[i] outputs each at
-        // element first[i] of one buffer: stacked into one matrix when they share a type
-        // and their outputs are back to back, else one matrix each.
-        let stack =
-            |names: &[String], rows: &[u64], first: &[u64], k: u64| -> Result<Vec<Matrix>> {
-                let tensors = names
-                    .iter()
-                    .zip(rows)
-                    .map(|(n, &m)| checked(n, m, k))
-                    .collect::<Result<Vec<_>>>()?;
-                let same_type = tensors.iter().all(|t| t.ty == tensors[0].ty);
-                let back_to_back = first
-                    .iter()
-                    .zip(rows)
-                    .zip(first.iter().skip(1))
-                    .all(|((&f, &m), &next)| f + m == next);
-                if same_type && back_to_back {
-                    let bytes: Vec<&[u8]> = tensors.iter().map(|t| file.tensor_data(t)).collect();
-                    let name = names.join(" + ");
-                    let m = rows.iter().sum();
-                    Ok(vec![upload(
-                        &name,
-                        tensors[0].ty,
-                        m,
-                        k,
-                        &bytes,
-                        first[0],
-                        Feed::Norm,
-                    )?])
-                } else {
-                    tensors
-                        .iter()
-                        .zip(first)
-                        .map(|(t, &f)| {
-                            upload(
-                                &t.name,
-                                t.ty,
-                                t.rows(),
-                                k,
-                                &[file.tensor_data(t)],
-                                f,
-                                Feed::Norm,
-                            )
-                        })
-                        .collect()
-                }
-            };
+        let uploads = |planned: &[PlannedMatrix]| -> Result<Vec<Matrix>> {
+            planned.iter().map(upload).collect()
+        };
         let vector = |name: &str, n: u64| -> Result<Slice> {
             let t = tensor(file, name)?;
             if t.n_elements() != n {
@@ -535,64 +390,37 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
 
         let ffn = config.ffn_dim as u64;
-        // Where q, k, v and gate, up sit in their shared buffers: each at an element
-        // the device can bind an op's input at.
-        let align = (dev.profile().storage_offset_alignment.max(4) / 4) as u64;
-        let k_first = q_dim.next_multiple_of(align);
-        let v_first = (k_first + kv_dim).next_multiple_of(align);
-        let up_first = ffn.next_multiple_of(align);
+        let Offsets {
+            k_first,
+            v_first,
+            up_first,
+        } = plan.offsets;
         let kv_bytes = n_ctx as u64 * kv_dim * 4;
-        let layers = (0..config.n_layers)
-            .map(|i| {
+        let layers = plan
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
                 let n = |s: &str| format!("blk.{i}.{s}.weight");
                 Ok(Layer {
                     attn_norm: vector(&n("attn_norm"), dim)?,
-                    qkv: stack(
-                        &[n("attn_q"), n("attn_k"), n("attn_v")],
-                        &[q_dim, kv_dim, kv_dim],
-                        &[0, k_first, v_first],
-                        dim,
-                    )?,
-                    wo: matrix(&n("attn_output"), dim, q_dim, Feed::Attention)?,
+                    qkv: uploads(&l.qkv)?,
+                    wo: upload(&l.wo)?,
                     ffn_norm: vector(&n("ffn_norm"), dim)?,
-                    gate_up: stack(
-                        &[n("ffn_gate"), n("ffn_up")],
-                        &[ffn, ffn],
-                        &[0, up_first],
-                        dim,
-                    )?,
-                    down: {
-                        let name = n("ffn_down");
-                        let t = checked(&name, dim, ffn)?;
-                        upload(
-                            &name,
-                            t.ty,
-                            dim,
-                            ffn,
-                            &[file.tensor_data(t)],
-                            0,
-                            Feed::Glu(up_first),
-                        )?
-                    },
+                    gate_up: uploads(&l.gate_up)?,
+                    down: upload(&l.down)?,
                     k_cache: storage(&format!("blk.{i} k cache"), kv_bytes / 4)?,
                     v_cache: storage(&format!("blk.{i} v cache"), kv_bytes / 4)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let output_norm = vector("output_norm.weight", dim)?;
-        // Tied embeddings: the quantized token_embd doubles as the lm-head.
-        let output_name = if file.tensor("output.weight").is_some() {
-            "output.weight"
-        } else {
-            "token_embd.weight"
-        };
-        let output = matrix(output_name, vocab, dim, Feed::Norm)?;
-        let needs_silu_mul = layers
-            .iter()
-            .any(|l| l.down.x_up.is_none() && !l.down.route.x_q8());
-        let needs_silu_mul_q8 = layers.iter().any(|l| l.down.route.x_q8());
-        // Each norm writes q8 when a matrix it feeds takes it (see `norms_q8`).
-        let norm_q8 = norms_q8(&layers, &output);
+        let output = upload(&plan.output)?;
+        let downs = || plan.layers.iter().map(|l| l.down.route.launch().x_form());
+        let needs_silu_mul = downs().any(|x| x == XForm::F32);
+        let needs_silu_mul_q8 = downs().any(|x| x == XForm::Q8);
+        // Each norm writes q8 when a matrix it feeds takes it (`Plan::norms_q8`).
+        let norm_q8 = plan.norms_q8();
         let ops = Ops::with(
             dev,
             &cache,
@@ -652,6 +480,7 @@ impl Model {
             act,
             n_ctx,
             norm_q8,
+            plan,
             pipelines: cache,
             _buffers: buffers,
         })
@@ -682,29 +511,19 @@ impl Model {
         self.n_ctx
     }
 
-    /// Every matvec tensor and its route, in forward-pass order.
-    pub fn plan(&self) -> Vec<(String, Route)> {
-        self.matrices()
-            .map(|m| (m.name.clone(), m.route.clone()))
-            .collect()
-    }
-
-    fn matrices(&self) -> impl Iterator<Item = &Matrix> {
-        self.layers
-            .iter()
-            .flat_map(|l| {
-                l.qkv
-                    .iter()
-                    .chain([&l.wo])
-                    .chain(&l.gate_up)
-                    .chain([&l.down])
-            })
-            .chain([&self.output])
+    /// The plan this model was loaded from: every matrix and its route, in
+    /// forward-pass order.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     /// Bytes of weights one token reads: every matrix, the norms and one embedding row.
     pub fn weight_bytes_per_token(&self) -> u64 {
-        let matrices: u64 = self.matrices().map(|m| m.route.m * m.route.row_bytes).sum();
+        let matrices: u64 = self
+            .plan
+            .matrices()
+            .map(|m| m.route.launch().weight_bytes())
+            .sum();
         let dim = self.config.dim as u64 * 4;
         matrices + dim * (2 * self.config.n_layers as u64 + 2)
     }
@@ -837,7 +656,7 @@ impl Model {
             probes.at(&list, norm(attn_norm(i + 1)), xn);
         }
         matvec_into(&mut list, &self.output, a.norm_out(&self.output), a.logits)?;
-        probes.at(&list, || format!("`{}`", self.output.name), a.logits);
+        probes.at(&list, || format!("`{}`", self.output.plan.name()), a.logits);
         for d in ops.argmax(c.vocab as u64, a.logits, a.argmax_scratch, a.token) {
             list.dispatch(d);
         }
@@ -893,11 +712,11 @@ impl Model {
         ));
         probes.at(
             list,
-            || format!("the attention feeding `{}`", l.wo.name),
+            || format!("the attention feeding `{}`", l.wo.plan.name()),
             a.att,
         );
         matvec_into(list, &l.wo, a.att, a.out)?;
-        probes.at(list, || format!("`{}`", l.wo.name), a.out);
+        probes.at(list, || format!("`{}`", l.wo.plan.name()), a.out);
         Ok(())
     }
 
@@ -909,68 +728,41 @@ impl Model {
         }
         probes.stacked(list, &l.gate_up, [a.gate, a.up]);
         let n = self.config.ffn_dim as u64;
-        let hidden = if l.down.x_up.is_some() {
+        let hidden = match l.down.plan.route.launch().x_form() {
             // The down projection applies silu(gate) * up itself.
-            a.gate_up
-        } else if l.down.route.x_q8() {
-            list.dispatch(self.ops.silu_mul_q8(n, a.gate, a.up, a.hidden));
-            a.hidden
-        } else {
-            list.dispatch(self.ops.silu_mul(n, a.gate, a.up, a.hidden));
-            a.hidden
+            XForm::Glu { .. } => a.gate_up,
+            XForm::Q8 => {
+                list.dispatch(self.ops.silu_mul_q8(n, a.gate, a.up, a.hidden));
+                a.hidden
+            }
+            XForm::F32 => {
+                list.dispatch(self.ops.silu_mul(n, a.gate, a.up, a.hidden));
+                a.hidden
+            }
         };
         matvec_into(list, &l.down, hidden, a.out)?;
-        probes.at(list, || format!("`{}`", l.down.name), a.out);
+        probes.at(list, || format!("`{}`", l.down.plan.name()), a.out);
         Ok(())
     }
-}
-
-/// Per norm dispatch of a step, in order (the first norm, then each layer's two),
-/// whether it writes its output quantized: when a matrix it feeds takes x that way.
-fn norms_q8(layers: &[Layer], output: &Matrix) -> Vec<bool> {
-    let takes_q8 = |ms: &[Matrix]| ms.iter().any(|m| m.route.x_q8());
-    let block_input = |i: usize| {
-        layers
-            .get(i)
-            .map_or(output.route.x_q8(), |l| takes_q8(&l.qkv))
-    };
-    std::iter::once(block_input(0))
-        .chain((0..layers.len()).flat_map(|i| [takes_q8(&layers[i].gate_up), block_input(i + 1)]))
-        .collect()
 }
 
 impl Activations {
     /// The norm's output as `w` takes it: quantized or f32.
     fn norm_out(&self, w: &Matrix) -> Slice {
         match self.xn_q8 {
-            Some(q8) if w.route.x_q8() => q8,
+            Some(q8) if w.plan.route.launch().x_form() == XForm::Q8 => q8,
             _ => self.xn,
         }
     }
 }
 
-/// y[w.out_first..] = W · x, one dispatch per row part of W; x f32, or for an `x_q8`
-/// route quantized.
+/// y[w.out_first..] = W · x, one dispatch per row part of W; x as the route takes it.
 fn matvec_into(list: &mut CommandList, w: &Matrix, x: Slice, y: Slice) -> Result<()> {
-    let r = &w.route;
-    let x_bytes = match w.x_up {
-        Some(up) => (up + r.k) * 4,
-        None => r.x_bytes(),
-    };
-    let x = Slice::new(x.buffer, x.offset, x_bytes);
-    let y = Slice::new(y.buffer, y.offset, (w.out_first + r.m) * 4);
-    for d in matvec::dispatches(
-        w.pipeline,
-        r.k,
-        r.row_bytes,
-        &r.parts,
-        &w.parts,
-        x,
-        y,
-        w.out_first,
-        w.x_up,
-        w.queue,
-    )? {
+    let launch = w.plan.route.launch();
+    let out_first = w.plan.out_first;
+    let x = Slice::new(x.buffer, x.offset, launch.x_bytes());
+    let y = Slice::new(y.buffer, y.offset, (out_first + launch.m()) * 4);
+    for d in launch.dispatches(w.pipeline, &w.parts, x, y, out_first, w.queue)? {
         list.dispatch(d);
     }
     Ok(())

@@ -58,14 +58,14 @@ impl Probes {
         }
     }
 
-    /// Matrices `ms` wrote `outs`, one per tensor: stacked ones name theirs `a + b`.
+    /// Matrices `ms` wrote `outs`, one per tensor.
     pub(super) fn stacked<const N: usize>(
         &mut self,
         list: &CommandList,
         ms: &[Matrix],
         outs: [Slice; N],
     ) {
-        let names = ms.iter().flat_map(|m| m.name.split(" + "));
+        let names = ms.iter().flat_map(|m| &m.plan.tensors);
         for (name, out) in names.zip(outs) {
             self.at(list, || format!("`{name}`"), out);
         }

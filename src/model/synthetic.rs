@@ -160,6 +160,19 @@ impl SyntheticSpec {
         self.hidden / self.heads.max(1)
     }
 
+    /// The distinct matvec shapes of this model's decode step, as (matrix, M, K):
+    /// the shape catalog the router tests and `benches/matvec.rs` share.
+    pub fn matvec_shapes(&self) -> [(&'static str, u64, u64); 5] {
+        let (h, f) = (self.hidden, self.ffn);
+        [
+            ("attn_q", self.heads * self.head_dim(), h),
+            ("attn_k", self.kv_heads * self.head_dim(), h),
+            ("ffn_up", f, h),
+            ("ffn_down", h, f),
+            ("lm_head", self.vocab, h),
+        ]
+    }
+
     /// Every tensor in file order (llama.cpp's): `(name, type, dims)`, dims in ggml
     /// order (`dims[0]` is the row length).
     pub fn tensors(&self) -> Vec<(String, GgmlType, Vec<u64>)> {

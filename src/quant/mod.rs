@@ -188,10 +188,6 @@ impl GgmlType {
             F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K
         )
     }
-
-    pub fn is_k_quant(self) -> bool {
-        self.block_size() == QK_K
-    }
 }
 
 impl std::fmt::Display for GgmlType {

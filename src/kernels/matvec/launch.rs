@@ -1,0 +1,717 @@
+//! A matvec launch: the kernel, the shape, its row parts and its family's launch
+//! choices, as one typed value. The router makes it ([`crate::router::route_matvec`]);
+//! nothing edits it after. Its methods upload weights for it, make its pipeline (keyed
+//! by the same constants its WGSL is given) and record its dispatches.
+
+use serde::Serialize;
+
+use super::{Family, Layout, MatvecKernel, XStage, Q8_GROUP_BYTES};
+use crate::device::{
+    Access, BufferUse, Device, DeviceProfile, Dispatch, OwnedBuffers, PipelineId, Slice,
+};
+use crate::kernels::{PipelineCache, PipelineTemplate};
+use crate::{Error, Result};
+
+/// One dispatch's worth of rows: a weight part lives in its own binding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RowPart {
+    pub first_row: u64,
+    pub rows: u64,
+    pub workgroups: [u32; 3],
+}
+
+/// The launch choices of each kernel family: a combination the kernels cannot run
+/// cannot be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LaunchConfig {
+    /// One invocation per row; nothing to choose.
+    Scalar,
+    Coop(CoopLaunch),
+    Dot4(Dot4Launch),
+}
+
+/// `wgsl/matvec/coop.wgsl`: a subgroup per row, x staged as floats in K-tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CoopLaunch {
+    /// Invocations per workgroup.
+    pub wg: u32,
+    /// Elements of x staged per tile; a multiple of 256, so of every block size.
+    pub tile: u32,
+    pub x: FloatX,
+}
+
+/// How the coop driver stages x.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum FloatX {
+    F32,
+    /// Needs SHADER_F16.
+    F16,
+}
+
+/// `wgsl/matvec/dot4.wgsl`: a subgroup (or a team of `lanes` of its lanes) per row, x
+/// as int8 groups, the dot on packed integer dot products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Dot4Launch {
+    /// Invocations per workgroup.
+    pub wg: u32,
+    /// Lanes per row: 0 for a whole subgroup, or a power of two no wider than the
+    /// device's smallest subgroup (a subgroup then takes several rows at once).
+    pub lanes: u32,
+    pub x: Dot4X,
+}
+
+/// Where a dot4 launch's int8 x comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Dot4X {
+    /// Staged per workgroup in tiles of `tile` elements (a multiple of 256), made from
+    /// `from`; workgroups take row batches as `batches` says.
+    Staged {
+        tile: u32,
+        from: StagedFrom,
+        batches: Batches,
+    },
+    /// x arrives quantized ([`super::quantize_x_q8`]'s layout) and the lanes read it in
+    /// place: nothing staged, and each workgroup is one row batch.
+    InPlace,
+}
+
+/// What a staging dot4 workgroup quantizes (or copies) into its tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum StagedFrom {
+    /// f32 x, quantized while staging.
+    F32,
+    /// silu(gate) * up of an f32 binding holding gate, and up from element `up` (a
+    /// multiple of 4): the FFN's down projection, computed while staging.
+    Glu { up: u64 },
+    /// x already quantized: staging copies it.
+    Q8,
+}
+
+/// How staging dot4 workgroups take their row batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Batches {
+    /// A grid-stride loop.
+    GridStride,
+    /// The first by workgroup index, the rest from a queue (the fourth binding).
+    Queue,
+    /// A grid-stride loop in which each lane loads its next slice, in this row or the
+    /// next, before it computes the one it holds: kernels that split a slice into its
+    /// loads and its arithmetic ([`MatvecKernel::splits_slices`]), x in one tile.
+    Prefetch,
+}
+
+/// The form a launch takes its x binding in, which the op before it must write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum XForm {
+    F32,
+    /// [`super::quantize_x_q8`]'s layout.
+    Q8,
+    /// gate, and up from element `up`, both f32.
+    Glu {
+        up: u64,
+    },
+}
+
+/// A constant a kernel's WGSL is composed with: the pipeline key is made of the same
+/// list, so the key names everything that changes the code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Constant {
+    U32(&'static str, u32),
+    Bool(&'static str, bool),
+    /// `alias NAME = T;`
+    Alias(&'static str, &'static str),
+}
+
+impl std::fmt::Display for Constant {
+    /// The WGSL declaration.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Constant::U32(name, v) => write!(f, "const {name}: u32 = {v}u;"),
+            Constant::Bool(name, v) => write!(f, "const {name}: bool = {v};"),
+            Constant::Alias(name, t) => write!(f, "alias {name} = {t};"),
+        }
+    }
+}
+
+/// Bytes of the uniform block the drivers declare: m, k, row_bytes, y_offset, and for
+/// `dot4` x_up and padding.
+const PARAMS_BYTES: u32 = 16;
+const DOT4_PARAMS_BYTES: u32 = 32;
+const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+/// dot4 adds its batch queue (`wgsl/matvec/dot4.wgsl`, `take_batch`), bound whether or
+/// not the launch takes batches from it.
+const DOT4_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+
+/// Bytes of a dot4 batch queue: one counter, zero between dispatches (a fresh buffer is
+/// zeroed, and every dispatch leaves it so). Dispatches that share one run one after
+/// the other, as a read-write binding makes them.
+pub const QUEUE_BYTES: u64 = 4;
+
+/// A dot4 in-place launch stages nothing: the smallest tile keeps the driver's unused
+/// workgroup arrays small.
+const IN_PLACE_TILE: u32 = 256;
+
+/// One matvec `y[M] = W[M, K] · x[K]` as it is launched.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MatvecLaunch {
+    #[serde(serialize_with = "kernel_name")]
+    kernel: &'static MatvecKernel,
+    m: u64,
+    k: u64,
+    row_bytes: u64,
+    parts: Vec<RowPart>,
+    config: LaunchConfig,
+}
+
+fn kernel_name<S: serde::Serializer>(
+    kernel: &&'static MatvecKernel,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(kernel.name)
+}
+
+impl MatvecLaunch {
+    /// A launch of `kernel` with `config`, its rows in `parts`. Checked against `profile`:
+    /// a launch the device cannot run is an error here, not a wrong answer later.
+    pub(crate) fn new(
+        profile: &DeviceProfile,
+        kernel: &'static MatvecKernel,
+        (m, k): (u64, u64),
+        parts: Vec<RowPart>,
+        config: LaunchConfig,
+    ) -> Result<Self> {
+        let row_bytes = kernel.ty.bytes_for(k).ok_or_else(|| {
+            Error::UnsupportedType(format!(
+                "{} needs K to be a multiple of {} (K = {k})",
+                kernel.ty,
+                kernel.ty.block_size()
+            ))
+        })?;
+        let launch = MatvecLaunch {
+            kernel,
+            m,
+            k,
+            row_bytes,
+            parts,
+            config,
+        };
+        launch.check(profile)?;
+        Ok(launch)
+    }
+
+    /// `kernel` as `spirv/` holds it, and as the tests read its WGSL: 256 invocations,
+    /// a 4,096-element tile of x from f32 (f16 for coop), a whole subgroup per row,
+    /// batches in a grid-stride loop or (`prefetch`) loading a slice ahead.
+    pub fn canonical(kernel: &'static MatvecKernel, prefetch: bool) -> MatvecLaunch {
+        let (wg, tile) = (256, 4096);
+        let config = match kernel.family {
+            Family::Scalar => LaunchConfig::Scalar,
+            Family::Coop => LaunchConfig::Coop(CoopLaunch {
+                wg,
+                tile,
+                x: FloatX::F16,
+            }),
+            Family::Dot4 => LaunchConfig::Dot4(Dot4Launch {
+                wg,
+                lanes: 0,
+                x: Dot4X::Staged {
+                    tile,
+                    from: StagedFrom::F32,
+                    batches: if prefetch {
+                        Batches::Prefetch
+                    } else {
+                        Batches::GridStride
+                    },
+                },
+            }),
+        };
+        let k = tile as u64;
+        MatvecLaunch {
+            kernel,
+            m: k,
+            k,
+            row_bytes: kernel
+                .ty
+                .bytes_for(k)
+                .expect("4,096 is whole blocks of every type"),
+            parts: vec![RowPart {
+                first_row: 0,
+                rows: k,
+                workgroups: [256, 1, 1],
+            }],
+            config,
+        }
+    }
+
+    /// Whether a device of `profile` can run this launch: an error says what it lacks.
+    pub fn check(&self, profile: &DeviceProfile) -> Result<()> {
+        let bad = |what: String| {
+            Err(Error::Invalid(format!(
+                "{} on {} x {}: {what}",
+                self.kernel.name, self.m, self.k
+            )))
+        };
+        let family = match self.config {
+            LaunchConfig::Scalar => Family::Scalar,
+            LaunchConfig::Coop(_) => Family::Coop,
+            LaunchConfig::Dot4(_) => Family::Dot4,
+        };
+        if family != self.kernel.family {
+            return bad(format!(
+                "a {} launch of a {} kernel",
+                family.name(),
+                self.kernel.family.name()
+            ));
+        }
+        let mut next = 0;
+        for p in &self.parts {
+            if p.first_row != next || p.rows == 0 {
+                return bad(format!("row parts {:?} do not tile the rows", self.parts));
+            }
+            if p.rows * self.row_bytes > profile.usable_binding_bytes() {
+                return bad(format!(
+                    "a part of {} rows exceeds the binding limit",
+                    p.rows
+                ));
+            }
+            if p.workgroups
+                .iter()
+                .any(|&g| g == 0 || g > profile.max_workgroups_per_dim)
+            {
+                return bad(format!("{:?} workgroups", p.workgroups));
+            }
+            next += p.rows;
+        }
+        if next != self.m {
+            return bad(format!("row parts {:?} do not tile the rows", self.parts));
+        }
+        let (wg, stage) = match self.config {
+            LaunchConfig::Scalar => return Ok(()),
+            LaunchConfig::Coop(c) => (c.wg, Some((c.tile, self.x_stage()))),
+            LaunchConfig::Dot4(c) => {
+                let lanes_ok =
+                    c.lanes == 0 || (c.lanes.is_power_of_two() && c.lanes <= profile.subgroup_min);
+                if !lanes_ok {
+                    return bad(format!(
+                        "{} lanes per row on subgroups of {}..{}",
+                        c.lanes, profile.subgroup_min, profile.subgroup_max
+                    ));
+                }
+                match c.x {
+                    Dot4X::Staged { tile, batches, .. } => {
+                        if batches == Batches::Prefetch
+                            && !(self.kernel.splits_slices() && self.k <= tile as u64)
+                        {
+                            return bad(
+                                "prefetch needs a kernel that splits slices and x in one tile"
+                                    .into(),
+                            );
+                        }
+                        (c.wg, Some((tile, XStage::Int8)))
+                    }
+                    Dot4X::InPlace => (c.wg, None),
+                }
+            }
+        };
+        if wg == 0
+            || wg > profile.max_invocations_per_workgroup
+            || wg > profile.max_workgroup_size_x
+        {
+            return bad(format!("{wg} invocations per workgroup"));
+        }
+        if let Some((tile, stage)) = stage {
+            if tile == 0 || tile % 256 != 0 {
+                return bad(format!("a tile of {tile} elements"));
+            }
+            if stage.tile_bytes(tile as u64) > profile.workgroup_storage_bytes as u64 {
+                return bad(format!(
+                    "a {} tile of {tile} needs {} bytes of workgroup memory, the device has {}",
+                    stage.name(),
+                    stage.tile_bytes(tile as u64),
+                    profile.workgroup_storage_bytes
+                ));
+            }
+            if stage == XStage::F16 && !profile.f16 {
+                return bad("x staged as f16 on a device without SHADER_F16".into());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn kernel(&self) -> &'static MatvecKernel {
+        self.kernel
+    }
+
+    pub fn family(&self) -> Family {
+        self.kernel.family
+    }
+
+    pub fn m(&self) -> u64 {
+        self.m
+    }
+
+    pub fn k(&self) -> u64 {
+        self.k
+    }
+
+    pub fn row_bytes(&self) -> u64 {
+        self.row_bytes
+    }
+
+    pub fn parts(&self) -> &[RowPart] {
+        &self.parts
+    }
+
+    pub fn config(&self) -> LaunchConfig {
+        self.config
+    }
+
+    /// Bytes of weights.
+    pub fn weight_bytes(&self) -> u64 {
+        self.m * self.row_bytes
+    }
+
+    /// How x is staged in workgroup memory, if it is.
+    pub fn x_stage(&self) -> XStage {
+        match self.config {
+            LaunchConfig::Coop(CoopLaunch { x: FloatX::F16, .. }) => XStage::F16,
+            LaunchConfig::Dot4(_) => XStage::Int8,
+            _ => XStage::F32,
+        }
+    }
+
+    /// The form x must arrive in.
+    pub fn x_form(&self) -> XForm {
+        match self.config {
+            LaunchConfig::Dot4(Dot4Launch {
+                x: Dot4X::InPlace, ..
+            })
+            | LaunchConfig::Dot4(Dot4Launch {
+                x:
+                    Dot4X::Staged {
+                        from: StagedFrom::Q8,
+                        ..
+                    },
+                ..
+            }) => XForm::Q8,
+            LaunchConfig::Dot4(Dot4Launch {
+                x:
+                    Dot4X::Staged {
+                        from: StagedFrom::Glu { up },
+                        ..
+                    },
+                ..
+            }) => XForm::Glu { up },
+            _ => XForm::F32,
+        }
+    }
+
+    /// Bytes of the x binding: K floats, K values quantized, or gate and up.
+    pub fn x_bytes(&self) -> u64 {
+        match self.x_form() {
+            XForm::F32 => self.k * 4,
+            XForm::Q8 => self.k.div_ceil(32) * Q8_GROUP_BYTES,
+            XForm::Glu { up } => (up + self.k) * 4,
+        }
+    }
+
+    /// Bytes one matvec moves: the weights, x and y.
+    pub fn bytes_moved(&self) -> u64 {
+        self.weight_bytes() + self.x_bytes() + self.m * 4
+    }
+
+    /// Rows one workgroup takes per batch, planning for the largest subgroup the device
+    /// may run (`subgroup_max`): one per subgroup, or per team of `lanes` (dot4).
+    pub fn rows_per_workgroup(&self, subgroup_max: u32) -> u64 {
+        let sg = subgroup_max.max(1);
+        match self.config {
+            LaunchConfig::Scalar => super::SCALAR_ROWS_PER_WG,
+            LaunchConfig::Coop(c) => (c.wg / sg).max(1) as u64,
+            LaunchConfig::Dot4(c) => dot4_rows_per_workgroup(c.wg, c.lanes, sg),
+        }
+    }
+
+    /// Every constant the kernel's WGSL is composed with.
+    pub fn constants(&self) -> Vec<Constant> {
+        use Constant::{Alias, Bool, U32};
+        match self.config {
+            LaunchConfig::Scalar => Vec::new(),
+            LaunchConfig::Coop(c) => {
+                let (xs, xs_bytes) = match c.x {
+                    FloatX::F16 => ("f16", 2),
+                    FloatX::F32 => ("f32", 4),
+                };
+                vec![
+                    U32("WG", c.wg),
+                    U32("TILE", c.tile),
+                    U32("ROWS", 1),
+                    U32("XS_BYTES", xs_bytes),
+                    Alias("XS", xs),
+                ]
+            }
+            LaunchConfig::Dot4(c) => {
+                let (tile, from, batches, direct) = match c.x {
+                    Dot4X::Staged {
+                        tile,
+                        from,
+                        batches,
+                    } => (tile, from, batches, false),
+                    Dot4X::InPlace => (IN_PLACE_TILE, StagedFrom::Q8, Batches::GridStride, true),
+                };
+                vec![
+                    U32("WG", c.wg),
+                    U32("TILE", tile),
+                    U32("LANES", c.lanes),
+                    Bool("X_GLU", matches!(from, StagedFrom::Glu { .. })),
+                    Bool("X_Q8", from == StagedFrom::Q8),
+                    Bool("X_DIRECT", direct),
+                    Bool("QUEUE", batches == Batches::Queue),
+                    Bool("PREFETCH", batches == Batches::Prefetch),
+                ]
+            }
+        }
+    }
+
+    /// `enable` directives the WGSL needs.
+    pub fn enables(&self) -> &'static [&'static str] {
+        match self.config {
+            LaunchConfig::Coop(CoopLaunch { x: FloatX::F16, .. }) => &["f16"],
+            _ => &[],
+        }
+    }
+
+    /// The pipeline's ledger name: the kernel and every constant of its WGSL (booleans
+    /// by name where true), so two launches share a pipeline exactly when their code is
+    /// the same.
+    pub fn pipeline_key(&self) -> String {
+        let mut key = self.kernel.name.to_string();
+        for c in self.constants() {
+            match c {
+                Constant::U32(name, v) => key += &format!(" {}{v}", name.to_lowercase()),
+                Constant::Bool(name, true) => key += &format!(" {}", name.to_lowercase()),
+                Constant::Bool(_, false) => {}
+                Constant::Alias(name, t) => key += &format!(" {}={t}", name.to_lowercase()),
+            }
+        }
+        key
+    }
+
+    /// The complete WGSL.
+    pub fn source(&self) -> String {
+        self.kernel.source(self.enables(), &self.constants())
+    }
+
+    pub fn template(&self) -> PipelineTemplate {
+        let dot4 = self.kernel.family == Family::Dot4;
+        PipelineTemplate {
+            params_bytes: if dot4 {
+                DOT4_PARAMS_BYTES
+            } else {
+                PARAMS_BYTES
+            },
+            storage: if dot4 { DOT4_STORAGE } else { STORAGE },
+            fallback_reason: None,
+        }
+    }
+
+    /// The pipeline, created on first use.
+    pub fn pipeline(&self, device: &dyn Device, cache: &PipelineCache) -> Result<PipelineId> {
+        cache.get_or_create(device, &self.pipeline_key(), || {
+            (self.source(), self.template())
+        })
+    }
+
+    /// A batch queue for this launch's dispatches if its family takes one (dot4).
+    pub fn new_queue(&self, device: &dyn Device) -> Result<Option<Slice>> {
+        (self.kernel.family == Family::Dot4)
+            .then(|| create_queue(device))
+            .transpose()
+    }
+
+    /// Uploads the weights: one buffer per row part.
+    pub fn upload_weights(
+        &self,
+        device: &dyn Device,
+        label: &str,
+        bytes: &[u8],
+    ) -> Result<Vec<Slice>> {
+        self.upload_stacked_weights(device, label, &[bytes])
+    }
+
+    /// [`upload_weights`](Self::upload_weights) for a matrix stored as several tensors
+    /// one after another (q, k and v stacked into one matrix), read in place: no host
+    /// copy of the whole.
+    pub fn upload_stacked_weights(
+        &self,
+        device: &dyn Device,
+        label: &str,
+        tensors: &[&[u8]],
+    ) -> Result<Vec<Slice>> {
+        self.upload_weights_in_pieces(device, label, tensors, ARRANGE_PIECE_BYTES)
+    }
+
+    /// [`upload_stacked_weights`](Self::upload_stacked_weights), arranging block-local
+    /// layouts in pieces of about `piece_bytes` (whole blocks, a multiple of 4 bytes):
+    /// the tests make pieces small.
+    pub fn upload_weights_in_pieces(
+        &self,
+        device: &dyn Device,
+        label: &str,
+        tensors: &[&[u8]],
+        piece_bytes: usize,
+    ) -> Result<Vec<Slice>> {
+        let ty = self.kernel.ty;
+        let expected = self.weight_bytes();
+        let given: u64 = tensors.iter().map(|t| t.len() as u64).sum();
+        if given != expected {
+            return Err(Error::Invalid(format!(
+                "`{label}`: {given} bytes for a {} x {} {ty} matrix of {expected} bytes",
+                self.m, self.k
+            )));
+        }
+        let block_bytes = ty.type_size();
+        let layout = self.kernel.layout;
+        // Whole blocks, a multiple of four of them so that every piece starts 4-byte
+        // aligned.
+        let piece = (piece_bytes / block_bytes).next_multiple_of(4).max(4) * block_bytes;
+        let mut scratch = Vec::new();
+        // On an error the parts made so far are freed: the caller gets all or nothing.
+        let owned = OwnedBuffers::borrowing(device);
+        let mut parts = Vec::with_capacity(self.parts.len());
+        for (i, p) in self.parts.iter().enumerate() {
+            let start = (p.first_row * self.row_bytes) as usize;
+            let len = (p.rows * self.row_bytes) as usize;
+            let name = if self.parts.len() == 1 {
+                label.to_string()
+            } else {
+                format!("{label} part {i}")
+            };
+            // Whole 16-byte elements for the kernels that read vec4<u32>.
+            let size = (len as u64).next_multiple_of(16);
+            let buffer = owned.create(&name, size, BufferUse::Weights)?;
+            if !layout.block_local() {
+                let part = byte_range(tensors, start, len);
+                device.upload(buffer, 0, &layout.arrange(&part, block_bytes))?;
+            } else {
+                for at in (0..len).step_by(piece) {
+                    let blocks = byte_range(tensors, start + at, piece.min(len - at));
+                    if layout == Layout::Gguf {
+                        device.upload(buffer, at as u64, &blocks)?;
+                    } else {
+                        scratch.clear();
+                        scratch.extend_from_slice(&blocks);
+                        layout.arrange_blocks_in_place(&mut scratch, block_bytes);
+                        device.upload(buffer, at as u64, &scratch)?;
+                    }
+                }
+            }
+            parts.push(Slice::new(buffer, 0, size));
+        }
+        owned.release();
+        Ok(parts)
+    }
+
+    /// The dispatches computing `y[y_first + i] = (W·x)[i]`, one per row part.
+    ///
+    /// `weights[i]` holds the rows of part i; `x` is the x binding
+    /// ([`x_bytes`](Self::x_bytes)), `y` holds at least `y_first` + M floats.
+    /// `y_first` lets matvecs that share an input write side by side into one buffer at
+    /// any element offset (a binding offset would have to be aligned). `queue`: a dot4
+    /// launch's batch queue ([`QUEUE_BYTES`]), None for the other families.
+    pub fn dispatches(
+        &self,
+        pipeline: PipelineId,
+        weights: &[Slice],
+        x: Slice,
+        y: Slice,
+        y_first: u64,
+        queue: Option<Slice>,
+    ) -> Result<Vec<Dispatch>> {
+        if self.parts.len() != weights.len() {
+            return Err(Error::Invalid(format!(
+                "{} weight bindings for {} row parts",
+                weights.len(),
+                self.parts.len()
+            )));
+        }
+        if (self.kernel.family == Family::Dot4) != queue.is_some() {
+            return Err(Error::Invalid(format!(
+                "{}: a batch queue is bound exactly for dot4 launches",
+                self.kernel.name
+            )));
+        }
+        let u32_of = |v: u64, what: &str| {
+            u32::try_from(v).map_err(|_| Error::Invalid(format!("matvec {what} {v} exceeds u32")))
+        };
+        let x_up = match self.x_form() {
+            XForm::Glu { up } => Some(up),
+            _ => None,
+        };
+        let x = Slice::new(x.buffer, x.offset, self.x_bytes().min(x.size));
+        self.parts
+            .iter()
+            .zip(weights)
+            .map(|(p, w)| {
+                let mut params = vec![
+                    u32_of(p.rows, "rows")?,
+                    u32_of(self.k, "K")?,
+                    u32_of(self.row_bytes, "row bytes")?,
+                    u32_of(y_first + p.first_row, "first output")?,
+                ];
+                if let Some(up) = x_up {
+                    params.push(u32_of(up, "x_up")?);
+                }
+                Ok(Dispatch {
+                    pipeline,
+                    params,
+                    storage: [*w, x, y].into_iter().chain(queue).collect(),
+                    workgroups: p.workgroups,
+                    bytes_read: p.rows * self.row_bytes + x.size,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Rows a dot4 workgroup of `wg` invocations takes per batch, with `lanes` lanes per
+/// row (0: a whole subgroup of `subgroup_max`).
+pub(crate) fn dot4_rows_per_workgroup(wg: u32, lanes: u32, subgroup_max: u32) -> u64 {
+    let sg = subgroup_max.max(1);
+    let lanes = if lanes == 0 { sg } else { lanes.min(sg) };
+    (wg / lanes).max(1) as u64
+}
+
+/// Host memory a weight passes through on its way up, at most, where its [`Layout`]
+/// keeps each block to itself: its part is arranged and uploaded a piece at a time,
+/// through one reused buffer, rather than copied whole (a part may be 2 GiB on the H200).
+pub const ARRANGE_PIECE_BYTES: usize = 16 << 20;
+
+/// Bytes `start..start + len` of `tensors` read end to end: borrowed where one tensor
+/// holds them all, else gathered.
+fn byte_range<'a>(tensors: &[&'a [u8]], start: usize, len: usize) -> std::borrow::Cow<'a, [u8]> {
+    let mut skipped = 0;
+    let mut gathered = Vec::new();
+    for t in tensors {
+        let (from, to) = (start.max(skipped), (start + len).min(skipped + t.len()));
+        if from < to {
+            let bytes = &t[from - skipped..to - skipped];
+            if bytes.len() == len {
+                return std::borrow::Cow::Borrowed(bytes);
+            }
+            gathered.extend_from_slice(bytes);
+        }
+        skipped += t.len();
+    }
+    std::borrow::Cow::Owned(gathered)
+}
+
+/// A new dot4 batch queue. Matvecs may share one: they then run one after another.
+pub fn create_queue(device: &dyn Device) -> Result<Slice> {
+    let buffer = device.create_buffer("dot4 batch queue", QUEUE_BYTES, BufferUse::Storage)?;
+    Ok(Slice::new(buffer, 0, QUEUE_BYTES))
+}

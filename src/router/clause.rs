@@ -1,0 +1,240 @@
+//! Why a route is what it is: one typed clause per decision, in the order the router
+//! made them, each with the numbers it compared.
+
+use serde::Serialize;
+
+use crate::kernels::matvec::{Batches, Family, XStage};
+use crate::quant::GgmlType;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(into = "String")]
+pub enum Clause {
+    ForcedFamily(Family),
+    /// Forced to dot4 with float weights, which keep x float: coop instead.
+    ForcedDot4HasNoKernel(GgmlType),
+    ForcedKernel(&'static str),
+    Dot4 {
+        subgroups: (u32, u32),
+        workgroup_kib: u32,
+    },
+    Coop {
+        subgroups: (u32, u32),
+        workgroup_kib: u32,
+    },
+    ScalarNoSubgroups,
+    ScalarNoCoopKernel(GgmlType),
+    ScalarDeviceTooSmall,
+    /// The norm feeding the matrix writes its output quantized as well.
+    NormWritesQ8 {
+        weight_mb: f64,
+        min_mb: u64,
+        forced: bool,
+    },
+    /// silu(gate) * up quantized once by `ops/silu_mul_q8`.
+    GluQuantizedOnce {
+        weight_mb: f64,
+        min_mb: u64,
+        forced: bool,
+    },
+    GluWhileStaging,
+    StagingCopiesQ8,
+    ReadInPlace {
+        rows_per_workgroup: u64,
+        forced: bool,
+    },
+    XStagedOnce {
+        stage: XStage,
+        bytes: u64,
+        workgroup_kib: u32,
+    },
+    XTiles {
+        stage: XStage,
+        tiles: u64,
+        tile: u32,
+        workgroup_kib: u32,
+    },
+    TeamLanes {
+        lanes: u32,
+        slices: u64,
+        whole_idle_pct: f64,
+        team_idle_pct: f64,
+    },
+    SplitAcrossBindings {
+        bytes: u64,
+        limit: u64,
+        parts: u64,
+        rows_per_part: u64,
+    },
+    StagingCapsWorkgroups {
+        workgroups: u64,
+        weight_per_staged_x: u64,
+    },
+    BatchQueue {
+        per_workgroup: f64,
+        batch_bytes: u64,
+    },
+    Prefetch {
+        per_workgroup: f64,
+    },
+    Override(Override),
+}
+
+/// An A/B override of a launch choice (benches, tests), named in the route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Override {
+    WorkgroupSize(u32),
+    Lanes(u32),
+    MaxWorkgroups(u32),
+    Batches(Batches),
+}
+
+impl From<Clause> for String {
+    fn from(c: Clause) -> String {
+        c.to_string()
+    }
+}
+
+impl std::fmt::Display for Clause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let forced = |on: bool| if on { " (forced)" } else { "" };
+        match *self {
+            Clause::ForcedFamily(family) => write!(f, "forced family {}", family.name()),
+            Clause::ForcedDot4HasNoKernel(ty) => write!(
+                f,
+                "forced family dot4 has no {ty} kernel (x stays float for float weights): coop"
+            ),
+            Clause::ForcedKernel(name) => write!(f, "forced kernel {name}"),
+            Clause::Dot4 {
+                subgroups: (min, max),
+                workgroup_kib,
+            } => write!(
+                f,
+                "subgroups {min}..{max} and {workgroup_kib} KiB workgroup memory: dot4 (x \
+                 rounded to int8 groups, as llama.cpp's Q8_1; force coop for exact activations)"
+            ),
+            Clause::Coop {
+                subgroups: (min, max),
+                workgroup_kib,
+            } => write!(
+                f,
+                "subgroups {min}..{max} and {workgroup_kib} KiB workgroup memory: coop"
+            ),
+            Clause::ScalarNoSubgroups => write!(f, "no subgroups: scalar"),
+            Clause::ScalarNoCoopKernel(ty) => write!(f, "no coop kernel for {ty}: scalar"),
+            Clause::ScalarDeviceTooSmall => write!(
+                f,
+                "subgroups too small or too little workgroup memory: scalar"
+            ),
+            Clause::NormWritesQ8 {
+                weight_mb,
+                min_mb,
+                forced: true,
+            } => write!(
+                f,
+                "x quantized once, by the norm that produced it (forced; {weight_mb:.0} MB of \
+                 weights, the rule is at least {min_mb} MB)"
+            ),
+            Clause::NormWritesQ8 {
+                weight_mb, min_mb, ..
+            } => write!(
+                f,
+                "x quantized once, by the norm that produced it, for {weight_mb:.0} MB of \
+                 weights (at least {min_mb} MB)"
+            ),
+            Clause::GluQuantizedOnce {
+                weight_mb,
+                min_mb,
+                forced: true,
+            } => write!(
+                f,
+                "input silu(gate) * up, quantized once by its own dispatch (forced; \
+                 {weight_mb:.0} MB of weights, the rule is at least {min_mb} MB)"
+            ),
+            Clause::GluQuantizedOnce {
+                weight_mb, min_mb, ..
+            } => write!(
+                f,
+                "input silu(gate) * up, quantized once by its own dispatch, for \
+                 {weight_mb:.0} MB of weights (at least {min_mb} MB)"
+            ),
+            Clause::GluWhileStaging => write!(f, "input silu(gate) * up, computed while staging x"),
+            Clause::StagingCopiesQ8 => write!(f, "x arrives quantized; staging copies it"),
+            Clause::ReadInPlace {
+                rows_per_workgroup,
+                forced: on,
+            } => write!(
+                f,
+                "x arrives quantized and its lanes read it in place{}: nothing staged, one \
+                 batch of {rows_per_workgroup} rows per workgroup",
+                forced(on)
+            ),
+            Clause::XStagedOnce {
+                stage,
+                bytes,
+                workgroup_kib,
+            } => write!(
+                f,
+                "x staged once per workgroup as {} ({bytes} of {workgroup_kib} KiB workgroup \
+                 memory)",
+                stage.name()
+            ),
+            Clause::XTiles {
+                stage,
+                tiles,
+                tile,
+                workgroup_kib,
+            } => write!(
+                f,
+                "x staged as {} in {tiles} tiles of {tile} (workgroup memory {workgroup_kib} KiB)",
+                stage.name()
+            ),
+            Clause::TeamLanes {
+                lanes,
+                slices,
+                whole_idle_pct,
+                team_idle_pct,
+            } => write!(
+                f,
+                "{lanes} lanes per row: {slices} slices a row leave {whole_idle_pct:.0} % of a \
+                 whole subgroup's lanes idle, {team_idle_pct:.0} % of {lanes}"
+            ),
+            Clause::SplitAcrossBindings {
+                bytes,
+                limit,
+                parts,
+                rows_per_part,
+            } => write!(
+                f,
+                "{bytes} bytes exceed the {limit}-byte binding: {parts} parts of up to \
+                 {rows_per_part} rows"
+            ),
+            Clause::StagingCapsWorkgroups {
+                workgroups,
+                weight_per_staged_x,
+            } => write!(
+                f,
+                "{workgroups} workgroups: more would stage more than 1/{weight_per_staged_x} \
+                 of the weights' bytes in x (each workgroup quantizes all of it)"
+            ),
+            Clause::BatchQueue {
+                per_workgroup,
+                batch_bytes,
+            } => write!(
+                f,
+                "row batches from a queue: {per_workgroup:.2} batches of {:.0} KB per workgroup",
+                batch_bytes as f64 / 1e3
+            ),
+            Clause::Prefetch { per_workgroup } => write!(
+                f,
+                "each lane loads its next slice ahead, across rows: {per_workgroup:.1} row \
+                 batches per workgroup"
+            ),
+            Clause::Override(o) => match o {
+                Override::WorkgroupSize(wg) => write!(f, "override: {wg} invocations"),
+                Override::Lanes(lanes) => write!(f, "override: {lanes} lanes per row"),
+                Override::MaxWorkgroups(n) => write!(f, "override: at most {n} workgroups"),
+                Override::Batches(b) => write!(f, "override: row batches {b:?}"),
+            },
+        }
+    }
+}

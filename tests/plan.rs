@@ -1,0 +1,141 @@
+//! The plan that is printed is the plan that runs: `model::plan` (what `inspect --plan`
+//! and `decode --plan` print) against the model a live device loads, its pipelines
+//! against the dispatch ledger, for the default model and a synthetic Q4_K_M model.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use brass::device::{Device, DeviceProfile};
+use brass::gguf::GgufFile;
+use brass::model::{default_model_path, plan, Input, LoadOptions, Model};
+use brass::router::Overrides;
+
+fn models() -> [PathBuf; 2] {
+    [
+        default_model_path().unwrap(),
+        common::reference_path("synkq_q4_k_m.gguf"),
+    ]
+}
+
+fn options() -> [LoadOptions; 2] {
+    let context = Some(16);
+    [
+        LoadOptions {
+            context,
+            ..Default::default()
+        },
+        // Every norm and every down projection handing its matrices x quantized: the
+        // routes that read it in place and that copy it.
+        LoadOptions {
+            context,
+            routing: Overrides {
+                x_q8: Some(true),
+                glu_q8: Some(true),
+                ..Overrides::default()
+            },
+        },
+    ]
+}
+
+/// The matvec pipelines the model's ledger counts, and asserts every pipeline it made
+/// was dispatched.
+fn dispatched_matvecs(model: &Model) -> BTreeSet<String> {
+    model.forward(Input::Token(1), 0).unwrap();
+    let audit = model.audit();
+    assert!(audit.defects().is_empty(), "{audit}");
+    audit
+        .entries
+        .iter()
+        .filter(|e| e.name.starts_with("matvec/"))
+        .map(|e| e.name.clone())
+        .collect()
+}
+
+fn planned_matvecs(plan: &brass::model::Plan) -> BTreeSet<String> {
+    plan.matrices().map(|m| m.route.pipeline_key()).collect()
+}
+
+/// The plan for the live profile is the loaded model's, field for field and as JSON,
+/// and its pipelines are the ones the ledger counts.
+#[test]
+fn the_plan_for_a_device_is_what_the_model_loaded_there_runs() {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    for path in models() {
+        let file = GgufFile::open(&path).unwrap();
+        for options in options() {
+            let printed = plan(&file, device.profile(), &options).unwrap();
+            let model = Model::from_gguf(device.clone(), &file, &options).unwrap();
+            let ctx = format!("{} {:?}", path.display(), options.routing);
+            assert_eq!(model.plan(), &printed, "{ctx}");
+            assert_eq!(model.plan().to_json(), printed.to_json(), "{ctx}");
+            assert_eq!(
+                dispatched_matvecs(&model),
+                planned_matvecs(&printed),
+                "{ctx}"
+            );
+        }
+    }
+}
+
+/// A preset's plan (what `inspect --plan --profile lavapipe` prints) loads and runs on
+/// the live lavapipe as printed. The preset is lavapipe at 8 lanes; CI also runs at 4
+/// and 16, so its subgroup range is the live one's, which the kernels must match.
+#[test]
+fn a_presets_plan_runs_as_printed() {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let live = device.profile();
+    let preset = DeviceProfile {
+        subgroup_min: live.subgroup_min,
+        subgroup_max: live.subgroup_max,
+        ..DeviceProfile::preset("lavapipe").unwrap()
+    };
+    for path in models() {
+        let file = GgufFile::open(&path).unwrap();
+        for options in options() {
+            let printed = plan(&file, &preset, &options).unwrap();
+            let model = Model::from_plan(device.clone(), &file, printed.clone()).unwrap();
+            assert_eq!(model.plan(), &printed);
+            assert_eq!(dispatched_matvecs(&model), planned_matvecs(&printed));
+            // The same routes as the live profile's plan: the preset describes this
+            // device.
+            let on_live = plan(&file, live, &options).unwrap();
+            assert_eq!(
+                printed.to_json()["matvecs"],
+                on_live.to_json()["matvecs"],
+                "{}: the lavapipe preset routes otherwise than the live lavapipe",
+                path.display()
+            );
+        }
+    }
+}
+
+/// A plan the device cannot run is refused before anything is allocated.
+#[test]
+fn a_plan_the_device_cannot_run_is_refused() {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let wider = device.profile().max_invocations_per_workgroup * 2;
+    let bigger = DeviceProfile {
+        max_invocations_per_workgroup: wider,
+        max_workgroup_size_x: wider,
+        ..device.profile().clone()
+    };
+    let options = LoadOptions {
+        routing: Overrides {
+            workgroup_size: Some(wider),
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    };
+    let printed = plan(&file, &bigger, &options).unwrap();
+    let before = device.memory_in_use();
+    let err = Model::from_plan(device.clone(), &file, printed).unwrap_err();
+    assert!(
+        err.to_string().contains("invocations per workgroup"),
+        "{err}"
+    );
+    assert_eq!(device.memory_in_use(), before);
+}
