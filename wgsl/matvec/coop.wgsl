@@ -11,8 +11,7 @@
 //
 // The host prepends the constants WG (invocations), TILE (x elements per tile, a
 // multiple of the block size), ROWS (rows per subgroup, 1 or 2), XS_BYTES and the
-// alias XS; the per-type file appended after this
-// one defines
+// alias XS; the per-type file, which includes this one, defines
 //   fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32
 // the dot product of 32 consecutive weights (unit `unit` of the row) with
 // xs[xs_base .. xs_base + 32].
