@@ -293,7 +293,7 @@ fn run() -> Result<(), String> {
         let route = route_matvec(&profile, &query, &overrides).map_err(|e| e.to_string())?;
         let launch = route.launch();
         let kernel = launch.kernel();
-        let wgsl = launch.source();
+        let wgsl = launch.source().map_err(|e| e.to_string())?;
         let n_storage = launch.template().storage.len();
         println!("\n{} {}x{}: {}", ty, args.m, args.k, route.pipeline_key());
         for flavour in &args.flavours {

@@ -1,4 +1,5 @@
-//! Regenerates `spirv/`: naga's SPIR-V for every kernel, as `<kernel>.spv`.
+//! Regenerates `spirv/`: naga's SPIR-V for every kernel, as `<kernel>.spv`, beside the
+//! composed WGSL it was made from, as `<kernel>.wgsl`.
 //!
 //! cargo run --example spirv
 //!
@@ -15,6 +16,7 @@ fn main() {
         let path = root.join(format!("{name}.spv"));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(&words)).unwrap();
+        std::fs::write(path.with_extension("wgsl"), &wgsl).unwrap();
         println!("{} ({} words)", path.display(), words.len());
     }
 }

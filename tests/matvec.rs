@@ -426,7 +426,7 @@ fn k_scales_are_regrouped_by_pair() {
 #[test]
 fn dot4_slices_per_block_match_the_wgsl() {
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        let source = MatvecLaunch::canonical(kernel, false).source();
+        let source = MatvecLaunch::canonical(kernel, false).source().unwrap();
         let line = source
             .lines()
             .find(|l| l.starts_with("const SLICES: u32 = "))
@@ -448,6 +448,7 @@ fn dot4_splits_slices_matches_the_wgsl() {
             kernel.splits_slices(),
             MatvecLaunch::canonical(kernel, false)
                 .source()
+                .unwrap()
                 .lines()
                 .any(|l| l.starts_with("fn slice_load(")),
             "{}",
@@ -469,7 +470,7 @@ fn dot4_prefetch_gives_the_same_bits() {
     let cache = PipelineCache::new();
     let mut compared = 0;
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.splits_slices()) {
-        let source = MatvecLaunch::canonical(kernel, false).source();
+        let source = MatvecLaunch::canonical(kernel, false).source().unwrap();
         let step = source
             .lines()
             .find_map(|l| l.strip_prefix("const STEP: u32 = "))

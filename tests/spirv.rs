@@ -1,5 +1,5 @@
-//! spirv/ is what naga emits for every kernel today (stale = failure), and every
-//! kernel also translates to Metal Shading Language.
+//! spirv/ is what naga emits for every kernel today, beside the composed WGSL it came
+//! from (stale = failure), and every kernel also translates to Metal Shading Language.
 
 use brass::kernels::spirv::{catalog, wgsl_to_msl, wgsl_to_spirv};
 
@@ -10,7 +10,10 @@ fn checked_in_spirv_is_current() {
     for (name, wgsl) in catalog() {
         let words = wgsl_to_spirv(&name, &wgsl, "main", &[]).unwrap();
         let on_disk = std::fs::read(root.join(format!("{name}.spv"))).unwrap_or_default();
-        if on_disk != bytemuck::cast_slice::<u32, u8>(&words) {
+        let wgsl_on_disk = std::fs::read_to_string(root.join(format!("{name}.wgsl")));
+        if on_disk != bytemuck::cast_slice::<u32, u8>(&words)
+            || wgsl_on_disk.ok().as_deref() != Some(wgsl.as_str())
+        {
             stale.push(name);
         }
     }

@@ -10,8 +10,8 @@
 //!   while staging (as llama.cpp rounds activations to Q8_1), the dot on packed 4x8-bit
 //!   integer dot products; each lane reads 16-byte pieces of the row. Quant types only.
 //!
-//! A kernel's WGSL is its family's driver (`wgsl/matvec/scalar.wgsl`, `coop.wgsl`,
-//! `dot4.wgsl`) followed by the per-type file (`wgsl/matvec/<type>_<family>.wgsl`).
+//! A kernel's WGSL is its per-type file (`wgsl/matvec/<type>_<family>.wgsl`), which
+//! includes its family's driver (`scalar.wgsl`, `coop.wgsl`, `dot4.wgsl`) and helpers.
 
 use serde::Serialize;
 
@@ -19,10 +19,11 @@ mod launch;
 
 pub(crate) use launch::dot4_rows_per_workgroup;
 pub use launch::{
-    create_queue, Batches, Constant, CoopLaunch, Dot4Launch, Dot4X, FloatX, LaunchConfig,
-    MatvecLaunch, RowPart, StagedFrom, XForm, ARRANGE_PIECE_BYTES, QUEUE_BYTES,
+    create_queue, Batches, CoopLaunch, Dot4Launch, Dot4X, FloatX, LaunchConfig, MatvecLaunch,
+    RowPart, StagedFrom, XForm, ARRANGE_PIECE_BYTES, QUEUE_BYTES,
 };
 
+use super::wgsl::{compose, WgslConst};
 use crate::quant::{dequantize, GgmlType};
 use crate::{Error, Result};
 
@@ -55,14 +56,6 @@ impl Family {
     pub fn cooperative(self) -> bool {
         self != Family::Scalar
     }
-
-    fn driver(self) -> &'static str {
-        match self {
-            Family::Scalar => SCALAR_DRIVER,
-            Family::Coop => COOP_DRIVER,
-            Family::Dot4 => DOT4_DRIVER,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -71,9 +64,6 @@ pub struct MatvecKernel {
     pub family: Family,
     /// `matvec/<type>_<family>`, also the WGSL file's path under `wgsl/`.
     pub name: &'static str,
-    /// WGSL functions shared with sibling kernels, placed before `body`.
-    helpers: &'static [&'static str],
-    body: &'static str,
     /// How the weights lie in the kernel's buffers.
     pub layout: Layout,
 }
@@ -205,45 +195,22 @@ fn q5k_fifth_bits_by_sub_block(qh: &[u8]) -> [u32; 8] {
     words
 }
 
-const SCALAR_DRIVER: &str = include_str!("../../wgsl/matvec/scalar.wgsl");
-const COOP_DRIVER: &str = include_str!("../../wgsl/matvec/coop.wgsl");
-const DOT4_DRIVER: &str = include_str!("../../wgsl/matvec/dot4.wgsl");
-/// Appended to the dot4 driver of the kernels that split slices, or its stub to the others.
-const DOT4_PREFETCH: &str = include_str!("../../wgsl/matvec/dot4_prefetch.wgsl");
-const DOT4_NO_PREFETCH: &str = include_str!("../../wgsl/matvec/dot4_no_prefetch.wgsl");
-
 macro_rules! kernel {
     ($ty:ident, $family:ident, $file:literal) => {
-        kernel!($ty, $family, $file, [])
+        kernel!($ty, $family, $file, Layout::Gguf)
     };
-    ($ty:ident, $family:ident, $file:literal, [$($helper:expr),*]) => {
-        kernel!($ty, $family, $file, [$($helper),*], Layout::Gguf)
-    };
-    ($ty:ident, $family:ident, $file:literal, [$($helper:expr),*], $layout:expr) => {
+    ($ty:ident, $family:ident, $file:literal, $layout:expr) => {
         MatvecKernel {
             ty: GgmlType::$ty,
             family: Family::$family,
             name: concat!("matvec/", $file),
-            helpers: &[$($helper),*],
-            body: include_str!(concat!("../../wgsl/matvec/", $file, ".wgsl")),
             layout: $layout,
         }
     };
 }
 
-/// WGSL shared by the kernels of the K-quants with packed 6-bit scales (Q4_K, Q5_K).
-const K_SCALE_MIN_SCALAR: &str = include_str!("../../wgsl/matvec/k_scale_min_scalar.wgsl");
-const K_SCALE_MIN_COOP: &str = include_str!("../../wgsl/matvec/k_scale_min_coop.wgsl");
-const K_SCALE_MIN_DOT4: &str = include_str!("../../wgsl/matvec/k_scale_min_dot4.wgsl");
-/// WGSL shared by the dot4 kernels that read weights as 2-byte-aligned words.
-const BYTES_DOT4: &str = include_str!("../../wgsl/matvec/bytes_dot4.wgsl");
-/// WGSL shared by the Q5_0 and Q5_1 kernels: assembling 5-bit quants.
-const Q5_BITS: &str = include_str!("../../wgsl/matvec/q5_bits.wgsl");
-
-/// x quantized as the dot4 driver takes it: shared with the ops that write it.
-pub const Q8_X: &str = include_str!("../../wgsl/matvec/q8_x.wgsl");
-
-/// Bytes per 32 values of x quantized as [`Q8_X`] describes ([`quantize_x_q8`]).
+/// Bytes per 32 values of x quantized as `wgsl/matvec/q8_x.wgsl` describes
+/// ([`quantize_x_q8`]).
 pub const Q8_GROUP_BYTES: u64 = 48;
 
 /// Every matvec kernel brass has: the dispatch table, one line per kernel.
@@ -254,37 +221,25 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     kernel!(F16, Coop, "f16_coop"),
     kernel!(Q8_0, Scalar, "q8_0_scalar"),
     kernel!(Q8_0, Coop, "q8_0_coop"),
-    kernel!(Q8_0, Dot4, "q8_0_dot4", [BYTES_DOT4]),
+    kernel!(Q8_0, Dot4, "q8_0_dot4"),
     kernel!(Q4_0, Scalar, "q4_0_scalar"),
     kernel!(Q4_0, Coop, "q4_0_coop"),
-    kernel!(Q4_0, Dot4, "q4_0_dot4", [BYTES_DOT4]),
+    kernel!(Q4_0, Dot4, "q4_0_dot4"),
     kernel!(Q5_0, Scalar, "q5_0_scalar"),
-    kernel!(Q5_0, Coop, "q5_0_coop", [Q5_BITS]),
-    kernel!(Q5_0, Dot4, "q5_0_dot4", [BYTES_DOT4, Q5_BITS]),
+    kernel!(Q5_0, Coop, "q5_0_coop"),
+    kernel!(Q5_0, Dot4, "q5_0_dot4"),
     kernel!(Q5_1, Scalar, "q5_1_scalar"),
-    kernel!(Q5_1, Coop, "q5_1_coop", [Q5_BITS]),
-    kernel!(Q5_1, Dot4, "q5_1_dot4", [Q5_BITS]),
+    kernel!(Q5_1, Coop, "q5_1_coop"),
+    kernel!(Q5_1, Dot4, "q5_1_dot4"),
     kernel!(Q4_1, Scalar, "q4_1_scalar"),
     kernel!(Q4_1, Coop, "q4_1_coop"),
     kernel!(Q4_1, Dot4, "q4_1_dot4"),
-    kernel!(Q4_K, Scalar, "q4_k_scalar", [K_SCALE_MIN_SCALAR]),
-    kernel!(Q4_K, Coop, "q4_k_coop", [K_SCALE_MIN_COOP]),
-    kernel!(
-        Q4_K,
-        Dot4,
-        "q4_k_dot4",
-        [K_SCALE_MIN_DOT4],
-        Layout::KScalesByPair
-    ),
-    kernel!(Q5_K, Scalar, "q5_k_scalar", [K_SCALE_MIN_SCALAR]),
-    kernel!(Q5_K, Coop, "q5_k_coop", [K_SCALE_MIN_COOP]),
-    kernel!(
-        Q5_K,
-        Dot4,
-        "q5_k_dot4",
-        [K_SCALE_MIN_DOT4],
-        Layout::Q5kByPair
-    ),
+    kernel!(Q4_K, Scalar, "q4_k_scalar"),
+    kernel!(Q4_K, Coop, "q4_k_coop"),
+    kernel!(Q4_K, Dot4, "q4_k_dot4", Layout::KScalesByPair),
+    kernel!(Q5_K, Scalar, "q5_k_scalar"),
+    kernel!(Q5_K, Coop, "q5_k_coop"),
+    kernel!(Q5_K, Dot4, "q5_k_dot4", Layout::Q5kByPair),
     kernel!(Q6_K, Scalar, "q6_k_scalar"),
     kernel!(Q6_K, Coop, "q6_k_coop"),
     // {ql, qh, scales} (208 bytes) aligned, d (2 bytes) after all of them.
@@ -292,7 +247,6 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
         Q6_K,
         Dot4,
         "q6_k_dot4",
-        [],
         Layout::BodiesFirst {
             body_start: 0,
             body_len: 208
@@ -352,26 +306,10 @@ impl XStage {
 }
 
 impl MatvecKernel {
-    /// The complete WGSL source, composed with `constants` (a launch's:
-    /// [`MatvecLaunch::constants`]).
-    pub fn source(&self, enables: &[&str], constants: &[Constant]) -> String {
-        let (driver, helpers, body) = (self.family.driver(), self.helpers.join("\n"), self.body);
-        let mut text: String = enables.iter().map(|e| format!("enable {e};\n")).collect();
-        for c in constants {
-            text += &format!("{c}\n");
-        }
-        match self.family {
-            Family::Scalar => text + &format!("{driver}\n{helpers}\n{body}"),
-            Family::Dot4 => {
-                let prefetch = if self.splits_slices() {
-                    DOT4_PREFETCH
-                } else {
-                    DOT4_NO_PREFETCH
-                };
-                text + &format!("\n{driver}\n{prefetch}\n{Q8_X}\n{helpers}\n{body}")
-            }
-            Family::Coop => text + &format!("\n{driver}\n{helpers}\n{body}"),
-        }
+    /// The complete WGSL source: the kernel's file (`wgsl/<name>.wgsl`) with what it
+    /// includes, composed with a launch's `constants` ([`MatvecLaunch::constants`]).
+    pub fn source(&self, enables: &[&str], constants: &[WgslConst]) -> Result<String> {
+        compose(&format!("{}.wgsl", self.name), enables, constants)
     }
 
     /// Slices per block (a slice is one dot4 lane's share of a block): the per-type
@@ -472,11 +410,11 @@ pub fn int8_x_error_bound(
     })
 }
 
-/// x quantized as the dot4 driver takes it ([`Q8_X`]): per 32 values (zero-padded past
-/// the end) 16 + 16 int8 values, then the group's tail: the f32 scale d = amax / 127,
-/// d times the sum of the int8 values (f32), and the sums of the first and the last 16
-/// (i32). The CPU twin of the WGSL `q8_group`, for tests and benchmarks that hand a
-/// matvec pre-quantized x.
+/// x quantized as the dot4 driver takes it (`wgsl/matvec/q8_x.wgsl`): per 32 values
+/// (zero-padded past the end) 16 + 16 int8 values, then the group's tail: the f32 scale
+/// d = amax / 127, d times the sum of the int8 values (f32), and the sums of the first
+/// and the last 16 (i32). The CPU twin of the WGSL `q8_group`, for tests and benchmarks
+/// that hand a matvec pre-quantized x.
 pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(x.len().div_ceil(32) * Q8_GROUP_BYTES as usize);
     for chunk in x.chunks(32) {

@@ -5,6 +5,7 @@ pub mod matvec;
 pub mod ops;
 pub mod spirv;
 pub mod timing;
+pub mod wgsl;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -10,30 +10,23 @@
 use crate::device::{Access, Device, Dispatch, PipelineId, Slice};
 use crate::Result;
 
+use super::wgsl::{compose, WgslConst};
 use super::{PipelineCache, PipelineTemplate};
 
 /// One op's static description: its WGSL and its bindings.
 struct OpSpec {
     name: &'static str,
-    wgsl: &'static str,
-    /// WGSL shared with sibling ops, placed before `wgsl`.
-    helpers: &'static str,
+    /// Its WGSL file under `wgsl/`, which includes what it shares with sibling ops.
+    root: &'static str,
     params_bytes: u32,
     storage: &'static [Access],
     /// Runs as one workgroup as wide as the device allows (up to [`WIDE_WG`]): the host
-    /// prepends `const WG`. A single workgroup is latency-bound, and a wider one needs
-    /// fewer round trips to memory per invocation.
+    /// sets `WG`. A single workgroup is latency-bound, and a wider one needs fewer round
+    /// trips to memory per invocation.
     wide: bool,
-    /// For the norms, how `write_out` writes their output.
-    norm_out: Option<NormOut>,
-}
-
-/// How a norm writes its output: f32 only, or also quantized for the dot4 matvecs
-/// (`wgsl/ops/q8_out.wgsl`, whose binding follows the op's others).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NormOut {
-    F32,
-    Q8,
+    /// Writes its output also quantized for the dot4 matvecs (`wgsl/ops/q8_out.wgsl`),
+    /// through a binding after the op's others.
+    q8_out: bool,
 }
 
 /// The widest single workgroup the `wide` ops use.
@@ -41,128 +34,102 @@ const WIDE_WG: u32 = 1024;
 
 impl OpSpec {
     /// The complete WGSL for a device allowing `max_wg` invocations per workgroup.
-    fn source(&self, max_wg: u32) -> String {
-        let wg = if self.wide {
-            format!("const WG: u32 = {}u;\n\n", WIDE_WG.min(max_wg))
-        } else {
-            String::new()
-        };
-        let out = match self.norm_out {
-            None => String::new(),
-            Some(NormOut::F32) => WRITE_F32.to_string(),
-            Some(NormOut::Q8) => {
-                let binding = self.storage.len().to_string();
-                format!("{Q8_ROUND}\n{}", Q8_OUT.replace("Q8_BINDING", &binding))
-            }
-        };
-        format!("{wg}{}{out}\n{}", self.helpers, self.wgsl)
+    fn source(&self, max_wg: u32) -> Result<String> {
+        let mut consts = Vec::new();
+        if self.wide {
+            consts.push(WgslConst::u32("WG", WIDE_WG.min(max_wg)));
+        }
+        if self.q8_out {
+            consts.push(WgslConst::u32("Q8_BINDING", self.storage.len() as u32));
+        }
+        compose(self.root, &[], &consts)
     }
 }
-
-/// `write_out` for [`NormOut::F32`] and [`NormOut::Q8`].
-const WRITE_F32: &str = "fn write_out(lid: u32, scale: f32) {\n    write_scaled(lid, scale);\n}\n";
-const Q8_OUT: &str = include_str!("../../wgsl/ops/q8_out.wgsl");
-/// The q8 layout's arithmetic (`wgsl/matvec/q8_x.wgsl`) and the round in which eight
-/// invocations quantize a group together, for every op writing q8.
-const Q8_ROUND: &str = concat!(
-    include_str!("../../wgsl/matvec/q8_x.wgsl"),
-    "\n",
-    include_str!("../../wgsl/ops/q8_round.wgsl")
-);
-
-/// The norms' shared reduction and scaled write.
-const RMS_SCALE: &str = include_str!("../../wgsl/ops/rms_scale.wgsl");
 
 const R: Access = Access::Read;
 const RW: Access = Access::ReadWrite;
 
 const EMBED: OpSpec = OpSpec {
     name: "ops/embed",
-    wgsl: include_str!("../../wgsl/ops/embed.wgsl"),
-    helpers: "",
+    root: "ops/embed.wgsl",
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
-    norm_out: None,
+    q8_out: false,
 };
 const RMS_NORM: OpSpec = OpSpec {
     name: "ops/rms_norm",
-    wgsl: include_str!("../../wgsl/ops/rms_norm.wgsl"),
-    helpers: RMS_SCALE,
+    root: "ops/rms_norm_f32.wgsl",
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: true,
-    norm_out: Some(NormOut::F32),
+    q8_out: false,
 };
 const ROPE_KV: OpSpec = OpSpec {
     name: "ops/rope_kv",
-    wgsl: include_str!("../../wgsl/ops/rope_kv.wgsl"),
-    helpers: "",
+    root: "ops/rope_kv.wgsl",
     params_bytes: 32,
     storage: &[R, RW, RW, RW],
     wide: false,
-    norm_out: None,
+    q8_out: false,
 };
 const ATTENTION: OpSpec = OpSpec {
     name: "ops/attention",
-    wgsl: include_str!("../../wgsl/ops/attention.wgsl"),
-    helpers: "",
+    root: "ops/attention.wgsl",
     params_bytes: 32,
     storage: &[R, R, R, RW, RW],
     wide: false,
-    norm_out: None,
+    q8_out: false,
 };
 const SILU_MUL: OpSpec = OpSpec {
     name: "ops/silu_mul",
-    wgsl: include_str!("../../wgsl/ops/silu_mul.wgsl"),
-    helpers: "",
+    root: "ops/silu_mul.wgsl",
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
-    norm_out: None,
+    q8_out: false,
 };
 /// silu(gate) * up written only quantized, for a dot4 down projection that copies or
 /// reads it in place rather than computing it in every workgroup (`glu`).
 const SILU_MUL_Q8: OpSpec = OpSpec {
     name: "ops/silu_mul_q8",
-    wgsl: include_str!("../../wgsl/ops/silu_mul_q8.wgsl"),
-    helpers: Q8_ROUND,
+    root: "ops/silu_mul_q8.wgsl",
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: false,
-    norm_out: None,
+    q8_out: false,
 };
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
-    wgsl: include_str!("../../wgsl/ops/add_rms_norm.wgsl"),
-    helpers: RMS_SCALE,
+    root: "ops/add_rms_norm_f32.wgsl",
     params_bytes: 16,
     storage: &[RW, R, R, RW],
     wide: true,
-    norm_out: Some(NormOut::F32),
+    q8_out: false,
 };
 /// The norms writing their output also quantized, for the dot4 matvecs that read it:
 /// storage as above plus out_q8.
 const RMS_NORM_Q8: OpSpec = OpSpec {
     name: "ops/rms_norm_q8",
+    root: "ops/rms_norm_q8.wgsl",
     storage: &[R, R, RW, RW],
-    norm_out: Some(NormOut::Q8),
+    q8_out: true,
     ..RMS_NORM
 };
 const ADD_RMS_NORM_Q8: OpSpec = OpSpec {
     name: "ops/add_rms_norm_q8",
+    root: "ops/add_rms_norm_q8.wgsl",
     storage: &[RW, R, R, RW, RW],
-    norm_out: Some(NormOut::Q8),
+    q8_out: true,
     ..ADD_RMS_NORM
 };
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
-    wgsl: include_str!("../../wgsl/ops/argmax.wgsl"),
-    helpers: "",
+    root: "ops/argmax.wgsl",
     params_bytes: 16,
     storage: &[R, RW, RW],
     wide: false,
-    norm_out: None,
+    q8_out: false,
 };
 
 /// Logits per argmax workgroup in its first stage: eight per invocation.
@@ -203,9 +170,10 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
     let max_wg = profile
         .max_invocations_per_workgroup
         .min(profile.max_workgroup_size_x);
+    let source = spec.source(max_wg)?;
     cache.get_or_create(device, spec.name, || {
         (
-            spec.source(max_wg),
+            source,
             PipelineTemplate {
                 params_bytes: spec.params_bytes,
                 storage: spec.storage,
@@ -668,9 +636,16 @@ pub fn non_finite_ref(x: &[f32]) -> u32 {
 }
 
 /// Every op's (name, WGSL), for tools that translate every shader (`kernels::spirv`).
+///
+/// Panics if an op's WGSL does not compose (a file missing from `wgsl/`).
 pub fn sources() -> Vec<(&'static str, String)> {
     ALL_OPS
         .iter()
-        .map(|op| (op.name, op.source(WIDE_WG)))
+        .map(|op| {
+            (
+                op.name,
+                op.source(WIDE_WG).unwrap_or_else(|e| panic!("{e}")),
+            )
+        })
         .collect()
 }

@@ -140,20 +140,23 @@ pub fn wgsl_to_msl(name: &str, wgsl: &str, entry: &str) -> Result<String> {
 /// matvecs are given in one canonical configuration: 256 invocations, a 4,096-element
 /// tile, x staged as f16 (the H200's route for K = 4,096); the dot4 kernels that can
 /// load a slice ahead also with that path (`<name>_prefetch`).
+///
+/// Panics if a kernel does not compose, which its tests rule out.
 pub fn catalog() -> Vec<(String, String)> {
     use super::matvec::{MatvecLaunch, MATVEC_KERNELS};
+    let source = |launch: MatvecLaunch| launch.source().unwrap_or_else(|e| panic!("{e}"));
     let mut out: Vec<(String, String)> = MATVEC_KERNELS
         .iter()
         .map(|k| {
             (
                 k.name.to_string(),
-                MatvecLaunch::canonical(k, false).source(),
+                source(MatvecLaunch::canonical(k, false)),
             )
         })
         .collect();
     for k in MATVEC_KERNELS.iter().filter(|k| k.splits_slices()) {
-        let source = MatvecLaunch::canonical(k, true).source();
-        out.push((format!("{}_prefetch", k.name), source));
+        let wgsl = source(MatvecLaunch::canonical(k, true));
+        out.push((format!("{}_prefetch", k.name), wgsl));
     }
     for (name, wgsl) in crate::device::probe_sources() {
         out.push((name.to_string(), wgsl.to_string()));

@@ -10,9 +10,7 @@
 // correct for any subgroup size and any number of workgroups.
 //
 // The host prepends the constants WG (invocations), TILE (x elements per tile, a
-// multiple of the block size), ROWS (rows per subgroup, 1 or 2), XS_BYTES and the
-// alias XS; the per-type file appended after this
-// one defines
+// multiple of the block size), XS_BYTES and the alias XS; the per-type file, which includes this one, defines
 //   fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32
 // the dot product of 32 consecutive weights (unit `unit` of the row) with
 // xs[xs_base .. xs_base + 32].
@@ -79,29 +77,20 @@ fn stage_x(t0: u32, lid: u32) {
     }
 }
 
-// Units [u0, u_end) of the staged tile for one row, or for two rows sharing every x
-// read (`two`, the same for the whole subgroup), split over the subgroup's lanes; each
-// lane takes two units per iteration so their weight loads overlap.
-fn row_partials(rb0: u32, rb1: u32, two: bool, u0: u32, u_end: u32, lane: u32, sg_size: u32) -> vec2<f32> {
-    var acc = vec2<f32>(0.0);
+// Units [u0, u_end) of the staged tile for the row at byte `rb`, split over the
+// subgroup's lanes; each lane takes two units per iteration so their weight loads
+// overlap.
+fn row_partial(rb: u32, u0: u32, u_end: u32, lane: u32, sg_size: u32) -> f32 {
+    var acc = 0.0;
     var u = u0 + lane;
     loop {
         if (u + sg_size >= u_end) { break; }
         let u1 = u + sg_size;
-        let xb0 = (u - u0) * UNIT_STRIDE;
-        let xb1 = (u1 - u0) * UNIT_STRIDE;
-        acc.x += unit_dot(rb0, u, xb0) + unit_dot(rb0, u1, xb1);
-        if (two) {
-            acc.y += unit_dot(rb1, u, xb0) + unit_dot(rb1, u1, xb1);
-        }
+        acc += unit_dot(rb, u, (u - u0) * UNIT_STRIDE) + unit_dot(rb, u1, (u1 - u0) * UNIT_STRIDE);
         u += 2u * sg_size;
     }
     if (u < u_end) {
-        let xb = (u - u0) * UNIT_STRIDE;
-        acc.x += unit_dot(rb0, u, xb);
-        if (two) {
-            acc.y += unit_dot(rb1, u, xb);
-        }
+        acc += unit_dot(rb, u, (u - u0) * UNIT_STRIDE);
     }
     return acc;
 }
@@ -121,40 +110,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         stage_x(0u, lid);
         workgroupBarrier();
     }
-    // Each subgroup takes ROWS consecutive rows of a batch.
-    let batch = n_sg * ROWS;
-    for (var base = wid.x * batch; base < params.m; base += groups.x * batch) {
-        let row0 = base + sg_id * ROWS;
-        let row1 = row0 + 1u;
-        let ok0 = row0 < params.m;
-        let two = ROWS == 2u && row1 < params.m;
-        let rb0 = row0 * params.row_bytes;
-        let rb1 = select(rb0, row1 * params.row_bytes, two);
-        var acc = vec2<f32>(0.0);
+    // Each subgroup takes one row of a batch.
+    for (var base = wid.x * n_sg; base < params.m; base += groups.x * n_sg) {
+        let row = base + sg_id;
+        let ok = row < params.m;
+        let rb = row * params.row_bytes;
+        var acc = 0.0;
         if (one_tile) {
-            if (ok0) {
-                acc = row_partials(rb0, rb1, two, 0u, n_units, lane, sg_size);
+            if (ok) {
+                acc = row_partial(rb, 0u, n_units, lane, sg_size);
             }
         } else {
             for (var t0 = 0u; t0 < params.k; t0 += TILE) {
                 workgroupBarrier();
                 stage_x(t0, lid);
                 workgroupBarrier();
-                if (ok0) {
+                if (ok) {
                     let u0 = t0 / 32u;
-                    acc += row_partials(rb0, rb1, two, u0, min(u0 + TILE / 32u, n_units), lane, sg_size);
+                    acc += row_partial(rb, u0, min(u0 + TILE / 32u, n_units), lane, sg_size);
                 }
             }
         }
         // Outside any branch: every lane of the subgroup takes part.
-        let total = vec2<f32>(subgroupAdd(acc.x), subgroupAdd(acc.y));
-        if (lane == 0u) {
-            if (ok0) {
-                y[params.y_offset + row0] = total.x;
-            }
-            if (two) {
-                y[params.y_offset + row1] = total.y;
-            }
+        let total = subgroupAdd(acc);
+        if (lane == 0u && ok) {
+            y[params.y_offset + row] = total;
         }
     }
 }

@@ -20,10 +20,9 @@
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
 // already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
-// queue; see `take_batch`) and PREFETCH (whether lanes load a slice ahead: then
-// dot4_prefetch.wgsl follows this file, else its stub, dot4_no_prefetch.wgsl), and
-// appends q8_x.wgsl.
-// The per-type file appended after this one defines
+// queue; see `take_batch`) and PREFETCH (whether lanes load a slice ahead: the per-type
+// files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl).
+// The per-type file, which includes this one, q8_x.wgsl and one of those two, defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
 //   const SLICES: u32         slices per block

@@ -1,5 +1,6 @@
-// Appended to dot4.wgsl for a route with PREFETCH (router clause 6). The per-type file
-// splits a slice into `slice_load` (its loads, as a `Raw`) and `slice_math` (the rest).
+// Loading a slice ahead, for a route with PREFETCH (router clause 6): included after
+// dot4.wgsl by the per-type files that split a slice into `slice_load` (its loads, as
+// a `Raw`) and `slice_math` (the rest). Without PREFETCH the driver never calls it.
 
 // Slice s of `row` (nothing past the rows or the row's slices), x in one tile.
 fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {

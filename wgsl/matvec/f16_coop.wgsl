@@ -1,3 +1,5 @@
+#include "matvec/coop.wgsl"
+
 // F16 weights: 32 per unit, 2 bytes each.
 //
 // Loads: a row starts 4-byte aligned whenever K is even (every real model), and then a

@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // F16 weights, one element at a time: 2 bytes per weight, so K needs no block multiple.
 fn row_dot(row_byte: u32) -> f32 {
     var acc = 0.0;

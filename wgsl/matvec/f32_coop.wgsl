@@ -1,3 +1,5 @@
+#include "matvec/coop.wgsl"
+
 // F32 weights: 32 floats per unit; the last unit of a row may be partial.
 fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32 {
     let first = unit * 32u;

@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // F32 weights, one element at a time.
 fn row_dot(row_byte: u32) -> f32 {
     var acc = 0.0;

@@ -1,3 +1,8 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_no_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+#include "matvec/bytes_dot4.wgsl"
+
 // Q4_0 with int8 x: 32 weights per 18-byte block {d: f16, qs: [u8; 16]}; weight i is the
 // low nibble of qs[i], weight i + 16 its high nibble, value d * (q - 8). One block per
 // lane. sum((q - 8) * x) = xd * sum(q * xq) - 8 * sum(x), with the group's sum.

@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // Q4_0: 32 weights per 18-byte block {d: f16, qs: [u8; 16]}; weight j < 16 is the low
 // nibble of qs[j], weight j + 16 its high nibble; value = d * (q - 8).
 fn row_dot(row_byte: u32) -> f32 {

@@ -1,3 +1,5 @@
+#include "matvec/coop.wgsl"
+
 // Q4_1: 32 weights per 20-byte block {d: f16, m: f16, qs: [u8; 16]}; weight j < 16 is
 // the low nibble of qs[j], weight j + 16 its high nibble; value = d * q + m, so
 // dot = d * sum(q * x) + m * sum(x): the offset costs one multiply per block.

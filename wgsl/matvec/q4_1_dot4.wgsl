@@ -1,3 +1,7 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_no_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+
 // Q4_1 with int8 x: 32 weights per 20-byte block {d: f16, m: f16, qs: [u8; 16]}; weight
 // i is the low nibble of qs[i], weight i + 16 its high nibble, value d * q + m. One block
 // per lane; 20-byte blocks stay 4-byte aligned, so every field is whole words.

@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // Q4_1: 32 weights per 20-byte block {d: f16, m: f16, qs: [u8; 16]}; value = d * q + m.
 fn row_dot(row_byte: u32) -> f32 {
     var acc = 0.0;

@@ -1,3 +1,6 @@
+#include "matvec/coop.wgsl"
+#include "matvec/k_scale_min_coop.wgsl"
+
 // Q4_K: 256 weights per 144-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128]}
 // = words 0 (d, dmin), 1..4 (scales), 4..36 (qs). A unit is sub-block s = unit % 8 of

@@ -1,3 +1,8 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+#include "matvec/k_scale_min_dot4.wgsl"
+
 // Q4_K with int8 x: 256 weights per 144-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128]}
 // = nine 16-byte pieces: the header (d, dmin, scales) and eight of qs. Every block

@@ -1,3 +1,6 @@
+#include "matvec/scalar.wgsl"
+#include "matvec/k_scale_min_scalar.wgsl"
+
 // Q4_K: 256 weights per 144-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128]}
 // in 8 sub-blocks of 32. Sub-block j has a 6-bit scale sc and minimum m packed in

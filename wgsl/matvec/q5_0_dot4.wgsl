@@ -1,3 +1,9 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_no_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+#include "matvec/bytes_dot4.wgsl"
+#include "matvec/q5_bits.wgsl"
+
 // Q5_0 with int8 x: 32 weights per 22-byte block {d: f16, qh: [u8; 4], qs: [u8; 16]};
 // weight i is the low nibble of qs[i] with bit i of qh as its fifth bit, weight i + 16
 // the high nibble with bit i + 16, value d * (q - 16). One block per lane.

@@ -1,3 +1,8 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_no_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+#include "matvec/q5_bits.wgsl"
+
 // Q5_1 with int8 x: 32 weights per 24-byte block {d: f16, m: f16, qh: [u8; 4],
 // qs: [u8; 16]}; quants as in Q5_0 (q5_0_dot4.wgsl), value d * q + m. One block per
 // lane; 24-byte blocks stay 4-byte aligned, so every field is whole words.

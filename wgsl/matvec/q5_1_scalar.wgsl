@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // Q5_1: 32 weights per 24-byte block {d: f16, m: f16, qh: [u8; 4], qs: [u8; 16]}. qh is
 // a little-endian u32 of fifth bits: weight j < 16 is the low nibble of qs[j] with bit j
 // of qh on top, weight j + 16 the high nibble with bit j + 16; value = d * q + m.

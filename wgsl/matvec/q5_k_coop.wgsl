@@ -1,3 +1,6 @@
+#include "matvec/coop.wgsl"
+#include "matvec/k_scale_min_coop.wgsl"
+
 // Q5_K: 256 weights per 176-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}
 // = words 0 (d, dmin), 1..4 (scales), 4..12 (qh), 12..44 (qs). A unit is sub-block

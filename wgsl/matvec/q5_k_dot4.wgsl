@@ -1,3 +1,8 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+#include "matvec/k_scale_min_dot4.wgsl"
+
 // Q5_K with int8 x: 256 weights per 176-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}
 // = eleven 16-byte pieces: the header, two of qh and eight of qs. Every block starts

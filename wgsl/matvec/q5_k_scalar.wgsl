@@ -1,3 +1,6 @@
+#include "matvec/scalar.wgsl"
+#include "matvec/k_scale_min_scalar.wgsl"
+
 // Q5_K: 256 weights per 176-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}
 // laid out as Q4_K plus a fifth bit: weight l of sub-block j takes nibble j & 1 of

@@ -1,3 +1,5 @@
+#include "matvec/coop.wgsl"
+
 // Q6_K: 256 weights per 210-byte super-block
 //   {ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16}
 // A unit is run r = s % 4 of half h = s / 4 of the super-block, s = unit % 8: weight l

@@ -1,3 +1,7 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_no_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+
 // Q6_K with int8 x: 256 weights per 210-byte super-block
 //   {ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16}
 // Weight n = 128 h + 32 r + l (h = 0..2, r = 0..4, l = 0..32) takes its low 4 bits from

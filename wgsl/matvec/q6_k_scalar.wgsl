@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // Q6_K: 256 weights per 210-byte super-block
 //   {ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16}
 // in two halves of 128. In half h, weight l + 32 * r (l < 32, run r < 4) takes its low 4

@@ -1,3 +1,5 @@
+#include "matvec/coop.wgsl"
+
 // Q8_0: 32 weights per 34-byte block {d: f16, qs: [i8; 32]}; value = d * qs[j], so
 // dot = d * sum(qs[j] * x[j]) with one multiply by d per block.
 //

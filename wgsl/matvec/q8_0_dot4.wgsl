@@ -1,3 +1,8 @@
+#include "matvec/dot4.wgsl"
+#include "matvec/dot4_no_prefetch.wgsl"
+#include "matvec/q8_x.wgsl"
+#include "matvec/bytes_dot4.wgsl"
+
 // Q8_0 with int8 x: 32 weights per 34-byte block {d: f16, qs: [i8; 32]},
 // value d * q. One block per lane (a slice is the whole block): the lanes of a subgroup
 // read consecutive blocks. Blocks are 2-byte aligned; see bytes_dot4.wgsl.

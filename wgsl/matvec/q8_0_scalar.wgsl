@@ -1,3 +1,5 @@
+#include "matvec/scalar.wgsl"
+
 // Q8_0: 32 weights per 34-byte block {d: f16, qs: [i8; 32]}; value = d * qs[j].
 // WGSL has no i8: a byte is sign-extended by moving it to the top of an i32 and
 // shifting it back arithmetically.

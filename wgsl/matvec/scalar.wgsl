@@ -5,7 +5,7 @@
 // by every invocation. It needs nothing beyond core WGSL, so it is the universal
 // fallback and the baseline the coop family is measured against.
 //
-// The per-type file appended after this one defines
+// The per-type file, which includes this one, defines
 //   fn row_dot(row_byte: u32) -> f32
 // using load_byte / load_f16 below and reading x directly.
 

@@ -1,9 +1,11 @@
+#include "ops/rms_scale.wgsl"
+
 // Residual add fused with the RMSNorm that always follows it in a llama block:
 //   x[i] += y[i];  out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
 // One dispatch instead of two, twice per layer.
 //
-// One workgroup, like ops/rms_norm, as wide as the device allows (the host prepends WG,
-// at most 1,024, and ops/rms_scale.wgsl): each invocation adds, squares and later
+// One workgroup, like ops/rms_norm, as wide as the device allows (the host sets WG,
+// at most 1,024; ops/rms_scale.wgsl): each invocation adds, squares and later
 // scales the same elements i = lid, lid + WG, ..., so it only ever reads back what it
 // wrote itself. A single
 // workgroup is latency-bound (256 invocations took 17 us per 4,096 elements on the

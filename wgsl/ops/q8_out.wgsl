@@ -1,8 +1,11 @@
+#include "ops/q8_round.wgsl"
+
 // The norms' q8 variants (ops/rms_norm_q8, ops/add_rms_norm_q8): besides `out`, they
 // write it quantized as the dot4 matvecs take x (matvec/q8_x.wgsl: per group of 32 the
 // int8 words, then the group's tail: its scale and sums), so that every matvec reading
 // the norm's output reads it in place or copies it, instead of each workgroup
-// quantizing it again. The host puts out_q8's binding after the op's others.
+// quantizing it again. The host sets Q8_BINDING, out_q8's binding, after the op's
+// others.
 //
 // The norm is one workgroup, so latency is what counts: invocation lid takes the four
 // elements of every chunk c = lid, lid + WG, ... (rather than rms_scale's stride), so

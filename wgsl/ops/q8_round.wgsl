@@ -1,3 +1,5 @@
+#include "matvec/q8_x.wgsl"
+
 // One round of an op writing its output quantized for the dot4 matvecs (ops/q8_out.wgsl
 // for the norms, ops/silu_mul_q8.wgsl) in matvec/q8_x.wgsl's layout: each invocation
 // holds four consecutive values, the eight invocations from lid - lid % 8 hold group g,

@@ -1,7 +1,9 @@
+#include "ops/rms_scale.wgsl"
+
 // RMSNorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
 //
-// One workgroup, as wide as the device allows (the host prepends WG, at most 1,024,
-// and ops/rms_scale.wgsl); the sum of squares is a strided loop (four loads in flight
+// One workgroup, as wide as the device allows (the host sets WG, at most 1,024;
+// ops/rms_scale.wgsl); the sum of squares is a strided loop (four loads in flight
 // per invocation) plus rms_scale's tree reduction, so it handles any length.
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -1,3 +1,5 @@
+#include "ops/q8_round.wgsl"
+
 // SwiGLU's elementwise part, silu(gate) * up, written only quantized, as the dot4
 // down projection takes x (matvec/q8_x.wgsl's layout): once per step, where a `glu`
 // down projection computes it in every workgroup while staging.

@@ -9,6 +9,7 @@ use super::{Family, Layout, MatvecKernel, XStage, Q8_GROUP_BYTES};
 use crate::device::{
     Access, BufferUse, Device, DeviceProfile, Dispatch, OwnedBuffers, PipelineId, Slice,
 };
+use crate::kernels::wgsl::{WgslConst, WgslValue};
 use crate::kernels::{PipelineCache, PipelineTemplate};
 use crate::{Error, Result};
 
@@ -110,27 +111,6 @@ pub enum XForm {
     Glu {
         up: u64,
     },
-}
-
-/// A constant a kernel's WGSL is composed with: the pipeline key is made of the same
-/// list, so the key names everything that changes the code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Constant {
-    U32(&'static str, u32),
-    Bool(&'static str, bool),
-    /// `alias NAME = T;`
-    Alias(&'static str, &'static str),
-}
-
-impl std::fmt::Display for Constant {
-    /// The WGSL declaration.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Constant::U32(name, v) => write!(f, "const {name}: u32 = {v}u;"),
-            Constant::Bool(name, v) => write!(f, "const {name}: bool = {v};"),
-            Constant::Alias(name, t) => write!(f, "alias {name} = {t};"),
-        }
-    }
 }
 
 /// Bytes of the uniform block the drivers declare: m, k, row_bytes, y_offset, and for
@@ -437,8 +417,8 @@ impl MatvecLaunch {
     }
 
     /// Every constant the kernel's WGSL is composed with.
-    pub fn constants(&self) -> Vec<Constant> {
-        use Constant::{Alias, Bool, U32};
+    pub fn constants(&self) -> Vec<WgslConst> {
+        let (u32_, bool_) = (WgslConst::u32, WgslConst::bool);
         match self.config {
             LaunchConfig::Scalar => Vec::new(),
             LaunchConfig::Coop(c) => {
@@ -447,11 +427,10 @@ impl MatvecLaunch {
                     FloatX::F32 => ("f32", 4),
                 };
                 vec![
-                    U32("WG", c.wg),
-                    U32("TILE", c.tile),
-                    U32("ROWS", 1),
-                    U32("XS_BYTES", xs_bytes),
-                    Alias("XS", xs),
+                    u32_("WG", c.wg),
+                    u32_("TILE", c.tile),
+                    u32_("XS_BYTES", xs_bytes),
+                    WgslConst::alias("XS", xs),
                 ]
             }
             LaunchConfig::Dot4(c) => {
@@ -464,14 +443,14 @@ impl MatvecLaunch {
                     Dot4X::InPlace => (IN_PLACE_TILE, StagedFrom::Q8, Batches::GridStride, true),
                 };
                 vec![
-                    U32("WG", c.wg),
-                    U32("TILE", tile),
-                    U32("LANES", c.lanes),
-                    Bool("X_GLU", matches!(from, StagedFrom::Glu { .. })),
-                    Bool("X_Q8", from == StagedFrom::Q8),
-                    Bool("X_DIRECT", direct),
-                    Bool("QUEUE", batches == Batches::Queue),
-                    Bool("PREFETCH", batches == Batches::Prefetch),
+                    u32_("WG", c.wg),
+                    u32_("TILE", tile),
+                    u32_("LANES", c.lanes),
+                    bool_("X_GLU", matches!(from, StagedFrom::Glu { .. })),
+                    bool_("X_Q8", from == StagedFrom::Q8),
+                    bool_("X_DIRECT", direct),
+                    bool_("QUEUE", batches == Batches::Queue),
+                    bool_("PREFETCH", batches == Batches::Prefetch),
                 ]
             }
         }
@@ -491,18 +470,19 @@ impl MatvecLaunch {
     pub fn pipeline_key(&self) -> String {
         let mut key = self.kernel.name.to_string();
         for c in self.constants() {
-            match c {
-                Constant::U32(name, v) => key += &format!(" {}{v}", name.to_lowercase()),
-                Constant::Bool(name, true) => key += &format!(" {}", name.to_lowercase()),
-                Constant::Bool(_, false) => {}
-                Constant::Alias(name, t) => key += &format!(" {}={t}", name.to_lowercase()),
+            let name = c.name.to_lowercase();
+            match c.value {
+                WgslValue::U32(v) => key += &format!(" {name}{v}"),
+                WgslValue::Bool(true) => key += &format!(" {name}"),
+                WgslValue::Bool(false) => {}
+                WgslValue::Alias(t) => key += &format!(" {name}={t}"),
             }
         }
         key
     }
 
     /// The complete WGSL.
-    pub fn source(&self) -> String {
+    pub fn source(&self) -> Result<String> {
         self.kernel.source(self.enables(), &self.constants())
     }
 
@@ -521,9 +501,8 @@ impl MatvecLaunch {
 
     /// The pipeline, created on first use.
     pub fn pipeline(&self, device: &dyn Device, cache: &PipelineCache) -> Result<PipelineId> {
-        cache.get_or_create(device, &self.pipeline_key(), || {
-            (self.source(), self.template())
-        })
+        let source = self.source()?;
+        cache.get_or_create(device, &self.pipeline_key(), || (source, self.template()))
     }
 
     /// A batch queue for this launch's dispatches if its family takes one (dot4).

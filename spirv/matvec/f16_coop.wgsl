@@ -1,0 +1,204 @@
+enable f16;
+const WG: u32 = 256u;
+const TILE: u32 = 4096u;
+const XS_BYTES: u32 = 2u;
+alias XS = f16;
+
+// Matvec driver, subgroup-cooperative family: y[row] = dot(W[row, :], x).
+//
+// One subgroup per row. The workgroup stages a K-tile of x in workgroup memory (as XS,
+// f16 where the device has it) and every subgroup reuses it for its row; the lanes of
+// a subgroup split the row into 32-element units and meet in subgroupAdd. When all of
+// x fits in one tile it is staged once per workgroup, however many row batches the
+// workgroup then takes. Tiles are sized by the host from the device's
+// workgroup-storage limit (padding included), so any K works. The subgroup size is only known here at run time (wgpu cannot force it), so
+// rows are assigned from `num_subgroups` with a grid-stride loop over row batches:
+// correct for any subgroup size and any number of workgroups.
+//
+// The host prepends the constants WG (invocations), TILE (x elements per tile, a
+// multiple of the block size), XS_BYTES and the alias XS; the per-type file, which includes this one, defines
+//   fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32
+// the dot product of 32 consecutive weights (unit `unit` of the row) with
+// xs[xs_base .. xs_base + 32].
+
+struct Params {
+    m: u32,          // rows in this dispatch
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // first output element written by this dispatch
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// Each 32-element unit of x occupies UNIT_STRIDE slots: an odd number of 32-bit words
+// (17 for f16, 33 for f32). Lanes of a subgroup read consecutive units at the same
+// offset, so without the padding they would all hit one or two of the 32 banks.
+const UNIT_STRIDE: u32 = 32u + 4u / XS_BYTES;
+var<workgroup> xs: array<XS, (TILE / 32u) * UNIT_STRIDE>;
+
+// A 32-bit load at any 2-byte-aligned byte offset (quant blocks of 18, 22, 34 and 210
+// bytes leave rows and fields only 2-byte aligned). Both words are read so the
+// subgroup does not diverge on alignment; the second is clamped into the binding.
+fn load_u32(byte: u32) -> u32 {
+    let i = byte >> 2u;
+    let shift = (byte & 3u) * 8u;
+    let lo = w[i];
+    let hi = w[min(i + 1u, arrayLength(&w) - 1u)];
+    return select((lo >> shift) | (hi << (32u - shift)), lo, shift == 0u);
+}
+
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(load_u32(byte)).x;
+}
+
+fn xv(i: u32) -> f32 {
+    return f32(xs[i]);
+}
+
+fn x_at(gi: u32) -> f32 {
+    if (gi < params.k) {
+        return x[gi];
+    }
+    return 0.0;
+}
+
+// Stages x[t0 .. t0 + TILE] (zero past K) into the padded layout; four independent
+// loads per iteration keep enough of them in flight to hide the L2 latency.
+fn stage_x(t0: u32, lid: u32) {
+    for (var i = lid; i < TILE; i += 4u * WG) {
+        let v0 = x_at(t0 + i);
+        let v1 = x_at(t0 + i + WG);
+        let v2 = x_at(t0 + i + 2u * WG);
+        let v3 = x_at(t0 + i + 3u * WG);
+        xs[(i / 32u) * UNIT_STRIDE + i % 32u] = XS(v0);
+        let i1 = i + WG;
+        if (i1 < TILE) { xs[(i1 / 32u) * UNIT_STRIDE + i1 % 32u] = XS(v1); }
+        let i2 = i + 2u * WG;
+        if (i2 < TILE) { xs[(i2 / 32u) * UNIT_STRIDE + i2 % 32u] = XS(v2); }
+        let i3 = i + 3u * WG;
+        if (i3 < TILE) { xs[(i3 / 32u) * UNIT_STRIDE + i3 % 32u] = XS(v3); }
+    }
+}
+
+// Units [u0, u_end) of the staged tile for the row at byte `rb`, split over the
+// subgroup's lanes; each lane takes two units per iteration so their weight loads
+// overlap.
+fn row_partial(rb: u32, u0: u32, u_end: u32, lane: u32, sg_size: u32) -> f32 {
+    var acc = 0.0;
+    var u = u0 + lane;
+    loop {
+        if (u + sg_size >= u_end) { break; }
+        let u1 = u + sg_size;
+        acc += unit_dot(rb, u, (u - u0) * UNIT_STRIDE) + unit_dot(rb, u1, (u1 - u0) * UNIT_STRIDE);
+        u += 2u * sg_size;
+    }
+    if (u < u_end) {
+        acc += unit_dot(rb, u, (u - u0) * UNIT_STRIDE);
+    }
+    return acc;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sg_id: u32,
+        @builtin(num_subgroups) n_sg: u32,
+        @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(subgroup_size) sg_size: u32) {
+    let n_units = (params.k + 31u) / 32u;
+    let one_tile = params.k <= TILE;
+    if (one_tile) {
+        // x fits: stage it once and keep it for every row batch this workgroup takes.
+        stage_x(0u, lid);
+        workgroupBarrier();
+    }
+    // Each subgroup takes one row of a batch.
+    for (var base = wid.x * n_sg; base < params.m; base += groups.x * n_sg) {
+        let row = base + sg_id;
+        let ok = row < params.m;
+        let rb = row * params.row_bytes;
+        var acc = 0.0;
+        if (one_tile) {
+            if (ok) {
+                acc = row_partial(rb, 0u, n_units, lane, sg_size);
+            }
+        } else {
+            for (var t0 = 0u; t0 < params.k; t0 += TILE) {
+                workgroupBarrier();
+                stage_x(t0, lid);
+                workgroupBarrier();
+                if (ok) {
+                    let u0 = t0 / 32u;
+                    acc += row_partial(rb, u0, min(u0 + TILE / 32u, n_units), lane, sg_size);
+                }
+            }
+        }
+        // Outside any branch: every lane of the subgroup takes part.
+        let total = subgroupAdd(acc);
+        if (lane == 0u && ok) {
+            y[params.y_offset + row] = total;
+        }
+    }
+}
+
+// F16 weights: 32 per unit, 2 bytes each.
+//
+// Loads: a row starts 4-byte aligned whenever K is even (every real model), and then a
+// unit is 16 whole words, two weights per word, read by index in straight-line code
+// (naga puts a guard counter on every loop, which can keep the driver from unrolling it
+// and issuing all the loads before the first use). K need not be a multiple of 32, nor
+// even of 2, so the last unit of a row may be partial and with odd K every other row
+// starts only 2-byte aligned; those take the element-wise path, which reads only the word
+// holding each weight (never past the row, nor past the buffer's end). `row_byte & 2` is
+// the same for every lane of a subgroup (one row per subgroup), so the branch does not
+// diverge except at a row's partial last unit.
+//
+// Order of the x reads: the lanes of a subgroup run consecutive units 32 elements apart,
+// so walking each unit front to back puts every lane on the same one or two
+// workgroup-memory banks (16-way conflicts with f16 x). Each lane walks its unit's eight
+// 4-element chunks starting at chunk r = (unit / 2) % 8, which spreads the lanes over all
+// banks; the weight words of each chunk are loaded by their own index.
+
+fn x4(i: u32) -> vec4<f32> {
+    return vec4<f32>(xv(i), xv(i + 1u), xv(i + 2u), xv(i + 3u));
+}
+
+// Chunk c: weights 4c .. 4c + 3, the two words from word `i0 + 2c`.
+fn chunk(acc: ptr<function, vec4<f32>>, i0: u32, xs_base: u32, c: u32) {
+    let i = i0 + 2u * c;
+    *acc += vec4<f32>(unpack2x16float(w[i]), unpack2x16float(w[i + 1u])) * x4(xs_base + 4u * c);
+}
+
+fn f16_at(byte: u32) -> f32 {
+    let pair = unpack2x16float(w[byte >> 2u]);
+    return select(pair.x, pair.y, (byte & 2u) != 0u);
+}
+
+fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32 {
+    let first = unit * 32u;
+    let b = row_byte + first * 2u;
+    if (first + 32u <= params.k && (b & 2u) == 0u) {
+        let i0 = b >> 2u;
+        let r = (unit >> 1u) & 7u;
+        var acc = vec4<f32>(0.0);
+        chunk(&acc, i0, xs_base, r);
+        chunk(&acc, i0, xs_base, (r + 1u) & 7u);
+        chunk(&acc, i0, xs_base, (r + 2u) & 7u);
+        chunk(&acc, i0, xs_base, (r + 3u) & 7u);
+        chunk(&acc, i0, xs_base, (r + 4u) & 7u);
+        chunk(&acc, i0, xs_base, (r + 5u) & 7u);
+        chunk(&acc, i0, xs_base, (r + 6u) & 7u);
+        chunk(&acc, i0, xs_base, (r + 7u) & 7u);
+        return dot(acc, vec4<f32>(1.0));
+    }
+    let n = min(32u, params.k - first);
+    var acc = 0.0;
+    for (var j = 0u; j < n; j++) {
+        acc += f16_at(b + 2u * j) * xv(xs_base + j);
+    }
+    return acc;
+}

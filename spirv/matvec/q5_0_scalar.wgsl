@@ -1,0 +1,62 @@
+// Matvec driver, scalar family: y[row] = dot(W[row, :], x).
+//
+// The WGSL port of what SPIRV-Cross emits for a plain GLSL matvec: one invocation per
+// row, 64 rows per workgroup, weights read a byte at a time, x read from device memory
+// by every invocation. It needs nothing beyond core WGSL, so it is the universal
+// fallback and the baseline the coop family is measured against.
+//
+// The per-type file, which includes this one, defines
+//   fn row_dot(row_byte: u32) -> f32
+// using load_byte / load_f16 below and reading x directly.
+
+struct Params {
+    m: u32,          // rows in this dispatch
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // first output element written by this dispatch
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+fn load_byte(byte: u32) -> u32 {
+    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
+}
+
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(load_byte(byte) | (load_byte(byte + 1u) << 8u)).x;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = (wid.y * groups.x + wid.x) * 64u + lid;
+    if (row >= params.m) {
+        return;
+    }
+    y[params.y_offset + row] = row_dot(row * params.row_bytes);
+}
+
+// Q5_0: 32 weights per 22-byte block {d: f16, qh: [u8; 4], qs: [u8; 16]}. qh is a
+// little-endian u32 of fifth bits: weight j < 16 is the low nibble of qs[j] with bit j
+// of qh on top, weight j + 16 the high nibble with bit j + 16; value = d * (q - 16).
+fn row_dot(row_byte: u32) -> f32 {
+    var acc = 0.0;
+    for (var blk = 0u; blk < params.k / 32u; blk++) {
+        let b = row_byte + blk * 22u;
+        let d = load_f16(b);
+        let qh = load_byte(b + 2u) | (load_byte(b + 3u) << 8u) | (load_byte(b + 4u) << 16u)
+            | (load_byte(b + 5u) << 24u);
+        for (var j = 0u; j < 16u; j++) {
+            let q = load_byte(b + 6u + j);
+            let lo = (q & 0xfu) | (((qh >> j) & 1u) << 4u);
+            let hi = (q >> 4u) | (((qh >> (j + 16u)) & 1u) << 4u);
+            acc += (d * (f32(lo) - 16.0)) * x[blk * 32u + j];
+            acc += (d * (f32(hi) - 16.0)) * x[blk * 32u + j + 16u];
+        }
+    }
+    return acc;
+}

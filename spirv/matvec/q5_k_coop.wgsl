@@ -1,0 +1,234 @@
+enable f16;
+const WG: u32 = 256u;
+const TILE: u32 = 4096u;
+const XS_BYTES: u32 = 2u;
+alias XS = f16;
+
+// Matvec driver, subgroup-cooperative family: y[row] = dot(W[row, :], x).
+//
+// One subgroup per row. The workgroup stages a K-tile of x in workgroup memory (as XS,
+// f16 where the device has it) and every subgroup reuses it for its row; the lanes of
+// a subgroup split the row into 32-element units and meet in subgroupAdd. When all of
+// x fits in one tile it is staged once per workgroup, however many row batches the
+// workgroup then takes. Tiles are sized by the host from the device's
+// workgroup-storage limit (padding included), so any K works. The subgroup size is only known here at run time (wgpu cannot force it), so
+// rows are assigned from `num_subgroups` with a grid-stride loop over row batches:
+// correct for any subgroup size and any number of workgroups.
+//
+// The host prepends the constants WG (invocations), TILE (x elements per tile, a
+// multiple of the block size), XS_BYTES and the alias XS; the per-type file, which includes this one, defines
+//   fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32
+// the dot product of 32 consecutive weights (unit `unit` of the row) with
+// xs[xs_base .. xs_base + 32].
+
+struct Params {
+    m: u32,          // rows in this dispatch
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // first output element written by this dispatch
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// Each 32-element unit of x occupies UNIT_STRIDE slots: an odd number of 32-bit words
+// (17 for f16, 33 for f32). Lanes of a subgroup read consecutive units at the same
+// offset, so without the padding they would all hit one or two of the 32 banks.
+const UNIT_STRIDE: u32 = 32u + 4u / XS_BYTES;
+var<workgroup> xs: array<XS, (TILE / 32u) * UNIT_STRIDE>;
+
+// A 32-bit load at any 2-byte-aligned byte offset (quant blocks of 18, 22, 34 and 210
+// bytes leave rows and fields only 2-byte aligned). Both words are read so the
+// subgroup does not diverge on alignment; the second is clamped into the binding.
+fn load_u32(byte: u32) -> u32 {
+    let i = byte >> 2u;
+    let shift = (byte & 3u) * 8u;
+    let lo = w[i];
+    let hi = w[min(i + 1u, arrayLength(&w) - 1u)];
+    return select((lo >> shift) | (hi << (32u - shift)), lo, shift == 0u);
+}
+
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(load_u32(byte)).x;
+}
+
+fn xv(i: u32) -> f32 {
+    return f32(xs[i]);
+}
+
+fn x_at(gi: u32) -> f32 {
+    if (gi < params.k) {
+        return x[gi];
+    }
+    return 0.0;
+}
+
+// Stages x[t0 .. t0 + TILE] (zero past K) into the padded layout; four independent
+// loads per iteration keep enough of them in flight to hide the L2 latency.
+fn stage_x(t0: u32, lid: u32) {
+    for (var i = lid; i < TILE; i += 4u * WG) {
+        let v0 = x_at(t0 + i);
+        let v1 = x_at(t0 + i + WG);
+        let v2 = x_at(t0 + i + 2u * WG);
+        let v3 = x_at(t0 + i + 3u * WG);
+        xs[(i / 32u) * UNIT_STRIDE + i % 32u] = XS(v0);
+        let i1 = i + WG;
+        if (i1 < TILE) { xs[(i1 / 32u) * UNIT_STRIDE + i1 % 32u] = XS(v1); }
+        let i2 = i + 2u * WG;
+        if (i2 < TILE) { xs[(i2 / 32u) * UNIT_STRIDE + i2 % 32u] = XS(v2); }
+        let i3 = i + 3u * WG;
+        if (i3 < TILE) { xs[(i3 / 32u) * UNIT_STRIDE + i3 % 32u] = XS(v3); }
+    }
+}
+
+// Units [u0, u_end) of the staged tile for the row at byte `rb`, split over the
+// subgroup's lanes; each lane takes two units per iteration so their weight loads
+// overlap.
+fn row_partial(rb: u32, u0: u32, u_end: u32, lane: u32, sg_size: u32) -> f32 {
+    var acc = 0.0;
+    var u = u0 + lane;
+    loop {
+        if (u + sg_size >= u_end) { break; }
+        let u1 = u + sg_size;
+        acc += unit_dot(rb, u, (u - u0) * UNIT_STRIDE) + unit_dot(rb, u1, (u1 - u0) * UNIT_STRIDE);
+        u += 2u * sg_size;
+    }
+    if (u < u_end) {
+        acc += unit_dot(rb, u, (u - u0) * UNIT_STRIDE);
+    }
+    return acc;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sg_id: u32,
+        @builtin(num_subgroups) n_sg: u32,
+        @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(subgroup_size) sg_size: u32) {
+    let n_units = (params.k + 31u) / 32u;
+    let one_tile = params.k <= TILE;
+    if (one_tile) {
+        // x fits: stage it once and keep it for every row batch this workgroup takes.
+        stage_x(0u, lid);
+        workgroupBarrier();
+    }
+    // Each subgroup takes one row of a batch.
+    for (var base = wid.x * n_sg; base < params.m; base += groups.x * n_sg) {
+        let row = base + sg_id;
+        let ok = row < params.m;
+        let rb = row * params.row_bytes;
+        var acc = 0.0;
+        if (one_tile) {
+            if (ok) {
+                acc = row_partial(rb, 0u, n_units, lane, sg_size);
+            }
+        } else {
+            for (var t0 = 0u; t0 < params.k; t0 += TILE) {
+                workgroupBarrier();
+                stage_x(t0, lid);
+                workgroupBarrier();
+                if (ok) {
+                    let u0 = t0 / 32u;
+                    acc += row_partial(rb, u0, min(u0 + TILE / 32u, n_units), lane, sg_size);
+                }
+            }
+        }
+        // Outside any branch: every lane of the subgroup takes part.
+        let total = subgroupAdd(acc);
+        if (lane == 0u && ok) {
+            y[params.y_offset + row] = total;
+        }
+    }
+}
+// Shared by the Q4_K and Q5_K coop kernels: (sc, m), the 6-bit scale and minimum of
+// sub-block s of the super-block whose first word is w[blk], from whole-word reads of
+// its 12 `scales` bytes (ggml's get_scale_min_k4).
+fn k_scale_min(blk: u32, s: u32) -> vec2<u32> {
+    // Byte s % 4 of each scales word: scales[s % 4], scales[s % 4 + 4], scales[s % 4 + 8].
+    let sh = 8u * (s & 3u);
+    let a = w[blk + 1u] >> sh;
+    let b = w[blk + 2u] >> sh;
+    let c = w[blk + 3u] >> sh;
+    let upper = s >= 4u;
+    return vec2<u32>(
+        select(a & 63u, (c & 15u) | ((a >> 2u) & 48u), upper),
+        select(b & 63u, ((c >> 4u) & 15u) | ((b >> 2u) & 48u), upper),
+    );
+}
+
+// Q5_K: 256 weights per 176-byte super-block
+//   {d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}
+// = words 0 (d, dmin), 1..4 (scales), 4..12 (qh), 12..44 (qs). A unit is sub-block
+// s = unit % 8 of super-block unit / 8: 6-bit scale sc and minimum m from `scales` (ggml's
+// get_scale_min_k4), weight l = nibble s & 1 of qs[32 * (s / 2) + l] with bit s of qh[l]
+// as bit 4, value = d * sc * q - dmin * m.
+//
+// Algebra: sum(w * x) = d * sc * sum(q * x) - dmin * m * sum(x), so the scale and minimum
+// are applied once per unit. The 5-bit quants are assembled two at a time in the
+// mantissas of a pair of f16 1024.0 (0x6400) and widened with unpack2x16float, which gives
+// 1024 + q exactly without int-to-float conversions (a fraction of the FMA rate on
+// NVIDIA); the offset folds into the sum of x: sum(q * x) = sum((1024 + q) * x) - 1024 *
+// sum(x).
+//
+// Every 176-byte block starts 16-byte aligned, so all fields are read as whole words. A
+// unit reads all 32 bytes of its qs pair and of qh but uses one bit field of each; the
+// rest belongs to the neighbouring lanes' units, so DRAM traffic is unchanged.
+//
+// Order of the x reads: as in q4_k_coop.wgsl, each lane starts at chunk (unit / 2) % 8 of
+// its eight 4-element chunks so the lanes of a subgroup do not all hit the same
+// workgroup-memory banks.
+
+fn x4(i: u32) -> vec4<f32> {
+    return vec4<f32>(xv(i), xv(i + 1u), xv(i + 2u), xv(i + 3u));
+}
+
+// 1024 + the four 5-bit quants of a chunk: nibbles at bits n + 8k of `qs`, fifth bits at
+// bits s + 8k of `qh` (k = 0..4).
+fn quants(qs: u32, qh: u32, n: u32, s: u32) -> vec4<f32> {
+    let t = qh >> s;
+    let even = unpack2x16float(((qs >> n) & 0x000f000fu) | ((t << 4u) & 0x00100010u) | 0x64006400u);
+    let odd = unpack2x16float(((qs >> (n + 8u)) & 0x000f000fu) | ((t >> 4u) & 0x00100010u) | 0x64006400u);
+    return vec4<f32>(even.x, odd.x, even.y, odd.y);
+}
+
+// One 4-element chunk: sum((1024 + q) * x) into f and sum(x) into sx. Called eight times
+// in a row rather than looped (naga guards every loop with a counter, which can keep the
+// driver from unrolling it).
+fn chunk(f: ptr<function, vec4<f32>>, sx: ptr<function, vec4<f32>>, blk: u32, qs: u32, n: u32, s: u32, xs_base: u32, c: u32) {
+    let xc = x4(xs_base + 4u * c);
+    *f += quants(w[qs + c], w[blk + 4u + c], n, s) * xc;
+    *sx += xc;
+}
+
+fn unit_dot(row_byte: u32, unit: u32, xs_base: u32) -> f32 {
+    let s = unit & 7u;
+    // Written as a multiple of 4 words so the compiler may see 16-byte alignment.
+    let blk = ((row_byte >> 4u) + (unit >> 3u) * 11u) << 2u;
+    let dm = unpack2x16float(w[blk]);
+    let sm = k_scale_min(blk, s);
+    let sc = sm.x;
+    let m = sm.y;
+
+    let qs = blk + 12u + 8u * (s >> 1u);
+    let n = 4u * (s & 1u);
+    let r = unit >> 1u;
+    var f = vec4<f32>(0.0);
+    var sx = vec4<f32>(0.0);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, r & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 1u) & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 2u) & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 3u) & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 4u) & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 5u) & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 6u) & 7u);
+    chunk(&f, &sx, blk, qs, n, s, xs_base, (r + 7u) & 7u);
+
+    let one = vec4<f32>(1.0);
+    let dl = dm.x * f32(sc);
+    let sum_x = dot(sx, one);
+    return dl * dot(f, one) - (1024.0 * dl + dm.y * f32(m)) * sum_x;
+}

@@ -1,0 +1,85 @@
+// Matvec driver, scalar family: y[row] = dot(W[row, :], x).
+//
+// The WGSL port of what SPIRV-Cross emits for a plain GLSL matvec: one invocation per
+// row, 64 rows per workgroup, weights read a byte at a time, x read from device memory
+// by every invocation. It needs nothing beyond core WGSL, so it is the universal
+// fallback and the baseline the coop family is measured against.
+//
+// The per-type file, which includes this one, defines
+//   fn row_dot(row_byte: u32) -> f32
+// using load_byte / load_f16 below and reading x directly.
+
+struct Params {
+    m: u32,          // rows in this dispatch
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // first output element written by this dispatch
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+fn load_byte(byte: u32) -> u32 {
+    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
+}
+
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(load_byte(byte) | (load_byte(byte + 1u) << 8u)).x;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = (wid.y * groups.x + wid.x) * 64u + lid;
+    if (row >= params.m) {
+        return;
+    }
+    y[params.y_offset + row] = row_dot(row * params.row_bytes);
+}
+// Shared by the Q4_K and Q5_K scalar kernels: the 6-bit scale and minimum of a
+// sub-block, packed in the super-block's 12 `scales` bytes (ggml's get_scale_min_k4).
+
+// (sc, m) of sub-block j of the super-block at byte b.
+fn scale_min(b: u32, j: u32) -> vec2<u32> {
+    let scales = b + 4u;
+    if (j < 4u) {
+        return vec2<u32>(load_byte(scales + j) & 63u, load_byte(scales + j + 4u) & 63u);
+    }
+    let low = load_byte(scales + j + 4u);
+    return vec2<u32>(
+        (low & 15u) | ((load_byte(scales + j - 4u) >> 6u) << 4u),
+        (low >> 4u) | ((load_byte(scales + j) >> 6u) << 4u),
+    );
+}
+
+// Q5_K: 256 weights per 176-byte super-block
+//   {d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}
+// laid out as Q4_K plus a fifth bit: weight l of sub-block j takes nibble j & 1 of
+// qs[32 * (j / 2) + l] and, as bit 4, bit j of qh[l]; value = d * sc * q - dmin * m with
+// sc and m packed as in Q4_K (ggml's get_scale_min_k4).
+//
+// Deliberately naive, like the baseline it stands for: every weight is dequantized on its
+// own from single-byte reads and multiplied by x straight from device memory.
+
+fn row_dot(row_byte: u32) -> f32 {
+    var acc = 0.0;
+    for (var sb = 0u; sb < params.k / 256u; sb++) {
+        let b = row_byte + sb * 176u;
+        let d = load_f16(b);
+        let dmin = load_f16(b + 2u);
+        for (var j = 0u; j < 8u; j++) {
+            let sm = scale_min(b, j);
+            let dl = d * f32(sm.x);
+            let ml = dmin * f32(sm.y);
+            for (var l = 0u; l < 32u; l++) {
+                let low = (load_byte(b + 48u + 32u * (j / 2u) + l) >> (4u * (j & 1u))) & 15u;
+                let high = (load_byte(b + 16u + l) >> j) & 1u;
+                acc += (dl * f32(low | (high << 4u)) - ml) * x[sb * 256u + 32u * j + l];
+            }
+        }
+    }
+    return acc;
+}

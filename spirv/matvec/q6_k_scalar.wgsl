@@ -1,0 +1,71 @@
+// Matvec driver, scalar family: y[row] = dot(W[row, :], x).
+//
+// The WGSL port of what SPIRV-Cross emits for a plain GLSL matvec: one invocation per
+// row, 64 rows per workgroup, weights read a byte at a time, x read from device memory
+// by every invocation. It needs nothing beyond core WGSL, so it is the universal
+// fallback and the baseline the coop family is measured against.
+//
+// The per-type file, which includes this one, defines
+//   fn row_dot(row_byte: u32) -> f32
+// using load_byte / load_f16 below and reading x directly.
+
+struct Params {
+    m: u32,          // rows in this dispatch
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // first output element written by this dispatch
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+fn load_byte(byte: u32) -> u32 {
+    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
+}
+
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(load_byte(byte) | (load_byte(byte + 1u) << 8u)).x;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = (wid.y * groups.x + wid.x) * 64u + lid;
+    if (row >= params.m) {
+        return;
+    }
+    y[params.y_offset + row] = row_dot(row * params.row_bytes);
+}
+
+// Q6_K: 256 weights per 210-byte super-block
+//   {ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16}
+// in two halves of 128. In half h, weight l + 32 * r (l < 32, run r < 4) takes its low 4
+// bits from nibble r / 2 of ql[64 * h + 32 * (r % 2) + l] and its top 2 bits from bits
+// 2r..2r+2 of qh[32 * h + l]; value = d * scales[8 * h + 2 * r + l / 16] * (q - 32).
+//
+// Deliberately naive, like the baseline it stands for: every weight is dequantized on its
+// own from single-byte reads and multiplied by x straight from device memory.
+
+fn row_dot(row_byte: u32) -> f32 {
+    var acc = 0.0;
+    for (var sb = 0u; sb < params.k / 256u; sb++) {
+        let b = row_byte + sb * 210u;
+        let d = load_f16(b + 208u);
+        for (var h = 0u; h < 2u; h++) {
+            for (var r = 0u; r < 4u; r++) {
+                for (var l = 0u; l < 32u; l++) {
+                    let low = (load_byte(b + 64u * h + 32u * (r % 2u) + l) >> (4u * (r / 2u))) & 15u;
+                    let high = (load_byte(b + 128u + 32u * h + l) >> (2u * r)) & 3u;
+                    let q = i32(low | (high << 4u)) - 32;
+                    // scales are i8: sign-extend the byte.
+                    let sc = (i32(load_byte(b + 192u + 8u * h + 2u * r + l / 16u)) << 24u) >> 24u;
+                    acc += d * f32(sc) * f32(q) * x[sb * 256u + 128u * h + 32u * r + l];
+                }
+            }
+        }
+    }
+    return acc;
+}

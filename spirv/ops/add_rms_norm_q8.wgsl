@@ -1,0 +1,238 @@
+const WG: u32 = 1024u;
+const Q8_BINDING: u32 = 5u;
+
+// Shared by ops/rms_norm and ops/add_rms_norm, one workgroup of WG invocations whose
+// bindings are `params` {n, eps}, x, w and out: the reduction of the sum of squares and
+// the scaled write, out[i] = x[i] * scale * w[i].
+
+struct Params {
+    n: u32,
+    eps: f32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+var<workgroup> partial: array<f32, WG>;
+
+// 1 / sqrt(mean(x^2) + eps), from each invocation's partial sum of squares: a tree
+// reduction in workgroup memory, so no subgroup support is needed.
+fn rms_scale(lid: u32, acc: f32) -> f32 {
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if (lid < stride) {
+            partial[lid] += partial[lid + stride];
+        }
+        workgroupBarrier();
+    }
+    return 1.0 / sqrt(partial[0] / f32(params.n) + params.eps);
+}
+
+fn scale_at(i: u32, scale: f32) {
+    if (i < params.n) {
+        out[i] = x[i] * scale * w[i];
+    }
+}
+
+// Writes this invocation's elements i = lid, lid + WG, ..., four stores per iteration.
+// Each invocation reads back only x values it wrote or read itself.
+fn write_scaled(lid: u32, scale: f32) {
+    for (var i = lid; i < params.n; i += 4u * WG) {
+        scale_at(i, scale);
+        scale_at(i + WG, scale);
+        scale_at(i + 2u * WG, scale);
+        scale_at(i + 3u * WG, scale);
+    }
+}
+// x as the dot4 matvecs take it, "q8 groups": each 32 values as int8 with one scale
+// d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
+// quantizes f32 x this way while staging it, and the norms and ops/silu_mul_q8 can
+// write it once for every matvec that reads their output (ops/q8_round.wgsl), so that
+// those matvecs copy it or read it in place. All use this arithmetic, so a
+// pre-quantized x is bit for bit the x the matvec would have quantized.
+//
+// In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
+// values (4 per word, little-endian), its last 16, then its tail as `Q8Group` holds it.
+
+// SwiGLU's elementwise part, silu(a) * b: the one formula for the dot4 staging of a
+// `glu` route and ops/silu_mul_q8, so that both quantize the same values.
+fn silu_times(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return a / (1.0 + exp(-a)) * b;
+}
+
+struct Q8Group {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    // d, d * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of the int8 values, bitcast)
+    tail: vec4<f32>,
+}
+
+// 1 / the scale, 0 for a group of zeros.
+fn q8_inv(amax: f32) -> f32 {
+    return select(0.0, 1.0 / amax, amax > 0.0);
+}
+
+// The tail of a group with scale d whose halves' int8 values sum to s_lo and s_hi: the
+// one formula for it, so that a tail the norms write is bit for bit a staged one.
+fn q8_tail_of(d: f32, s_lo: i32, s_hi: i32) -> vec4<f32> {
+    return vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
+}
+
+// The group's tail from its int8 values (two halves of 16) and its scale.
+fn q8_tail(lo: vec4<u32>, hi: vec4<u32>, d: f32) -> vec4<f32> {
+    // The sum of the quantized values, not of x: an offset or minimum term then carries
+    // the same rounding as the quants' term (sum(w * xq) exactly), where the exact sum
+    // would leave their errors uncancelled.
+    let ones = 0x01010101u;
+    let s_lo = dot4I8Packed(lo.x, ones) + dot4I8Packed(lo.y, ones)
+             + dot4I8Packed(lo.z, ones) + dot4I8Packed(lo.w, ones);
+    let s_hi = dot4I8Packed(hi.x, ones) + dot4I8Packed(hi.y, ones)
+             + dot4I8Packed(hi.z, ones) + dot4I8Packed(hi.w, ones);
+    return q8_tail_of(d, s_lo, s_hi);
+}
+
+// One group by one invocation. (ops/q8_round.wgsl spreads a group over eight, with the
+// same arithmetic: q8_inv, pack4x8snorm of v * inv, d = amax / 127.)
+fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
+    let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),
+                max(max(abs(v[4]), abs(v[5])), max(abs(v[6]), abs(v[7]))));
+    let amax = max(max(a.x, a.y), max(a.z, a.w));
+    let inv = q8_inv(amax);
+    // pack4x8snorm rounds clamp(v, -1, 1) * 127 to the nearest integer.
+    let lo = vec4<u32>(pack4x8snorm(v[0] * inv), pack4x8snorm(v[1] * inv),
+                       pack4x8snorm(v[2] * inv), pack4x8snorm(v[3] * inv));
+    let hi = vec4<u32>(pack4x8snorm(v[4] * inv), pack4x8snorm(v[5] * inv),
+                       pack4x8snorm(v[6] * inv), pack4x8snorm(v[7] * inv));
+    return Q8Group(lo, hi, q8_tail(lo, hi, amax / 127.0));
+}
+
+// One round of an op writing its output quantized for the dot4 matvecs (ops/q8_out.wgsl
+// for the norms, ops/silu_mul_q8.wgsl) in matvec/q8_x.wgsl's layout: each invocation
+// holds four consecutive values, the eight invocations from lid - lid % 8 hold group g,
+// and they meet once in workgroup memory for the group's amax; each packs its own four
+// values (q8_group's arithmetic: q8_inv, pack4x8snorm, d = amax / 127), and the group's
+// first invocation writes the tail after the round's closing barrier, where the sums
+// of the eight have met. Every invocation of the workgroup calls it (two barriers);
+// `valid` says whether group g exists. The op declares WG and `out_q8` (array<u32>).
+
+var<workgroup> q8_amaxes: array<f32, WG>;
+var<workgroup> q8_sums: array<i32, WG>;
+
+fn q8_round(lid: u32, g: u32, valid: bool, v: vec4<f32>) {
+    let p = lid % 8u;
+    let first = lid - p;
+    let a = abs(v);
+    q8_amaxes[lid] = max(max(a.x, a.y), max(a.z, a.w));
+    workgroupBarrier();
+    var amax = 0.0;
+    for (var j = 0u; j < 8u; j++) {
+        amax = max(amax, q8_amaxes[first + j]);
+    }
+    let packed = pack4x8snorm(v * q8_inv(amax));
+    q8_sums[lid] = dot4I8Packed(packed, 0x01010101u);
+    if (valid) {
+        out_q8[12u * g + p] = packed;
+    }
+    // Also closes the round: the next one writes q8_amaxes first and q8_sums only after
+    // its first barrier, so the reads below are safe without another.
+    workgroupBarrier();
+    if (valid && p == 0u) {
+        let s_lo = q8_sums[first] + q8_sums[first + 1u] + q8_sums[first + 2u]
+                 + q8_sums[first + 3u];
+        let s_hi = q8_sums[first + 4u] + q8_sums[first + 5u] + q8_sums[first + 6u]
+                 + q8_sums[first + 7u];
+        let tail = q8_tail_of(amax / 127.0, s_lo, s_hi);
+        for (var j = 0u; j < 4u; j++) {
+            out_q8[12u * g + 8u + j] = bitcast<u32>(tail[j]);
+        }
+    }
+}
+
+// The norms' q8 variants (ops/rms_norm_q8, ops/add_rms_norm_q8): besides `out`, they
+// write it quantized as the dot4 matvecs take x (matvec/q8_x.wgsl: per group of 32 the
+// int8 words, then the group's tail: its scale and sums), so that every matvec reading
+// the norm's output reads it in place or copies it, instead of each workgroup
+// quantizing it again. The host sets Q8_BINDING, out_q8's binding, after the op's
+// others.
+//
+// The norm is one workgroup, so latency is what counts: invocation lid takes the four
+// elements of every chunk c = lid, lid + WG, ... (rather than rms_scale's stride), so
+// that the eight invocations holding a group quantize it together (ops/q8_round.wgsl).
+// (One invocation per group, reading it back from `out`, cost SmolLM2 8 % of its decode
+// speed on the H200.)
+
+@group(0) @binding(Q8_BINDING) var<storage, read_write> out_q8: array<u32>;
+
+// out's four elements from element e (zeros past the end), x * scale * w.
+fn normed4(e: u32, scale: f32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (e + j < params.n) {
+            v[j] = x[e + j] * scale * w[e + j];
+        }
+    }
+    return v;
+}
+
+fn write_out(lid: u32, scale: f32) {
+    // x as other invocations wrote it (add_rms_norm).
+    storageBarrier();
+    let chunks = (params.n + 3u) / 4u;
+    let groups = (params.n + 31u) / 32u;
+    // Whole rounds of WG chunks, so that every invocation reaches the barriers.
+    for (var c0 = 0u; c0 < chunks; c0 += WG) {
+        let c = c0 + lid;
+        let v = normed4(4u * c, scale);
+        for (var j = 0u; j < 4u; j++) {
+            if (4u * c + j < params.n) {
+                out[4u * c + j] = v[j];
+            }
+        }
+        q8_round(lid, c / 8u, c / 8u < groups, v);
+    }
+}
+
+// Residual add fused with the RMSNorm that always follows it in a llama block:
+//   x[i] += y[i];  out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i].
+// One dispatch instead of two, twice per layer.
+//
+// One workgroup, like ops/rms_norm, as wide as the device allows (the host sets WG,
+// at most 1,024; ops/rms_scale.wgsl): each invocation adds, squares and later
+// scales the same elements i = lid, lid + WG, ..., so it only ever reads back what it
+// wrote itself. A single
+// workgroup is latency-bound (256 invocations took 17 us per 4,096 elements on the
+// H200), so each loads four elements before using any, and wider groups need fewer
+// such trips.
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read> y: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+// x[i] + y[i], or 0 past the end.
+fn sum_at(i: u32) -> f32 {
+    if (i < params.n) {
+        return x[i] + y[i];
+    }
+    return 0.0;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    var acc = 0.0;
+    for (var i = lid; i < params.n; i += 4u * WG) {
+        let v0 = sum_at(i);
+        let v1 = sum_at(i + WG);
+        let v2 = sum_at(i + 2u * WG);
+        let v3 = sum_at(i + 3u * WG);
+        x[i] = v0;
+        if (i + WG < params.n) { x[i + WG] = v1; }
+        if (i + 2u * WG < params.n) { x[i + 2u * WG] = v2; }
+        if (i + 3u * WG < params.n) { x[i + 3u * WG] = v3; }
+        acc += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3);
+    }
+    write_out(lid, rms_scale(lid, acc));
+}
+
+// ops/add_rms_norm_q8: the norm writing its output also quantized (ops/q8_out.wgsl).
