@@ -736,3 +736,34 @@ fn dot4_rows_are_covered_on_any_number_of_workgroups() {
         }
     });
 }
+
+/// The timing the bench and `compare` use runs a launch of each x form (f32, quantized,
+/// gate and up), each with its own size of x binding.
+#[test]
+fn timing_runs_every_x_form() {
+    use brass::kernels::timing::{time_matvec, Effort};
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let kernel = matvec::find(GgmlType::Q4_1, Family::Dot4).unwrap();
+    let effort = Effort {
+        iters: 2,
+        rotate_bytes: 0,
+        warmup: std::time::Duration::ZERO,
+    };
+    let (m, k) = (64, 512);
+    for (x, x_q8) in [
+        (XInput::F32, None),
+        (XInput::Norm, Some(true)),
+        (XInput::Glu { up: k + 4 }, Some(false)),
+    ] {
+        let overrides = Overrides {
+            x_q8,
+            glu_q8: x_q8,
+            ..Overrides::default()
+        };
+        let launch = launch_of(device.profile(), kernel, (m, k), x, overrides);
+        let t = time_matvec(&device, &cache, &launch, effort)
+            .unwrap_or_else(|e| panic!("{}: {e}", launch.pipeline_key()));
+        assert!(t.median_us > 0.0, "{}", launch.pipeline_key());
+    }
+}

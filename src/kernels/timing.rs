@@ -71,10 +71,12 @@ pub fn time_matvec(
     }
     device.submit(&fill)?;
     let x_bytes = launch.x_bytes();
-    let x_values = vec![0.5f32; (x_bytes / 4) as usize];
     let x_data = match launch.x_form() {
-        XForm::Q8 => matvec::quantize_x_q8(&x_values[..k as usize]),
-        XForm::F32 | XForm::Glu { .. } => bytemuck::cast_slice(&x_values).to_vec(),
+        XForm::Q8 => matvec::quantize_x_q8(&vec![0.5f32; k as usize]),
+        // K values, or gate and up.
+        XForm::F32 | XForm::Glu { .. } => {
+            bytemuck::cast_slice(&vec![0.5f32; (x_bytes / 4) as usize]).to_vec()
+        }
     };
     let x = Slice::new(
         buffers.create("x", x_bytes, BufferUse::Storage)?,
