@@ -65,6 +65,10 @@ struct Args {
     /// `router::Overrides::glu_q8`).
     #[arg(long)]
     glu_q8: Option<bool>,
+    /// Also decode with this many tokens already in the KV cache (comma-separated),
+    /// as llama-bench's `-d`.
+    #[arg(long, value_delimiter = ',')]
+    depth: Vec<usize>,
     #[arg(long)]
     skip_matvec: bool,
     #[arg(long)]
@@ -267,25 +271,29 @@ fn measure_device(
     } else {
         Vec::new()
     };
-    let decode = match model {
-        Some((file, name)) if timed => Some(run::decode(
-            device,
-            file,
-            name,
-            tokens,
-            args.quick,
-            // The A/B choices; the context is sized for the run.
-            &LoadOptions {
-                routing: Overrides {
-                    x_q8: args.x_q8,
-                    glu_q8: args.glu_q8,
-                    ..Overrides::default()
-                },
-                ..Default::default()
-            },
-            probe.gbps,
-        )?),
-        _ => None,
+    // The A/B choices; the context is sized for each run.
+    let load = LoadOptions {
+        routing: Overrides {
+            x_q8: args.x_q8,
+            glu_q8: args.glu_q8,
+            ..Overrides::default()
+        },
+        ..Default::default()
+    };
+    let (decode, decode_at_depth) = match model {
+        Some((file, name)) if timed => {
+            let at = |depth| {
+                let (device, quick) = (device.clone(), args.quick);
+                run::decode(device, file, name, tokens, quick, &load, probe.gbps, depth)
+            };
+            let at_depth = args
+                .depth
+                .iter()
+                .map(|&d| at(d))
+                .collect::<Result<_, _>>()?;
+            (Some(at(0)?), at_depth)
+        }
+        _ => (None, Vec::new()),
     };
     Ok(DeviceRun {
         vendor_peak_gbps: result::vendor_peak(&profile),
@@ -293,6 +301,7 @@ fn measure_device(
         probe,
         matvec,
         decode,
+        decode_at_depth,
         notes,
     })
 }

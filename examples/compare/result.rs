@@ -27,6 +27,9 @@ pub struct DeviceRun {
     pub probe: Probe,
     pub matvec: Vec<MatvecCase>,
     pub decode: Option<Decode>,
+    /// Decode with tokens already in the KV cache (`--depth`).
+    #[serde(default)]
+    pub decode_at_depth: Vec<Decode>,
     /// Why a part was skipped (no timestamps, a failed load, ...).
     pub notes: Vec<String>,
 }
@@ -63,6 +66,12 @@ pub struct MatvecCase {
 pub struct Decode {
     /// File name, or `synthetic:<preset>[:<layers>L]`.
     pub model: String,
+    /// Tokens already in the KV cache when the timed steps start (llama-bench's `-d`).
+    #[serde(default)]
+    pub depth: usize,
+    /// KV-cache bytes one timed step reads (its middle one).
+    #[serde(default)]
+    pub kv_bytes_per_token: u64,
     pub layers: usize,
     pub weight_bytes_per_token: u64,
     pub tokens: usize,

@@ -153,6 +153,7 @@ fn queued_steps(model: &Model, positions: impl IntoIterator<Item = usize>) -> br
 /// reach its clocks, and a short decode (a few layers, a few tokens) would otherwise be
 /// timed half asleep. A fixed two steps left the H200 reading a 2-layer model's
 /// matrices at a quarter of the rate the benchmarks measure for the same shapes.
+#[allow(clippy::too_many_arguments)]
 pub fn decode(
     device: Arc<dyn Device>,
     file: &GgufFile,
@@ -161,10 +162,12 @@ pub fn decode(
     quick: bool,
     load: &LoadOptions,
     probe_gbps: f64,
+    depth: usize,
 ) -> brass::Result<Decode> {
-    const WARMUP: usize = 2;
+    // The first timed step's position: `depth` tokens already in the KV cache.
+    let first = depth.max(2);
     let options = LoadOptions {
-        context: Some(WARMUP + tokens + 2),
+        context: Some(first + tokens + 2),
         ..load.clone()
     };
     let t = Instant::now();
@@ -175,22 +178,20 @@ pub fn decode(
     );
     // Token 1 is a valid id in any vocabulary; what it means does not matter here.
     model.forward(Input::Token(1), 0)?;
-    for pos in 1..WARMUP {
-        model.forward(Input::Previous, pos)?;
-    }
+    queued_steps(&model, 1..first)?;
     // The same position over and over: its cache slot is rewritten, and the timed steps
     // that follow start from it as they would have.
     let warm_until = Instant::now() + effort(quick).warmup;
     queued_steps(
         &model,
-        std::iter::repeat(WARMUP - 1).take_while(|_| Instant::now() < warm_until),
+        std::iter::repeat(first - 1).take_while(|_| Instant::now() < warm_until),
     )?;
     let t = Instant::now();
-    queued_steps(&model, WARMUP..WARMUP + tokens)?;
+    queued_steps(&model, first..first + tokens)?;
     let seconds = t.elapsed().as_secs_f64();
     let ms_per_token = seconds * 1e3 / tokens as f64;
 
-    let profiled = model.profile_step(Input::Previous, WARMUP + tokens)?;
+    let profiled = model.profile_step(Input::Previous, first + tokens)?;
     let total_ns: f64 = profiled.iter().map(|p| p.1).sum();
     let plan = model.plan();
     let (lm_name, lm_route) = (plan.output.name(), plan.output.route.clone());
@@ -212,8 +213,13 @@ pub fn decode(
     let lm_share = (lm_ns / total_ns).clamp(0.0, 1.0);
     let bytes = model.weight_bytes_per_token();
     let effective_gbps = bytes as f64 / (ms_per_token * 1e6);
+    let c = model.config();
+    // K and V of every layer at the timed steps' middle position, f32.
+    let kv_bytes_per_token = (2 * c.n_layers * c.kv_dim() * 4 * (first + tokens / 2)) as u64;
     let d = Decode {
         model: model_name.to_string(),
+        depth,
+        kv_bytes_per_token,
         layers: model.config().n_layers,
         weight_bytes_per_token: bytes,
         tokens,
@@ -234,8 +240,16 @@ pub fn decode(
             .collect(),
     };
     eprintln!(
-        "  decode: {:.2} tok/s, {:.2} ms/token (lm-head {:.2}, rest {:.2}; {}), {:.1} GB/s = {:.1}% of probe",
-        d.tok_per_s, d.ms_per_token, d.lm_head_ms, d.rest_ms, method, effective_gbps, d.pct_of_probe
+        "  decode at depth {depth}: {:.2} tok/s, {:.2} ms/token (lm-head {:.2}, rest {:.2}; {}), \
+         {:.1} GB/s of weights = {:.1}% of probe, {:.1} MB of KV cache per token",
+        d.tok_per_s,
+        d.ms_per_token,
+        d.lm_head_ms,
+        d.rest_ms,
+        method,
+        effective_gbps,
+        d.pct_of_probe,
+        d.kv_bytes_per_token as f64 / 1e6
     );
     Ok(d)
 }

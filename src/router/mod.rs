@@ -87,7 +87,7 @@ pub struct Overrides {
     /// every one, none, or (None) those of at least [`Tuning::glu_q8_min_bytes`].
     pub glu_q8: Option<bool>,
     /// Whether a dot4 route given quantized x reads it in place rather than staging a
-    /// copy (None: by the kernel, see [`x_from_q8`]).
+    /// copy (None: where the kernel's lanes each read a whole 32-value group).
     pub x_in_place: Option<bool>,
     /// Invocations per coop and dot4 workgroup.
     pub workgroup_size: Option<u32>,
