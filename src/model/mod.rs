@@ -1,6 +1,6 @@
-//! A llama-architecture model on a [`Device`]: weights uploaded once, every matvec
-//! routed by [`route_matvec`], and a decode step that records one command list for the
-//! whole token (every layer) and submits it once.
+//! A llama-architecture model on a [`Device`]: planned by [`plan()`] (every matvec
+//! routed by [`crate::router::route_matvec`]), weights uploaded once, and a decode step
+//! that records one command list for the whole token (every layer) and submits it once.
 //!
 //! The token id lives in a GPU buffer: the embedding lookup reads it, and the argmax
 //! that ends every step writes the next one there, so greedy decode needs only the
