@@ -726,10 +726,9 @@ fn dot4_rows_are_covered_on_any_number_of_workgroups() {
                 ..Overrides::default()
             };
             let launch = launch_of(profile, kernel, (m, k), XInput::F32, overrides);
-            assert!(launch
-                .parts()
-                .iter()
-                .all(|p| p.workgroups == [groups, 1, 1]));
+            // As many as the row batches need, up to `groups` (45 rows are one batch on
+            // subgroups of 4).
+            assert!(launch.parts().iter().all(|p| p.workgroups[0] <= groups));
             let actual = run(&device, &cache, &launch, &w, &x);
             let ctx = format!("{} on {groups} workgroups", launch.pipeline_key());
             assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
