@@ -17,7 +17,7 @@ use serde::Serialize;
 
 mod launch;
 
-pub(crate) use launch::dot4_rows_per_workgroup;
+pub(crate) use launch::{coop_rows_per_workgroup, dot4_rows_per_workgroup};
 pub use launch::{
     create_queue, Batches, CoopLaunch, Dot4Launch, Dot4X, FloatX, LaunchConfig, MatvecLaunch,
     RowPart, StagedFrom, XForm, ARRANGE_PIECE_BYTES, QUEUE_BYTES,

@@ -40,18 +40,19 @@ impl PipelineCache {
         }
     }
 
-    /// `key` must identify the source and constants completely.
+    /// `key` must identify the source and constants completely; `make` composes the
+    /// source only when the key is new.
     pub fn get_or_create(
         &self,
         device: &dyn Device,
         key: &str,
-        make: impl FnOnce() -> (String, PipelineTemplate),
+        make: impl FnOnce() -> Result<(String, PipelineTemplate)>,
     ) -> Result<PipelineId> {
         let mut map = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(id) = map.get(key) {
             return Ok(*id);
         }
-        let (source, t) = make();
+        let (source, t) = make()?;
         let id = device.create_pipeline(&PipelineDesc {
             name: key,
             wgsl: &source,

@@ -170,16 +170,13 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
     let max_wg = profile
         .max_invocations_per_workgroup
         .min(profile.max_workgroup_size_x);
-    let source = spec.source(max_wg)?;
     cache.get_or_create(device, spec.name, || {
-        (
-            source,
-            PipelineTemplate {
-                params_bytes: spec.params_bytes,
-                storage: spec.storage,
-                fallback_reason: None,
-            },
-        )
+        let template = PipelineTemplate {
+            params_bytes: spec.params_bytes,
+            storage: spec.storage,
+            fallback_reason: None,
+        };
+        Ok((spec.source(max_wg)?, template))
     })
 }
 

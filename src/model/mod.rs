@@ -293,8 +293,6 @@ impl Model {
         file: &GgufFile,
         options: &LoadOptions,
     ) -> Result<Model> {
-        // The file is mapped: a change since it was opened would load mixed bytes.
-        file.check_unchanged()?;
         let plan = plan::plan(file, device.profile(), options)?;
         Model::from_plan(device, file, plan)
     }
@@ -302,6 +300,7 @@ impl Model {
     /// Loads `file` as `plan` (made for it by [`plan()`]) says. A plan made for another
     /// profile (a preset) loads where this device can run every launch in it.
     pub fn from_plan(device: Arc<dyn Device>, file: &GgufFile, plan: Plan) -> Result<Model> {
+        // The file is mapped: a change since it was opened would load mixed bytes.
         file.check_unchanged()?;
         if Config::from_gguf(file)? != plan.config {
             return Err(Error::Invalid(

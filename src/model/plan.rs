@@ -10,7 +10,6 @@ use super::{Config, LoadOptions, DEFAULT_MAX_CONTEXT};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::XForm;
-use crate::quant::GgmlType;
 use crate::router::{route_matvec, write_route_table, MatvecQuery, Route, RouteRow, XInput};
 use crate::{Error, Result};
 
@@ -21,7 +20,6 @@ use crate::{Error, Result};
 pub struct PlannedMatrix {
     /// The tensors, in row order.
     pub tensors: Vec<String>,
-    pub ty: GgmlType,
     /// The element of the output buffer its first row writes.
     pub out_first: u64,
     pub route: Route,
@@ -173,7 +171,6 @@ impl Planner<'_> {
         let t = matrix_tensor(self.file, name, m, k)?;
         Ok(PlannedMatrix {
             tensors: vec![name.to_string()],
-            ty: t.ty,
             out_first: 0,
             route: self.route(name, MatvecQuery { ty: t.ty, m, k, x })?,
         })
@@ -224,7 +221,6 @@ impl Planner<'_> {
         };
         Ok(vec![PlannedMatrix {
             tensors: names.to_vec(),
-            ty,
             out_first: first[0],
             route: self.route(&name, query)?,
         }])
@@ -232,10 +228,6 @@ impl Planner<'_> {
 }
 
 impl Plan {
-    pub fn layers(&self) -> &[LayerPlan] {
-        &self.layers
-    }
-
     /// Every matrix, in forward-pass order.
     pub fn matrices(&self) -> impl Iterator<Item = &PlannedMatrix> {
         self.layers
@@ -277,7 +269,7 @@ impl Plan {
                 let launch = m.route.launch();
                 serde_json::json!({
                     "tensors": m.tensors,
-                    "type": m.ty.name(),
+                    "type": launch.kernel().ty.name(),
                     "m": launch.m(),
                     "k": launch.k(),
                     "kernel": launch.pipeline_key(),
@@ -299,10 +291,7 @@ impl std::fmt::Display for Plan {
             .zip(&names)
             .map(|(m, name)| RouteRow {
                 tensor: name,
-                ty: m.ty.name(),
-                m: m.route.launch().m(),
-                k: m.route.launch().k(),
-                route: Ok(&m.route),
+                route: &m.route,
             })
             .collect();
         write_route_table(f, &rows)

@@ -16,8 +16,9 @@ use serde::Serialize;
 
 use crate::device::{DeviceProfile, Tuning};
 use crate::kernels::matvec::{
-    self, dot4_rows_per_workgroup, Batches, CoopLaunch, Dot4Launch, Dot4X, Family, FloatX,
-    LaunchConfig, MatvecKernel, MatvecLaunch, RowPart, StagedFrom, XStage, SCALAR_ROWS_PER_WG,
+    self, coop_rows_per_workgroup, dot4_rows_per_workgroup, Batches, CoopLaunch, Dot4Launch, Dot4X,
+    Family, FloatX, LaunchConfig, MatvecKernel, MatvecLaunch, RowPart, StagedFrom, XStage,
+    SCALAR_ROWS_PER_WG,
 };
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -235,8 +236,13 @@ fn kernel_for(
     })
 }
 
-/// (first row, rows) of each binding.
-type Rows = Vec<(u64, u64)>;
+/// A matrix's rows as the bindings hold them.
+struct Rows {
+    /// Bytes of one row of K weights.
+    row_bytes: u64,
+    /// (first row, rows) of each binding.
+    parts: Vec<(u64, u64)>,
+}
 
 /// Clause 2: rows split across bindings where the tensor exceeds the binding limit.
 fn split_across_bindings(
@@ -272,17 +278,19 @@ fn split_across_bindings(
             rows_per_part,
         });
     }
-    Ok((0..parts)
+    let parts = (0..parts)
         .map(|i| {
             let first = i * rows_per_part;
             (first, rows_per_part.min(q.m - first))
         })
-        .collect())
+        .collect();
+    Ok(Rows { row_bytes, parts })
 }
 
 fn scalar_parts(profile: &DeviceProfile, rows: &Rows) -> Vec<RowPart> {
     let max_groups = profile.max_workgroups_per_dim.max(1) as u64;
-    rows.iter()
+    rows.parts
+        .iter()
         .map(|&(first_row, rows)| {
             let groups = rows.div_ceil(SCALAR_ROWS_PER_WG);
             let x = groups.min(max_groups);
@@ -356,15 +364,11 @@ fn coop_launch(
     } else {
         FloatX::F32
     };
-    let stage = if profile.f16 {
-        XStage::F16
-    } else {
-        XStage::F32
-    };
     let wg = workgroup_size(profile, o, why);
-    let tile = x_tile(profile, stage, q.k, why);
-    let rows_per_wg = (wg / profile.subgroup_max.max(1)).max(1) as u64;
+    let tile = x_tile(profile, x.stage(), q.k, why);
+    let rows_per_wg = coop_rows_per_workgroup(wg, profile.subgroup_max);
     let parts = rows
+        .parts
         .iter()
         .map(|&(first_row, rows)| {
             let batches = rows.div_ceil(rows_per_wg);
@@ -415,7 +419,7 @@ fn dot4_launch(
 ) -> (LaunchConfig, Vec<RowPart>) {
     let wg = workgroup_size(profile, o, why);
     let sg = profile.subgroup_max;
-    let Some(from) = dot4_x(profile, q, kernel, o, why) else {
+    let Some(from) = dot4_x(profile, q, kernel, rows.row_bytes, o, why) else {
         // In place: all of K is one "tile", and each workgroup one batch.
         let lanes = dot4_lanes(profile, kernel, q.k, o, why);
         let rows_per_wg = dot4_rows_per_workgroup(wg, lanes, sg);
@@ -424,6 +428,7 @@ fn dot4_launch(
             forced: o.x_in_place.is_some(),
         });
         let parts = rows
+            .parts
             .iter()
             .map(|&(first, n)| {
                 let batches = n.div_ceil(rows_per_wg);
@@ -441,10 +446,11 @@ fn dot4_launch(
     let tile = x_tile(profile, XStage::Int8, q.k, why);
     let lanes = dot4_lanes(profile, kernel, q.k.min(tile as u64), o, why);
     let rows_per_wg = dot4_rows_per_workgroup(wg, lanes, sg);
-    let row_bytes = q.ty.bytes_for(q.k).unwrap_or(0);
+    let row_bytes = rows.row_bytes;
     let t = &profile.tuning;
     let mut capped = None;
     let parts: Vec<RowPart> = rows
+        .parts
         .iter()
         .map(|&(first, n)| {
             let batches = n.div_ceil(rows_per_wg);
@@ -514,10 +520,11 @@ fn dot4_x(
     profile: &DeviceProfile,
     q: &MatvecQuery,
     kernel: &'static MatvecKernel,
+    row_bytes: u64,
     o: &Overrides,
     why: &mut Vec<Clause>,
 ) -> Option<StagedFrom> {
-    let bytes = q.m * q.ty.bytes_for(q.k).unwrap_or(0);
+    let bytes = q.m * row_bytes;
     let t: &Tuning = &profile.tuning;
     let weight_mb = bytes as f64 / 1e6;
     match q.x {

@@ -49,6 +49,15 @@ pub enum FloatX {
     F16,
 }
 
+impl FloatX {
+    pub fn stage(self) -> XStage {
+        match self {
+            FloatX::F32 => XStage::F32,
+            FloatX::F16 => XStage::F16,
+        }
+    }
+}
+
 /// `wgsl/matvec/dot4.wgsl`: a subgroup (or a team of `lanes` of its lanes) per row, x
 /// as int8 groups, the dot on packed integer dot products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -359,35 +368,24 @@ impl MatvecLaunch {
     /// How x is staged in workgroup memory, if it is.
     pub fn x_stage(&self) -> XStage {
         match self.config {
-            LaunchConfig::Coop(CoopLaunch { x: FloatX::F16, .. }) => XStage::F16,
+            LaunchConfig::Coop(c) => c.x.stage(),
             LaunchConfig::Dot4(_) => XStage::Int8,
-            _ => XStage::F32,
+            LaunchConfig::Scalar => XStage::F32,
         }
     }
 
     /// The form x must arrive in.
     pub fn x_form(&self) -> XForm {
-        match self.config {
-            LaunchConfig::Dot4(Dot4Launch {
-                x: Dot4X::InPlace, ..
-            })
-            | LaunchConfig::Dot4(Dot4Launch {
-                x:
-                    Dot4X::Staged {
-                        from: StagedFrom::Q8,
-                        ..
-                    },
-                ..
-            }) => XForm::Q8,
-            LaunchConfig::Dot4(Dot4Launch {
-                x:
-                    Dot4X::Staged {
-                        from: StagedFrom::Glu { up },
-                        ..
-                    },
-                ..
-            }) => XForm::Glu { up },
-            _ => XForm::F32,
+        let LaunchConfig::Dot4(c) = self.config else {
+            return XForm::F32;
+        };
+        match c.x {
+            Dot4X::InPlace => XForm::Q8,
+            Dot4X::Staged { from, .. } => match from {
+                StagedFrom::F32 => XForm::F32,
+                StagedFrom::Q8 => XForm::Q8,
+                StagedFrom::Glu { up } => XForm::Glu { up },
+            },
         }
     }
 
@@ -411,7 +409,7 @@ impl MatvecLaunch {
         let sg = subgroup_max.max(1);
         match self.config {
             LaunchConfig::Scalar => super::SCALAR_ROWS_PER_WG,
-            LaunchConfig::Coop(c) => (c.wg / sg).max(1) as u64,
+            LaunchConfig::Coop(c) => coop_rows_per_workgroup(c.wg, sg),
             LaunchConfig::Dot4(c) => dot4_rows_per_workgroup(c.wg, c.lanes, sg),
         }
     }
@@ -501,8 +499,9 @@ impl MatvecLaunch {
 
     /// The pipeline, created on first use.
     pub fn pipeline(&self, device: &dyn Device, cache: &PipelineCache) -> Result<PipelineId> {
-        let source = self.source()?;
-        cache.get_or_create(device, &self.pipeline_key(), || (source, self.template()))
+        cache.get_or_create(device, &self.pipeline_key(), || {
+            Ok((self.source()?, self.template()))
+        })
     }
 
     /// A batch queue for this launch's dispatches if its family takes one (dot4).
@@ -655,6 +654,12 @@ impl MatvecLaunch {
             })
             .collect()
     }
+}
+
+/// Rows a coop workgroup of `wg` invocations takes per batch: one per subgroup of
+/// `subgroup_max`.
+pub(crate) fn coop_rows_per_workgroup(wg: u32, subgroup_max: u32) -> u64 {
+    (wg / subgroup_max.max(1)).max(1) as u64
 }
 
 /// Rows a dot4 workgroup of `wg` invocations takes per batch, with `lanes` lanes per
