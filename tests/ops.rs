@@ -243,20 +243,17 @@ fn rope_kv_then_attention_matches() {
             q_last = Some(qkv);
         }
         let q_rotated = Slice::new(q_last.unwrap().buffer, 0, (q_dim * 4) as u64);
-        let scores = g.zeros(n_heads * max_pos);
         let out = g.zeros(q_dim);
-        ds.push(g.ops.attention(
-            n_heads as u64,
-            n_kv as u64,
-            hd as u64,
-            n_pos as u64,
-            max_pos as u64,
-            q_rotated,
-            kc,
-            vc,
-            scores,
-            out,
-        ));
+        let split = ops::AttentionSplit::new(heads, n_pos as u64, 512).unwrap();
+        let (ml_bytes, acc_bytes) = split.part_bytes();
+        let parts = (
+            g.zeros(ml_bytes as usize / 4),
+            g.zeros(acc_bytes as usize / 4),
+        );
+        ds.extend(
+            g.ops
+                .attention_split(&split, q_rotated, kc, vc, parts.0, parts.1, out),
+        );
         g.run(ds);
         let k_rotated: Vec<f32> = (0..n_pos)
             .flat_map(|p| {
@@ -547,4 +544,58 @@ fn silu_mul_q8_writes_the_glu_quantized() {
         };
         assert_eq!(bits(q8), bits(looped), "{what} on 3 workgroups");
     }
+}
+
+/// Split-K attention against the f64 reference: one position, a few, a partial tile,
+/// a thousand and nine thousand (many chunks of several tiles); head sizes 64, 128 and
+/// 256; GQA ratios 1, 4 and 7; and a target of few workgroups (long chunks) as well as
+/// many (chunks of the minimum).
+#[test]
+fn split_attention_matches_the_reference() {
+    let g = setup();
+    let mut cases = 0;
+    for (n_heads, n_kv, hd) in [(4usize, 4usize, 64usize), (8, 2, 128), (7, 1, 256)] {
+        for n_pos in [1usize, 2, 31, 1000, 9000] {
+            for target in [8u64, 512] {
+                let kv_dim = n_kv * hd;
+                let heads = ops::Heads {
+                    n_heads: n_heads as u64,
+                    n_kv_heads: n_kv as u64,
+                    head_dim: hd as u64,
+                    rope_dim: hd as u64,
+                };
+                let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
+                let k = rng.vec(n_pos * kv_dim);
+                let v = rng.vec(n_pos * kv_dim);
+                // Scores of a few units: softmax weights spread over many positions and
+                // peaked on some.
+                let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect();
+                let split = ops::AttentionSplit::new(heads, n_pos as u64, target).unwrap();
+                let (ml_bytes, acc_bytes) = split.part_bytes();
+                let (part_ml, part_acc) = (
+                    g.zeros(ml_bytes as usize / 4),
+                    g.zeros(acc_bytes as usize / 4),
+                );
+                let out = g.zeros(n_heads * hd);
+                let [a, b] = g.ops.attention_split(
+                    &split,
+                    g.buf(&q),
+                    g.buf(&k),
+                    g.buf(&v),
+                    part_ml,
+                    part_acc,
+                    out,
+                );
+                g.run(vec![a, b]);
+                let expected = ops::attention_ref(&q, &k, &v, n_heads, n_kv, hd, n_pos);
+                let ctx = format!(
+                    "split attention {n_heads}/{n_kv}x{hd} over {n_pos} ({} chunks of {})",
+                    split.n_chunks, split.chunk
+                );
+                assert_close(&ctx, &expected, &g.get(out), 2e-5);
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 30);
 }

@@ -106,6 +106,14 @@ pub struct Tuning {
     /// silu(gate) * up is quantized by its own dispatch for dot4 down projections of at
     /// least this many bytes of weights (smaller ones compute it while staging).
     pub glu_q8_min_bytes: u64,
+    /// Workgroups split-K decode attention spreads a long context over (per layer):
+    /// a few per compute unit.
+    #[serde(default = "h200_attention_workgroups")]
+    pub attention_workgroups: u64,
+}
+
+fn h200_attention_workgroups() -> u64 {
+    Tuning::H200.attention_workgroups
 }
 
 impl Tuning {
@@ -119,6 +127,7 @@ impl Tuning {
         prefetch_min_batches: 8.0,
         norm_q8_min_bytes: 128_000_000,
         glu_q8_min_bytes: 8_000_000,
+        attention_workgroups: 512,
     };
     const H200_COMPUTE_UNITS: u64 = 132;
 
@@ -133,6 +142,7 @@ impl Tuning {
         Tuning {
             persistent_workgroups: scale(Self::H200.persistent_workgroups),
             dot4_min_workgroups: scale(Self::H200.dot4_min_workgroups),
+            attention_workgroups: scale(Self::H200.attention_workgroups),
             ..Self::H200
         }
     }

@@ -32,10 +32,30 @@ struct OpSpec {
 /// The widest single workgroup the `wide` ops use.
 const WIDE_WG: u32 = 1024;
 
+/// Invocations of an `attention_split` workgroup.
+pub const SPLIT_WG: u32 = 256;
+/// Positions per tile of `attention_split` (scores of a tile sit in workgroup memory).
+pub const SPLIT_TILE: u32 = 64;
+/// Query heads an `attention_split` workgroup serves at most.
+pub const SPLIT_HEADS_MAX: u32 = 16;
+/// Accumulators per `attention_split` invocation: a workgroup holds query heads x
+/// head_dim of them, so it serves at most `SPLIT_WG * SPLIT_ACC / head_dim` heads.
+pub const SPLIT_ACC: u32 = 8;
+/// Positions per chunk at least: below that a chunk's fixed costs dominate.
+pub const SPLIT_MIN_CHUNK: u64 = 16;
+
 impl OpSpec {
     /// The complete WGSL for a device allowing `max_wg` invocations per workgroup.
     fn source(&self, max_wg: u32) -> Result<String> {
         let mut consts = Vec::new();
+        if self.name == ATTENTION_SPLIT.name {
+            consts.extend([
+                WgslConst::u32("WG", SPLIT_WG),
+                WgslConst::u32("TILE", SPLIT_TILE),
+                WgslConst::u32("HEADS_MAX", SPLIT_HEADS_MAX),
+                WgslConst::u32("ACC", SPLIT_ACC),
+            ]);
+        }
         if self.wide {
             consts.push(WgslConst::u32("WG", WIDE_WG.min(max_wg)));
         }
@@ -73,11 +93,21 @@ const ROPE_KV: OpSpec = OpSpec {
     wide: false,
     q8_out: false,
 };
-const ATTENTION: OpSpec = OpSpec {
-    name: "ops/attention",
-    root: "ops/attention.wgsl",
+/// Split-K decode attention (`wgsl/ops/attention_split.wgsl`): its constants are
+/// [`SPLIT_WG`], [`SPLIT_TILE`], [`SPLIT_HEADS_MAX`] and [`SPLIT_ACC`].
+const ATTENTION_SPLIT: OpSpec = OpSpec {
+    name: "ops/attention_split",
+    root: "ops/attention_split.wgsl",
     params_bytes: 32,
     storage: &[R, R, R, RW, RW],
+    wide: false,
+    q8_out: false,
+};
+const ATTENTION_COMBINE: OpSpec = OpSpec {
+    name: "ops/attention_combine",
+    root: "ops/attention_combine.wgsl",
+    params_bytes: 16,
+    storage: &[R, R, RW],
     wide: false,
     q8_out: false,
 };
@@ -144,12 +174,13 @@ pub const ARGMAX_SCRATCH_WORDS: u64 = 3 * ARGMAX_MAX_GROUPS;
 pub const ARGMAX_TOKEN_WORDS: u64 = 3;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 10] = [
+const ALL_OPS: [OpSpec; 11] = [
     EMBED,
     RMS_NORM,
     RMS_NORM_Q8,
     ROPE_KV,
-    ATTENTION,
+    ATTENTION_SPLIT,
+    ATTENTION_COMBINE,
     SILU_MUL,
     SILU_MUL_Q8,
     ADD_RMS_NORM,
@@ -181,13 +212,84 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
 }
 
 /// The attention heads of a layer, as RoPE and the KV cache see them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Heads {
     pub n_heads: u64,
     pub n_kv_heads: u64,
     pub head_dim: u64,
     /// Dimensions of each head that RoPE rotates (even, at most `head_dim`).
     pub rope_dim: u64,
+}
+
+/// How split-K decode attention divides `n_pos` positions: `n_chunks` chunks of
+/// `chunk` positions (the last shorter), each taken by one workgroup per KV head and
+/// head group of `heads_per_group` query heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionSplit {
+    pub heads: Heads,
+    pub n_pos: u64,
+    pub heads_per_group: u64,
+    pub chunk: u64,
+    pub n_chunks: u64,
+}
+
+impl AttentionSplit {
+    /// Chunks so that about `target_workgroups` workgroups share the positions (of at
+    /// least [`SPLIT_MIN_CHUNK`] each): a short context runs on few, a long one on
+    /// about `target_workgroups`: the partial buffers of
+    /// [`max_part_bytes`](Self::max_part_bytes) serve every context.
+    pub fn new(heads: Heads, n_pos: u64, target_workgroups: u64) -> crate::Result<Self> {
+        let group = heads.n_heads / heads.n_kv_heads.max(1);
+        let by_acc = (SPLIT_WG * SPLIT_ACC) as u64 / heads.head_dim.max(1);
+        let heads_per_group = group.min(SPLIT_HEADS_MAX as u64).min(by_acc);
+        if heads_per_group == 0 || n_pos == 0 {
+            return Err(crate::Error::Invalid(format!(
+                "split attention over {n_pos} positions of heads of {} values: a workgroup \
+                 holds at most {} accumulators per query head",
+                heads.head_dim,
+                SPLIT_WG * SPLIT_ACC
+            )));
+        }
+        let max_chunks = Self::max_chunks(heads, heads_per_group, target_workgroups);
+        let n_chunks = n_pos.div_ceil(SPLIT_MIN_CHUNK).clamp(1, max_chunks);
+        let chunk = n_pos.div_ceil(n_chunks);
+        Ok(AttentionSplit {
+            heads,
+            n_pos,
+            heads_per_group,
+            chunk,
+            n_chunks: n_pos.div_ceil(chunk),
+        })
+    }
+
+    /// The most chunks any context is split into.
+    fn max_chunks(heads: Heads, heads_per_group: u64, target_workgroups: u64) -> u64 {
+        let group = heads.n_heads / heads.n_kv_heads.max(1);
+        let per_chunk = heads.n_kv_heads * group.div_ceil(heads_per_group);
+        target_workgroups.div_ceil(per_chunk.max(1)).max(1)
+    }
+
+    pub fn workgroups(&self) -> [u32; 3] {
+        let group = self.heads.n_heads / self.heads.n_kv_heads;
+        [
+            self.n_chunks as u32,
+            self.heads.n_kv_heads as u32,
+            group.div_ceil(self.heads_per_group) as u32,
+        ]
+    }
+
+    /// Bytes of the (m, l) and the accumulator partials this split writes.
+    pub fn part_bytes(&self) -> (u64, u64) {
+        let slots = self.heads.n_heads * self.n_chunks;
+        (slots * 8, slots * self.heads.head_dim * 4)
+    }
+
+    /// Bytes of the partial buffers that serve every context of `heads` on
+    /// `target_workgroups`: the largest split's [`part_bytes`](Self::part_bytes).
+    pub fn max_part_bytes(heads: Heads, target_workgroups: u64) -> crate::Result<(u64, u64)> {
+        let long = AttentionSplit::new(heads, u64::MAX / 2, target_workgroups)?;
+        Ok(long.part_bytes())
+    }
 }
 
 /// One row part of an embedding table: rows `first_row..first_row + rows` in `table`.
@@ -206,7 +308,8 @@ pub struct Ops {
     embed: PipelineId,
     rms_norm: Norms,
     rope_kv: PipelineId,
-    attention: PipelineId,
+    attention_split: PipelineId,
+    attention_combine: PipelineId,
     /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
     /// matvec route): a pipeline that is never dispatched is an audit defect.
     silu_mul: Option<PipelineId>,
@@ -303,7 +406,8 @@ impl Ops {
             embed: get(device, cache, &EMBED)?,
             rms_norm: norms(needs.rms_norm, &RMS_NORM, &RMS_NORM_Q8)?,
             rope_kv: get(device, cache, &ROPE_KV)?,
-            attention: get(device, cache, &ATTENTION)?,
+            attention_split: get(device, cache, &ATTENTION_SPLIT)?,
+            attention_combine: get(device, cache, &ATTENTION_COMBINE)?,
             silu_mul: needs
                 .silu_mul
                 .then(|| get(device, cache, &SILU_MUL))
@@ -389,39 +493,54 @@ impl Ops {
         }
     }
 
-    /// Attention of `q` (`n_heads × head_dim`) over the first `n_pos` cache rows.
-    /// `scores` holds `n_heads × max_pos` floats of scratch.
+    /// Split-K decode attention: the two dispatches of [`AttentionSplit`] `split`, the
+    /// chunks into `part_ml` and `part_acc` ([`AttentionSplit::part_bytes`]) and their
+    /// merge into `out`.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention(
+    pub fn attention_split(
         &self,
-        n_heads: u64,
-        n_kv_heads: u64,
-        head_dim: u64,
-        n_pos: u64,
-        max_pos: u64,
+        split: &AttentionSplit,
         q: Slice,
         k_cache: Slice,
         v_cache: Slice,
-        scores: Slice,
+        part_ml: Slice,
+        part_acc: Slice,
         out: Slice,
-    ) -> Dispatch {
-        let scale = 1.0 / (head_dim as f32).sqrt();
-        Dispatch {
-            pipeline: self.attention,
-            params: vec![
-                n_heads as u32,
-                n_kv_heads as u32,
-                head_dim as u32,
-                n_pos as u32,
-                max_pos as u32,
-                scale.to_bits(),
-                0,
-                0,
-            ],
-            storage: vec![q, k_cache, v_cache, scores, out],
-            workgroups: [n_heads as u32, 1, 1],
-            bytes_read: 2 * n_pos * n_kv_heads * head_dim * 4 + n_heads * head_dim * 4,
-        }
+    ) -> [Dispatch; 2] {
+        let h = split.heads;
+        let scale = 1.0 / (h.head_dim as f32).sqrt();
+        let kv_bytes = 2 * split.n_pos * h.n_kv_heads * h.head_dim * 4;
+        let (ml_bytes, acc_bytes) = split.part_bytes();
+        [
+            Dispatch {
+                pipeline: self.attention_split,
+                params: vec![
+                    h.n_heads as u32,
+                    h.n_kv_heads as u32,
+                    h.head_dim as u32,
+                    split.n_pos as u32,
+                    split.chunk as u32,
+                    split.n_chunks as u32,
+                    split.heads_per_group as u32,
+                    scale.to_bits(),
+                ],
+                storage: vec![q, k_cache, v_cache, part_ml, part_acc],
+                workgroups: split.workgroups(),
+                bytes_read: kv_bytes + h.n_heads * h.head_dim * 4,
+            },
+            Dispatch {
+                pipeline: self.attention_combine,
+                params: vec![
+                    h.n_heads as u32,
+                    h.head_dim as u32,
+                    split.n_chunks as u32,
+                    0,
+                ],
+                storage: vec![part_ml, part_acc, out],
+                workgroups: [h.n_heads as u32, 1, 1],
+                bytes_read: ml_bytes + acc_bytes,
+            },
+        ]
     }
 
     /// `out = silu(gate) * up` over `n` elements.

@@ -32,7 +32,7 @@ use crate::device::{
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::matvec::{self, XForm};
 use crate::kernels::ops::{
-    rope_table, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS,
+    rope_table, AttentionSplit, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS,
     ARGMAX_TOKEN_WORDS,
 };
 use crate::kernels::PipelineCache;
@@ -210,7 +210,9 @@ struct Activations {
     /// silu(gate) * up where the down projection does not compute it itself: f32, or
     /// quantized (`ops/silu_mul_q8`, fewer bytes than f32).
     hidden: Slice,
-    scores: Slice,
+    /// Split attention's per-chunk partials: (max, sum) and the unnormalized outputs.
+    part_ml: Slice,
+    part_acc: Slice,
     logits: Slice,
     /// The first argmax stage's candidates.
     argmax_scratch: Slice,
@@ -438,6 +440,14 @@ impl Model {
             &rope_table(config.rope_base, config.rope_dim, n_ctx),
         )?;
 
+        let heads = Heads {
+            n_heads: config.n_heads as u64,
+            n_kv_heads: config.n_kv_heads as u64,
+            head_dim: config.head_dim as u64,
+            rope_dim: config.rope_dim as u64,
+        };
+        let (part_ml_bytes, part_acc_bytes) =
+            AttentionSplit::max_part_bytes(heads, dev.profile().tuning.attention_workgroups)?;
         let qkv = storage("q, k, v", v_first + kv_dim)?;
         let gate_up = storage("ffn gate, up", up_first + ffn)?;
         let part = |s: Slice, first: u64, n: u64| Slice::new(s.buffer, first * 4, n * 4);
@@ -461,7 +471,8 @@ impl Model {
             gate: part(gate_up, 0, ffn),
             up: part(gate_up, up_first, ffn),
             hidden: storage("ffn hidden", ffn)?,
-            scores: storage("attention scores", config.n_heads as u64 * n_ctx as u64)?,
+            part_ml: storage("attention partials (m, l)", part_ml_bytes / 4)?,
+            part_acc: storage("attention partials", part_acc_bytes / 4)?,
             logits: storage("logits", vocab)?,
             argmax_scratch: storage("argmax candidates", ARGMAX_SCRATCH_WORDS)?,
             token: storage("token", ARGMAX_TOKEN_WORDS)?,
@@ -697,18 +708,14 @@ impl Model {
             l.k_cache,
             l.v_cache,
         ));
-        list.dispatch(ops.attention(
-            nh,
-            nkv,
-            hd,
-            pos + 1,
-            self.n_ctx as u64,
-            a.q,
-            l.k_cache,
-            l.v_cache,
-            a.scores,
-            a.att,
-        ));
+        let target = self.device.profile().tuning.attention_workgroups;
+        let split = AttentionSplit::new(heads, pos + 1, target)?;
+        let (ml_bytes, acc_bytes) = split.part_bytes();
+        let part_ml = Slice::new(a.part_ml.buffer, 0, ml_bytes);
+        let part_acc = Slice::new(a.part_acc.buffer, 0, acc_bytes);
+        for d in ops.attention_split(&split, a.q, l.k_cache, l.v_cache, part_ml, part_acc, a.att) {
+            list.dispatch(d);
+        }
         probes.at(
             list,
             || format!("the attention feeding `{}`", l.wo.plan.name()),
