@@ -70,9 +70,14 @@ struct Args {
     /// matrices of at least 8 MB).
     #[arg(long)]
     glu_q8: Option<bool>,
-    /// KV-cache positions (default: the model's context, at most 4096).
+    /// KV-cache positions, checked against the device's memory up front (default: the
+    /// model's trained context where it fits, else the largest that does).
     #[arg(long)]
     context: Option<usize>,
+    /// How the KV cache stores keys and values: f16 (default, as llama.cpp) or f32
+    /// (exact math).
+    #[arg(long, default_value = "f16")]
+    kv_type: brass::kernels::attention::KvType,
     /// Print one JSON object (prompt ids, generated ids, text, timings) instead of text.
     #[arg(long)]
     json: bool,
@@ -177,6 +182,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
     let device: Arc<dyn Device> = Arc::new(wgpu_device);
     let options = LoadOptions {
         context: args.context,
+        kv: args.kv_type,
         routing: Overrides {
             force,
             x_q8: args.x_q8,
@@ -194,6 +200,11 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         load_time.as_secs_f64(),
         model.config().n_layers,
         model.weight_bytes_per_token() as f64 / 1e6
+    );
+    eprintln!(
+        "context: {}; KV cache {}",
+        model.plan().context_reason,
+        model.plan().kv
     );
 
     if args.plan {

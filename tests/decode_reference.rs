@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
 use brass::model::{default_model_path, Input, LoadOptions, Model};
 use brass::router::{Force, Overrides};
@@ -48,6 +49,12 @@ fn load_with(path: &Path, family: Family, q8: Option<bool>) -> Model {
         path,
         &LoadOptions {
             context: Some(64),
+            // The exact route keeps the KV cache exact too; the int8 route takes the
+            // default f16 cache, as llama.cpp does.
+            kv: match family {
+                Family::Dot4 => KvType::F16,
+                _ => KvType::F32,
+            },
             routing: Overrides {
                 force: Some(Force::Family(family)),
                 x_q8: q8,

@@ -22,6 +22,11 @@ struct Shape {
 /// A llama of `shape` with Q4_0 matrices and every byte of data zero, written as a
 /// sparse file: only the header is on disk.
 fn sparse_llama(name: &str, shape: &Shape) -> (tempdir::Dir, GgufFile) {
+    sparse_llama_trained_for(name, shape, 128)
+}
+
+/// [`sparse_llama`] trained for a context of `context`.
+fn sparse_llama_trained_for(name: &str, shape: &Shape, context: u32) -> (tempdir::Dir, GgufFile) {
     let mut b = GgufBuilder::new();
     b.set("general.architecture", "llama");
     for (k, v) in [
@@ -30,7 +35,7 @@ fn sparse_llama(name: &str, shape: &Shape) -> (tempdir::Dir, GgufFile) {
         ("feed_forward_length", shape.ffn as u32),
         ("attention.head_count", 1),
         ("attention.head_count_kv", 1),
-        ("context_length", 128),
+        ("context_length", context),
     ] {
         b.set(format!("llama.{k}"), v);
     }
@@ -181,8 +186,9 @@ fn a_context_whose_byte_count_wraps_is_refused() {
 fn a_context_past_the_devices_memory_is_refused_with_its_numbers() {
     let (_dir, file) = tiny("past-memory");
     let memory = device().profile().memory_bytes.unwrap();
-    // Keys and values of 64 f32 in each of 2 layers: 1 KiB a position.
-    let context = (memory / 1024 + 1) as usize;
+    // Keys and values of 64 f16 (the default cache) in each of 2 layers: 512 bytes a
+    // position, and the RoPE table besides.
+    let context = (memory / 512 + 1) as usize;
     refused(
         &file,
         context,
@@ -194,7 +200,7 @@ fn a_context_past_the_devices_memory_is_refused_with_its_numbers() {
 fn a_context_past_the_binding_limit_says_how_many_positions_fit() {
     let (_dir, file) = tiny("past-binding");
     let profile = device().profile().clone();
-    // One layer's K cache: 256 bytes a position.
+    // One layer's RoPE table: 256 bytes a position (its f16 K cache takes 128).
     let fit = profile.usable_binding_bytes() / 256;
     let context = fit as usize + 1;
     if 1024 * context as u64 > profile.memory_bytes.unwrap() {
@@ -219,4 +225,60 @@ fn the_tiny_model_with_a_normal_context_loads() {
     )
     .unwrap();
     assert_eq!(model.context(), 64);
+}
+
+/// With no context asked for, a model gets the context it was trained for where the
+/// device holds it.
+#[test]
+fn the_default_context_is_the_trained_one() {
+    let (_dir, file) = tiny("trained");
+    let model = Model::from_gguf(device(), &file, &LoadOptions::default()).unwrap();
+    assert_eq!(model.context(), 128);
+    assert!(
+        model
+            .plan()
+            .context_reason
+            .contains("trained context of 128"),
+        "{}",
+        model.plan().context_reason
+    );
+}
+
+/// A trained context the device cannot hold (2^31 positions: 256 GB of RoPE table
+/// alone) defaults to the largest multiple of 256 that fits, and says why; it loads.
+#[test]
+fn a_trained_context_past_the_device_defaults_to_what_fits() {
+    let shape = Shape {
+        dim: 64,
+        ffn: 64,
+        vocab: 512,
+        layers: 2,
+    };
+    let (_dir, file) = sparse_llama_trained_for("too-long", &shape, 1 << 31);
+    let device = device();
+    let profile = device.profile().clone();
+    let model = Model::from_gguf(device, &file, &LoadOptions::default()).unwrap();
+    let plan = model.plan();
+    // The RoPE table (256 bytes a position) is the largest buffer bound whole.
+    let by_binding = profile.usable_binding_bytes() / 256;
+    assert!(
+        model.context() as u64 <= by_binding,
+        "{}",
+        plan.context_reason
+    );
+    assert!(
+        model.context() as u64 + 256
+            > by_binding.min(
+                // 90 % of memory over about 768 bytes a position, where memory binds first.
+                profile.memory_bytes.unwrap() * 9 / 10 / 768
+            ),
+        "{}",
+        plan.context_reason
+    );
+    assert_eq!(model.context() % 256, 0);
+    assert!(
+        plan.context_reason.contains("of the trained 2147483648"),
+        "{}",
+        plan.context_reason
+    );
 }

@@ -28,9 +28,10 @@ fn options() -> [LoadOptions; 2] {
             ..Default::default()
         },
         // Every norm and every down projection handing its matrices x quantized: the
-        // routes that read it in place and that copy it.
+        // routes that read it in place and that copy it; and the f32 cache.
         LoadOptions {
             context,
+            kv: brass::kernels::attention::KvType::F32,
             routing: Overrides {
                 x_q8: Some(true),
                 glu_q8: Some(true),
@@ -76,6 +77,21 @@ fn the_plan_for_a_device_is_what_the_model_loaded_there_runs() {
                 planned_matvecs(&printed),
                 "{ctx}"
             );
+            // The attention the plan prints is the one that ran (the step above).
+            let attention = printed.attention.launch();
+            let audit = model.audit();
+            for key in [
+                attention.pipeline_key(),
+                attention.rope_kv_root().replace(".wgsl", ""),
+            ] {
+                assert!(
+                    audit
+                        .entries
+                        .iter()
+                        .any(|e| e.name == key && e.dispatches > 0),
+                    "{ctx}: `{key}` not dispatched:\n{audit}"
+                );
+            }
         }
     }
 }

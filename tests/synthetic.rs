@@ -181,6 +181,7 @@ fn only_the_head_taking_q8_creates_only_the_norm_variants_dispatched() {
             x_q8: Some(true),
             ..Default::default()
         },
+        ..Default::default()
     };
     let model = Model::from_gguf(device, &file, &options).unwrap();
     for pos in 0..2 {

@@ -69,6 +69,13 @@ struct Args {
     /// as llama-bench's `-d`.
     #[arg(long, value_delimiter = ',')]
     depth: Vec<usize>,
+    /// How the KV cache stores keys and values (f16, or f32 for exact math).
+    #[arg(long, default_value = "f16")]
+    kv_type: brass::kernels::attention::KvType,
+    /// A/B: workgroups decode attention spreads a long context over (default: the
+    /// device's tuning).
+    #[arg(long)]
+    attention_workgroups: Option<u64>,
     #[arg(long)]
     skip_matvec: bool,
     #[arg(long)]
@@ -273,9 +280,11 @@ fn measure_device(
     };
     // The A/B choices; the context is sized for each run.
     let load = LoadOptions {
+        kv: args.kv_type,
         routing: Overrides {
             x_q8: args.x_q8,
             glu_q8: args.glu_q8,
+            attention_workgroups: args.attention_workgroups,
             ..Overrides::default()
         },
         ..Default::default()

@@ -94,6 +94,15 @@ pub struct Decode {
     /// `weight_bytes_per_token / ms_per_token`.
     pub effective_gbps: f64,
     pub pct_of_probe: f64,
+    /// The KV cache's format.
+    #[serde(default)]
+    pub kv: String,
+    /// Attention's GPU time in the profiled step (decode and combine dispatches).
+    #[serde(default)]
+    pub attention_ms: f64,
+    /// `kv_bytes_per_token / attention_ms` against the probe.
+    #[serde(default)]
+    pub attention_pct_of_probe: f64,
     /// Per pipeline: (name, ms, dispatches) of the profiled step, slowest first.
     pub pipelines: Vec<(String, f64, usize)>,
 }

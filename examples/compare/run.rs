@@ -214,8 +214,18 @@ pub fn decode(
     let bytes = model.weight_bytes_per_token();
     let effective_gbps = bytes as f64 / (ms_per_token * 1e6);
     let c = model.config();
-    // K and V of every layer at the timed steps' middle position, f32.
-    let kv_bytes_per_token = (2 * c.n_layers * c.kv_dim() * 4 * (first + tokens / 2)) as u64;
+    // K and V of every layer at the timed steps' middle position, as attention reads
+    // them.
+    let middle = (first + tokens / 2) as u64;
+    let kv_bytes_per_token = c.n_layers as u64 * plan.attention.launch().kv_bytes_read(middle);
+    // Attention's GPU time in the profiled step (one pass per dispatch, so with each
+    // pass's overhead).
+    let attention_ns: f64 = profiled
+        .iter()
+        .filter(|p| p.0.starts_with("attention/decode") || p.0.starts_with("attention/combine"))
+        .map(|p| p.1)
+        .sum();
+    let attention_gbps = kv_bytes_per_token as f64 / attention_ns.max(1.0);
     let d = Decode {
         model: model_name.to_string(),
         depth,
@@ -234,6 +244,9 @@ pub fn decode(
         lm_head_type: lm_route.launch().kernel().ty.name().to_string(),
         effective_gbps,
         pct_of_probe: 100.0 * effective_gbps / probe_gbps,
+        kv: plan.kv.name().to_string(),
+        attention_ms: attention_ns / 1e6,
+        attention_pct_of_probe: 100.0 * attention_gbps / probe_gbps,
         pipelines: profiled
             .into_iter()
             .map(|(name, ns, n)| (name, ns / 1e6, n))
@@ -241,7 +254,8 @@ pub fn decode(
     };
     eprintln!(
         "  decode at depth {depth}: {:.2} tok/s, {:.2} ms/token (lm-head {:.2}, rest {:.2}; {}), \
-         {:.1} GB/s of weights = {:.1}% of probe, {:.1} MB of KV cache per token",
+         {:.1} GB/s of weights = {:.1}% of probe, {:.1} MB of {} KV cache per token; \
+         attention {:.3} ms of the profiled step ({:.1}% of probe)",
         d.tok_per_s,
         d.ms_per_token,
         d.lm_head_ms,
@@ -249,7 +263,10 @@ pub fn decode(
         method,
         effective_gbps,
         d.pct_of_probe,
-        d.kv_bytes_per_token as f64 / 1e6
+        d.kv_bytes_per_token as f64 / 1e6,
+        d.kv,
+        d.attention_ms,
+        d.attention_pct_of_probe
     );
     Ok(d)
 }

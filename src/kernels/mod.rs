@@ -1,6 +1,7 @@
 //! Kernels: one WGSL file per kernel under `wgsl/`, a Rust spec beside its siblings
 //! here (bindings, launch geometry, requirements as data) and a CPU reference.
 
+pub mod attention;
 pub mod matvec;
 pub mod ops;
 pub mod spirv;

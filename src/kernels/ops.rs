@@ -1,8 +1,8 @@
-//! The non-matvec ops of a llama decode step, one WGSL file each under `wgsl/ops/`:
-//! embedding lookup, RMSNorm, RoPE, KV-cache append, decode attention (GQA), SiLU·mul
-//! (f32, or quantized for a dot4 down projection),
-//! residual add fused with the RMSNorm that follows it, and argmax. Each has a CPU reference here (f64 accumulation), the
-//! ground truth in `tests/ops.rs`.
+//! The elementwise and reduction ops of a llama decode step, one WGSL file each under
+//! `wgsl/ops/`: embedding lookup, RMSNorm, SiLU·mul (f32, or quantized for a dot4 down
+//! projection), the residual add fused with the RMSNorm that follows it, and argmax.
+//! RoPE, the KV cache and attention are [`super::attention`]'s. Each has a CPU
+//! reference here (f64 accumulation), the ground truth in `tests/ops.rs`.
 //!
 //! None of them needs subgroups or f16: they are a small share of a token's bytes, so
 //! the portable version is the only one until a measurement says otherwise.
@@ -32,30 +32,10 @@ struct OpSpec {
 /// The widest single workgroup the `wide` ops use.
 const WIDE_WG: u32 = 1024;
 
-/// Invocations of an `attention_split` workgroup.
-pub const SPLIT_WG: u32 = 256;
-/// Positions per tile of `attention_split` (scores of a tile sit in workgroup memory).
-pub const SPLIT_TILE: u32 = 64;
-/// Query heads an `attention_split` workgroup serves at most.
-pub const SPLIT_HEADS_MAX: u32 = 16;
-/// Accumulators per `attention_split` invocation: a workgroup holds query heads x
-/// head_dim of them, so it serves at most `SPLIT_WG * SPLIT_ACC / head_dim` heads.
-pub const SPLIT_ACC: u32 = 8;
-/// Positions per chunk at least: below that a chunk's fixed costs dominate.
-pub const SPLIT_MIN_CHUNK: u64 = 16;
-
 impl OpSpec {
     /// The complete WGSL for a device allowing `max_wg` invocations per workgroup.
     fn source(&self, max_wg: u32) -> Result<String> {
         let mut consts = Vec::new();
-        if self.name == ATTENTION_SPLIT.name {
-            consts.extend([
-                WgslConst::u32("WG", SPLIT_WG),
-                WgslConst::u32("TILE", SPLIT_TILE),
-                WgslConst::u32("HEADS_MAX", SPLIT_HEADS_MAX),
-                WgslConst::u32("ACC", SPLIT_ACC),
-            ]);
-        }
         if self.wide {
             consts.push(WgslConst::u32("WG", WIDE_WG.min(max_wg)));
         }
@@ -83,32 +63,6 @@ const RMS_NORM: OpSpec = OpSpec {
     params_bytes: 16,
     storage: &[R, R, RW],
     wide: true,
-    q8_out: false,
-};
-const ROPE_KV: OpSpec = OpSpec {
-    name: "ops/rope_kv",
-    root: "ops/rope_kv.wgsl",
-    params_bytes: 32,
-    storage: &[R, RW, RW, RW],
-    wide: false,
-    q8_out: false,
-};
-/// Split-K decode attention (`wgsl/ops/attention_split.wgsl`): its constants are
-/// [`SPLIT_WG`], [`SPLIT_TILE`], [`SPLIT_HEADS_MAX`] and [`SPLIT_ACC`].
-const ATTENTION_SPLIT: OpSpec = OpSpec {
-    name: "ops/attention_split",
-    root: "ops/attention_split.wgsl",
-    params_bytes: 32,
-    storage: &[R, R, R, RW, RW],
-    wide: false,
-    q8_out: false,
-};
-const ATTENTION_COMBINE: OpSpec = OpSpec {
-    name: "ops/attention_combine",
-    root: "ops/attention_combine.wgsl",
-    params_bytes: 16,
-    storage: &[R, R, RW],
-    wide: false,
     q8_out: false,
 };
 const SILU_MUL: OpSpec = OpSpec {
@@ -174,13 +128,10 @@ pub const ARGMAX_SCRATCH_WORDS: u64 = 3 * ARGMAX_MAX_GROUPS;
 pub const ARGMAX_TOKEN_WORDS: u64 = 3;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 11] = [
+const ALL_OPS: [OpSpec; 8] = [
     EMBED,
     RMS_NORM,
     RMS_NORM_Q8,
-    ROPE_KV,
-    ATTENTION_SPLIT,
-    ATTENTION_COMBINE,
     SILU_MUL,
     SILU_MUL_Q8,
     ADD_RMS_NORM,
@@ -211,87 +162,6 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
     })
 }
 
-/// The attention heads of a layer, as RoPE and the KV cache see them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Heads {
-    pub n_heads: u64,
-    pub n_kv_heads: u64,
-    pub head_dim: u64,
-    /// Dimensions of each head that RoPE rotates (even, at most `head_dim`).
-    pub rope_dim: u64,
-}
-
-/// How split-K decode attention divides `n_pos` positions: `n_chunks` chunks of
-/// `chunk` positions (the last shorter), each taken by one workgroup per KV head and
-/// head group of `heads_per_group` query heads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttentionSplit {
-    pub heads: Heads,
-    pub n_pos: u64,
-    pub heads_per_group: u64,
-    pub chunk: u64,
-    pub n_chunks: u64,
-}
-
-impl AttentionSplit {
-    /// Chunks so that about `target_workgroups` workgroups share the positions (of at
-    /// least [`SPLIT_MIN_CHUNK`] each): a short context runs on few, a long one on
-    /// about `target_workgroups`: the partial buffers of
-    /// [`max_part_bytes`](Self::max_part_bytes) serve every context.
-    pub fn new(heads: Heads, n_pos: u64, target_workgroups: u64) -> crate::Result<Self> {
-        let group = heads.n_heads / heads.n_kv_heads.max(1);
-        let by_acc = (SPLIT_WG * SPLIT_ACC) as u64 / heads.head_dim.max(1);
-        let heads_per_group = group.min(SPLIT_HEADS_MAX as u64).min(by_acc);
-        if heads_per_group == 0 || n_pos == 0 {
-            return Err(crate::Error::Invalid(format!(
-                "split attention over {n_pos} positions of heads of {} values: a workgroup \
-                 holds at most {} accumulators per query head",
-                heads.head_dim,
-                SPLIT_WG * SPLIT_ACC
-            )));
-        }
-        let max_chunks = Self::max_chunks(heads, heads_per_group, target_workgroups);
-        let n_chunks = n_pos.div_ceil(SPLIT_MIN_CHUNK).clamp(1, max_chunks);
-        let chunk = n_pos.div_ceil(n_chunks);
-        Ok(AttentionSplit {
-            heads,
-            n_pos,
-            heads_per_group,
-            chunk,
-            n_chunks: n_pos.div_ceil(chunk),
-        })
-    }
-
-    /// The most chunks any context is split into.
-    fn max_chunks(heads: Heads, heads_per_group: u64, target_workgroups: u64) -> u64 {
-        let group = heads.n_heads / heads.n_kv_heads.max(1);
-        let per_chunk = heads.n_kv_heads * group.div_ceil(heads_per_group);
-        target_workgroups.div_ceil(per_chunk.max(1)).max(1)
-    }
-
-    pub fn workgroups(&self) -> [u32; 3] {
-        let group = self.heads.n_heads / self.heads.n_kv_heads;
-        [
-            self.n_chunks as u32,
-            self.heads.n_kv_heads as u32,
-            group.div_ceil(self.heads_per_group) as u32,
-        ]
-    }
-
-    /// Bytes of the (m, l) and the accumulator partials this split writes.
-    pub fn part_bytes(&self) -> (u64, u64) {
-        let slots = self.heads.n_heads * self.n_chunks;
-        (slots * 8, slots * self.heads.head_dim * 4)
-    }
-
-    /// Bytes of the partial buffers that serve every context of `heads` on
-    /// `target_workgroups`: the largest split's [`part_bytes`](Self::part_bytes).
-    pub fn max_part_bytes(heads: Heads, target_workgroups: u64) -> crate::Result<(u64, u64)> {
-        let long = AttentionSplit::new(heads, u64::MAX / 2, target_workgroups)?;
-        Ok(long.part_bytes())
-    }
-}
-
 /// One row part of an embedding table: rows `first_row..first_row + rows` in `table`.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbedPart {
@@ -307,9 +177,6 @@ pub struct EmbedPart {
 pub struct Ops {
     embed: PipelineId,
     rms_norm: Norms,
-    rope_kv: PipelineId,
-    attention_split: PipelineId,
-    attention_combine: PipelineId,
     /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
     /// matvec route): a pipeline that is never dispatched is an audit defect.
     silu_mul: Option<PipelineId>,
@@ -405,9 +272,6 @@ impl Ops {
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
             rms_norm: norms(needs.rms_norm, &RMS_NORM, &RMS_NORM_Q8)?,
-            rope_kv: get(device, cache, &ROPE_KV)?,
-            attention_split: get(device, cache, &ATTENTION_SPLIT)?,
-            attention_combine: get(device, cache, &ATTENTION_COMBINE)?,
             silu_mul: needs
                 .silu_mul
                 .then(|| get(device, cache, &SILU_MUL))
@@ -456,91 +320,6 @@ impl Ops {
             workgroups: [1, 1, 1],
             bytes_read: n * 8,
         }
-    }
-
-    /// RoPE and the KV-cache append of one position: q (`heads.n_heads` heads) rotated
-    /// in place, k rotated into row `pos` of `k_cache`, v copied into row `pos` of
-    /// `v_cache`. q, k and v lie in `qkv` from elements 0, `k_first` and `v_first`;
-    /// `table` is [`rope_table`]'s output on the device.
-    #[allow(clippy::too_many_arguments)]
-    pub fn rope_kv(
-        &self,
-        heads: Heads,
-        pos: u64,
-        table: Slice,
-        qkv: Slice,
-        (k_first, v_first): (u64, u64),
-        k_cache: Slice,
-        v_cache: Slice,
-    ) -> Dispatch {
-        let kv_dim = heads.n_kv_heads * heads.head_dim;
-        let q_pairs = heads.n_heads * (heads.rope_dim / 2);
-        Dispatch {
-            pipeline: self.rope_kv,
-            params: vec![
-                heads.n_heads as u32,
-                heads.n_kv_heads as u32,
-                heads.head_dim as u32,
-                heads.rope_dim as u32,
-                pos as u32,
-                k_first as u32,
-                v_first as u32,
-                0,
-            ],
-            storage: vec![table, qkv, k_cache, v_cache],
-            workgroups: groups_for(q_pairs + 2 * kv_dim, 64),
-            bytes_read: (heads.n_heads * heads.head_dim + 2 * kv_dim) * 4 + heads.rope_dim * 4,
-        }
-    }
-
-    /// Split-K decode attention: the two dispatches of [`AttentionSplit`] `split`, the
-    /// chunks into `part_ml` and `part_acc` ([`AttentionSplit::part_bytes`]) and their
-    /// merge into `out`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_split(
-        &self,
-        split: &AttentionSplit,
-        q: Slice,
-        k_cache: Slice,
-        v_cache: Slice,
-        part_ml: Slice,
-        part_acc: Slice,
-        out: Slice,
-    ) -> [Dispatch; 2] {
-        let h = split.heads;
-        let scale = 1.0 / (h.head_dim as f32).sqrt();
-        let kv_bytes = 2 * split.n_pos * h.n_kv_heads * h.head_dim * 4;
-        let (ml_bytes, acc_bytes) = split.part_bytes();
-        [
-            Dispatch {
-                pipeline: self.attention_split,
-                params: vec![
-                    h.n_heads as u32,
-                    h.n_kv_heads as u32,
-                    h.head_dim as u32,
-                    split.n_pos as u32,
-                    split.chunk as u32,
-                    split.n_chunks as u32,
-                    split.heads_per_group as u32,
-                    scale.to_bits(),
-                ],
-                storage: vec![q, k_cache, v_cache, part_ml, part_acc],
-                workgroups: split.workgroups(),
-                bytes_read: kv_bytes + h.n_heads * h.head_dim * 4,
-            },
-            Dispatch {
-                pipeline: self.attention_combine,
-                params: vec![
-                    h.n_heads as u32,
-                    h.head_dim as u32,
-                    split.n_chunks as u32,
-                    0,
-                ],
-                storage: vec![part_ml, part_acc, out],
-                workgroups: [h.n_heads as u32, 1, 1],
-                bytes_read: ml_bytes + acc_bytes,
-            },
-        ]
     }
 
     /// `out = silu(gate) * up` over `n` elements.
@@ -634,84 +413,6 @@ pub fn rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
         .zip(w)
         .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32)
         .collect()
-}
-
-/// `(cos, sin)` of `pos · base^(-2i / rope_dim)` for `pos < n_pos`, `i < rope_dim / 2`,
-/// interleaved, row-major by position: the table `ops/rope_kv` reads.
-pub fn rope_table(base: f64, rope_dim: usize, n_pos: usize) -> Vec<f32> {
-    let half = rope_dim / 2;
-    let mut out = Vec::with_capacity(n_pos * half * 2);
-    for pos in 0..n_pos {
-        for i in 0..half {
-            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
-            out.push(theta.cos() as f32);
-            out.push(theta.sin() as f32);
-        }
-    }
-    out
-}
-
-/// llama.cpp's normal-mode RoPE on adjacent pairs, in f64.
-pub fn rope_ref(
-    x: &[f32],
-    n_heads: usize,
-    head_dim: usize,
-    rope_dim: usize,
-    pos: usize,
-    base: f64,
-) -> Vec<f32> {
-    let mut out = x.to_vec();
-    for h in 0..n_heads {
-        for i in 0..rope_dim / 2 {
-            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
-            let (s, c) = theta.sin_cos();
-            let j = h * head_dim + 2 * i;
-            let (x0, x1) = (x[j] as f64, x[j + 1] as f64);
-            out[j] = (x0 * c - x1 * s) as f32;
-            out[j + 1] = (x0 * s + x1 * c) as f32;
-        }
-    }
-    out
-}
-
-/// Decode attention of one query over `n_pos` cached positions (`[pos][kv_head][d]`).
-pub fn attention_ref(
-    q: &[f32],
-    k_cache: &[f32],
-    v_cache: &[f32],
-    n_heads: usize,
-    n_kv_heads: usize,
-    head_dim: usize,
-    n_pos: usize,
-) -> Vec<f32> {
-    let kv_dim = n_kv_heads * head_dim;
-    let group = n_heads / n_kv_heads;
-    let scale = 1.0 / (head_dim as f64).sqrt();
-    let mut out = vec![0f32; n_heads * head_dim];
-    for h in 0..n_heads {
-        let kvh = h / group;
-        let qh = &q[h * head_dim..(h + 1) * head_dim];
-        let scores: Vec<f64> = (0..n_pos)
-            .map(|t| {
-                let k = &k_cache[t * kv_dim + kvh * head_dim..][..head_dim];
-                qh.iter()
-                    .zip(k)
-                    .map(|(&a, &b)| a as f64 * b as f64)
-                    .sum::<f64>()
-                    * scale
-            })
-            .collect();
-        let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-        let sum: f64 = e.iter().sum();
-        for d in 0..head_dim {
-            let acc: f64 = (0..n_pos)
-                .map(|t| e[t] * v_cache[t * kv_dim + kvh * head_dim + d] as f64)
-                .sum();
-            out[h * head_dim + d] = (acc / sum) as f32;
-        }
-    }
-    out
 }
 
 pub fn silu_mul_ref(gate: &[f32], up: &[f32]) -> Vec<f32> {

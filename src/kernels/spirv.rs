@@ -164,5 +164,6 @@ pub fn catalog() -> Vec<(String, String)> {
     for (name, wgsl) in super::ops::sources() {
         out.push((name.to_string(), wgsl.to_string()));
     }
+    out.extend(super::attention::sources().unwrap_or_else(|e| panic!("{e}")));
     out
 }

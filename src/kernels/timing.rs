@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
+use crate::kernels::attention::{AttentionLaunch, KvType};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
 use crate::kernels::PipelineCache;
@@ -100,6 +101,79 @@ pub fn time_matvec(
         }
     }
     time_list(device, &list, launch.parts().len(), copies, effort)
+}
+
+/// Times one layer's decode attention of `launch` over `n_pos` cached positions
+/// (random keys and values in its format, copies rotated as for a matvec): the decode
+/// dispatch and, where the positions split into several chunks, the combine pass.
+pub fn time_attention(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    launch: &AttentionLaunch,
+    n_pos: u64,
+    effort: Effort,
+) -> crate::Result<Times> {
+    let h = launch.heads();
+    let kv_bytes = (n_pos * h.kv_dim() * launch.kv().bytes_per_value()).next_multiple_of(4);
+    let copies = effort.rotate_bytes.div_ceil(2 * kv_bytes).clamp(1, 512) as usize;
+    let buffers = OwnedBuffers::borrowing(device);
+    // Values in [-1, 1) in either format: f16 pairs of 0x3c00-ish halves or f32s alike
+    // decode to finite numbers; the scores stay small.
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let words: Vec<u32> = (0..kv_bytes / 4)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let unit = |bits: u64| (bits & 0x3ff) as f32 / 1024.0 - 0.5;
+            match launch.kv() {
+                KvType::F32 => unit(rng).to_bits(),
+                KvType::F16 => {
+                    let half = |v: f32| half::f16::from_f32(v).to_bits() as u32;
+                    half(unit(rng)) | half(unit(rng >> 10)) << 16
+                }
+            }
+        })
+        .collect();
+    let mut sets = Vec::new();
+    for _ in 0..copies {
+        let k = buffers.create_with("k cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
+        let v = buffers.create_with("v cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
+        sets.push((k, v));
+    }
+    drop(words);
+    let q_bytes = h.n_heads * h.head_dim * 4;
+    let q = buffers.create_with(
+        "q",
+        bytemuck::cast_slice(&vec![0.25f32; (q_bytes / 4) as usize]),
+        BufferUse::Storage,
+    )?;
+    let out = Slice::new(
+        buffers.create("out", q_bytes, BufferUse::Storage)?,
+        0,
+        q_bytes,
+    );
+    let (ml, acc) = launch.part_bytes();
+    let part = |label: &str, bytes: u64| -> crate::Result<Slice> {
+        Ok(Slice::new(
+            buffers.create(label, bytes.max(4), BufferUse::Storage)?,
+            0,
+            bytes.max(4),
+        ))
+    };
+    let parts = (part("partials (m, l)", ml)?, part("partials", acc)?);
+    let pipelines = launch.pipelines(device, cache)?;
+    let combine = || AttentionLaunch::combine_pipeline(device, cache);
+    let iters = effort.iters.max(copies.min(64));
+    let mut list = CommandList::new();
+    let mut per_iter = 0;
+    for i in 0..iters + SKIP {
+        let (k, v) = sets[i % copies];
+        let ds = launch.dispatches(&pipelines, combine, n_pos, q, k, v, parts, out)?;
+        per_iter = ds.len();
+        ds.into_iter().for_each(|d| list.dispatch(d));
+    }
+    time_list(device, &list, per_iter, copies, effort)
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.

@@ -4,6 +4,7 @@
 
 use crate::device::DeviceProfile;
 use crate::gguf::GgufFile;
+use crate::kernels::attention::KvType;
 use crate::{Error, Result};
 
 use super::Config;
@@ -17,15 +18,23 @@ pub struct MemoryNeed {
     pub weights: u64,
     /// The token embedding table, dequantized to f32.
     pub embedding: u64,
-    /// Keys and values of every layer for the whole context, f32.
+    /// Keys and values of every layer for the whole context.
     pub kv_cache: u64,
-    /// Activations, logits, attention scores and the RoPE table.
+    pub kv: KvType,
+    /// Activations, logits, attention partials and the RoPE table.
     pub scratch: u64,
 }
 
 impl MemoryNeed {
     /// Counts with checked arithmetic: a size past 2^64 bytes is an error that names it.
-    pub fn of(config: &Config, file: &GgufFile, n_ctx: usize) -> Result<MemoryNeed> {
+    /// The attention partials are counted for `profile`'s most chunks.
+    pub fn of(
+        config: &Config,
+        file: &GgufFile,
+        n_ctx: usize,
+        kv: KvType,
+        profile: &DeviceProfile,
+    ) -> Result<MemoryNeed> {
         let too_big = |what: &str| {
             Error::OutOfMemory(format!(
                 "{what} takes more than 2^64 bytes (context {n_ctx}, {} layers, vocabulary {}, \
@@ -60,7 +69,13 @@ impl MemoryNeed {
         }
         let embedding = product("the f32 embedding table", &[vocab, dim, 4])?;
         let kv_dim = config.kv_dim() as u64;
-        let kv_cache = product("the KV cache", &[config.n_layers as u64, 2, ctx, kv_dim, 4])?;
+        let kv_cache = product(
+            "the KV cache",
+            &[config.n_layers as u64, 2, ctx, kv_dim, kv.bytes_per_value()],
+        )?;
+        // At most one chunk per workgroup of the target, each (m, l) and head_dim floats
+        // per query head.
+        let chunks = profile.tuning.attention_workgroups.max(1);
         let q_dim = (config.n_heads * config.head_dim) as u64;
         let ffn = config.ffn_dim as u64;
         let vectors = sum(
@@ -71,7 +86,10 @@ impl MemoryNeed {
             "the scratch buffers",
             &[
                 product("the activations", &[vectors, 4])?,
-                product("the attention scores", &[config.n_heads as u64, ctx, 4])?,
+                product(
+                    "the attention partials",
+                    &[config.n_heads as u64, chunks, config.head_dim as u64 + 2, 4],
+                )?,
                 product("the logits", &[vocab, 4])?,
                 product("the RoPE table", &[ctx, config.rope_dim as u64 / 2, 2, 4])?,
             ],
@@ -80,6 +98,7 @@ impl MemoryNeed {
             weights,
             embedding,
             kv_cache,
+            kv,
             scratch,
         };
         need.checked_total()?;
@@ -100,11 +119,23 @@ impl MemoryNeed {
         self.checked_total().unwrap_or(u64::MAX)
     }
 
+    /// Bytes per position of the largest buffer one dispatch binds whole: a layer's K
+    /// cache, or the RoPE table.
+    pub fn per_position_binding(config: &Config, kv: KvType) -> u64 {
+        (config.kv_dim() as u64 * kv.bytes_per_value()).max(config.rope_dim as u64 * 4)
+    }
+
     /// Refuses a model that needs more memory than the device has, where the device
     /// says how much it has, or a context whose per-layer buffers (the K and V caches,
-    /// the attention scores, the RoPE table), each bound whole by one dispatch, pass the
-    /// device's binding limit.
-    pub fn check_fits(&self, profile: &DeviceProfile, config: &Config, n_ctx: usize) -> Result<()> {
+    /// the RoPE table), each bound whole by one dispatch, pass the device's binding
+    /// limit.
+    pub fn check_fits(
+        &self,
+        profile: &DeviceProfile,
+        config: &Config,
+        n_ctx: usize,
+        kv: KvType,
+    ) -> Result<()> {
         if let Some(memory) = profile.memory_bytes {
             if self.total() > memory {
                 return Err(Error::OutOfMemory(format!(
@@ -115,17 +146,13 @@ impl MemoryNeed {
                 )));
             }
         }
-        let per_position = [config.kv_dim(), config.rope_dim, config.n_heads]
-            .into_iter()
-            .max()
-            .unwrap_or(1) as u64
-            * 4;
+        let per_position = Self::per_position_binding(config, kv);
         let binding = profile.usable_binding_bytes();
         // Cannot overflow: `of` counted the KV cache, which is at least this.
         if per_position * n_ctx as u64 > binding {
             return Err(Error::OutOfMemory(format!(
-                "a context of {n_ctx} makes a layer's K cache (or scores or RoPE table) {} \
-                 bytes, past {}'s {binding}-byte binding limit: at most {} positions fit, \
+                "a context of {n_ctx} makes a layer's K cache (or RoPE table) {} bytes in \
+                 {kv}, past {}'s {binding}-byte binding limit: at most {} positions fit, \
                  since attention binds them whole",
                 per_position * n_ctx as u64,
                 profile.name,
@@ -148,10 +175,11 @@ impl std::fmt::Display for MemoryNeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "weights {}, f32 embedding table {}, KV cache {}, scratch {}",
+            "weights {}, f32 embedding table {}, KV cache {} ({}), scratch {}",
             gb(self.weights),
             gb(self.embedding),
             gb(self.kv_cache),
+            self.kv,
             gb(self.scratch)
         )
     }

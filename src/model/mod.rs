@@ -30,10 +30,10 @@ use crate::device::{
     BufferUse, CommandList, Device, LedgerReport, OwnedBuffers, ReadTicket, Slice,
 };
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::kernels::attention::{rope_table, AttentionLaunch, AttentionPipelines, Heads, KvType};
 use crate::kernels::matvec::{self, XForm};
 use crate::kernels::ops::{
-    rope_table, AttentionSplit, EmbedPart, Heads, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS,
-    ARGMAX_TOKEN_WORDS,
+    EmbedPart, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS,
 };
 use crate::kernels::PipelineCache;
 use crate::quant::dequantize;
@@ -101,6 +101,15 @@ impl Config {
             });
         }
         let head_dim = dim / n_heads;
+        if !head_dim.is_multiple_of(2) {
+            return Err(Error::Metadata {
+                key: key("attention.head_count"),
+                what: format!(
+                    "{n_heads} heads of {dim} make heads of {head_dim} values; RoPE and the KV \
+                     cache take them in pairs"
+                ),
+            });
+        }
         let rope_dim = u_or("rope.dimension_count", head_dim)?;
         if rope_dim == 0 || rope_dim > head_dim || !rope_dim.is_multiple_of(2) {
             return Err(Error::Metadata {
@@ -146,22 +155,31 @@ impl Config {
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
     }
+
+    /// The attention heads, as RoPE, the KV cache and attention see them.
+    pub fn heads(&self) -> Heads {
+        Heads {
+            n_heads: self.n_heads as u64,
+            n_kv_heads: self.n_kv_heads as u64,
+            head_dim: self.head_dim as u64,
+            rope_dim: self.rope_dim as u64,
+        }
+    }
 }
 
 /// Choices made at load time.
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
-    /// Positions the KV cache holds; default: the model's context length, at most
-    /// [`DEFAULT_MAX_CONTEXT`].
+    /// Positions the KV cache holds, refused up front (with the bytes needed and
+    /// available) where the device cannot hold them. Default: the model's trained
+    /// context where it fits, else the largest that does (`Plan::context_reason`).
     pub context: Option<usize>,
+    /// How the KV cache stores keys and values (default f16; f32 for exact math).
+    pub kv: KvType,
     /// The router's overrides (A/B runs): a forced family or kernel, whether norms
     /// and silu(gate) * up hand dot4 matrices x quantized.
     pub routing: Overrides,
 }
-
-/// The default KV-cache length cap, so a 128K-context model does not allocate its whole
-/// context up front.
-pub const DEFAULT_MAX_CONTEXT: usize = 4096;
 
 /// A planned matrix on the device.
 struct Matrix {
@@ -251,6 +269,7 @@ pub struct Model {
     output_norm: Slice,
     output: Matrix,
     rope: Slice,
+    attention: AttentionPipelines,
     act: Activations,
     n_ctx: usize,
     /// Per norm dispatch of a step, whether it also writes its output quantized
@@ -309,14 +328,23 @@ impl Model {
                 "the plan was made for another model than this file".into(),
             ));
         }
+        let (config, n_ctx) = (plan.config.clone(), plan.n_ctx);
+        // Everything counted before anything is allocated, on the host or the device.
+        MemoryNeed::of(&config, file, n_ctx, plan.kv, device.profile())?.check_fits(
+            device.profile(),
+            &config,
+            n_ctx,
+            plan.kv,
+        )?;
         for m in plan.matrices() {
             m.route.launch().check(device.profile()).map_err(|e| {
                 Error::Invalid(format!("`{}`, planned for {}: {e}", m.name(), plan.device))
             })?;
         }
-        let (config, n_ctx) = (plan.config.clone(), plan.n_ctx);
-        // Everything counted before anything is allocated, on the host or the device.
-        MemoryNeed::of(&config, file, n_ctx)?.check_fits(device.profile(), &config, n_ctx)?;
+        let attention = plan.attention.launch();
+        attention
+            .check(device.profile())
+            .map_err(|e| Error::Invalid(format!("attention, planned for {}: {e}", plan.device)))?;
         let dev: &dyn Device = device.as_ref();
         // Everything this model creates on the device: freed with the model, or here on
         // any error below.
@@ -396,7 +424,15 @@ impl Model {
             v_first,
             up_first,
         } = plan.offsets;
-        let kv_bytes = n_ctx as u64 * kv_dim * 4;
+        let cache_bytes = attention.cache_bytes();
+        let kv_cache = |name: String| -> Result<Slice> {
+            let bytes = cache_bytes.max(4);
+            Ok(Slice::new(
+                buffers.create(&name, bytes, BufferUse::Storage)?,
+                0,
+                bytes,
+            ))
+        };
         let layers = plan
             .layers
             .iter()
@@ -410,8 +446,8 @@ impl Model {
                     ffn_norm: vector(&n("ffn_norm"), dim)?,
                     gate_up: uploads(&l.gate_up)?,
                     down: upload(&l.down)?,
-                    k_cache: storage(&format!("blk.{i} k cache"), kv_bytes / 4)?,
-                    v_cache: storage(&format!("blk.{i} v cache"), kv_bytes / 4)?,
+                    k_cache: kv_cache(format!("blk.{i} k cache ({})", plan.kv))?,
+                    v_cache: kv_cache(format!("blk.{i} v cache ({})", plan.kv))?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -440,14 +476,8 @@ impl Model {
             &rope_table(config.rope_base, config.rope_dim, n_ctx),
         )?;
 
-        let heads = Heads {
-            n_heads: config.n_heads as u64,
-            n_kv_heads: config.n_kv_heads as u64,
-            head_dim: config.head_dim as u64,
-            rope_dim: config.rope_dim as u64,
-        };
-        let (part_ml_bytes, part_acc_bytes) =
-            AttentionSplit::max_part_bytes(heads, dev.profile().tuning.attention_workgroups)?;
+        let attention_pipelines = attention.pipelines(dev, &cache)?;
+        let (part_ml_bytes, part_acc_bytes) = attention.part_bytes();
         let qkv = storage("q, k, v", v_first + kv_dim)?;
         let gate_up = storage("ffn gate, up", up_first + ffn)?;
         let part = |s: Slice, first: u64, n: u64| Slice::new(s.buffer, first * 4, n * 4);
@@ -487,6 +517,7 @@ impl Model {
             output_norm,
             output,
             rope,
+            attention: attention_pipelines,
             act,
             n_ctx,
             norm_q8,
@@ -681,26 +712,15 @@ impl Model {
         pos: u64,
         probes: &mut Probes,
     ) -> Result<()> {
-        let (c, a, ops) = (&self.config, &self.act, &self.ops);
-        let (nh, nkv, hd, rd) = (
-            c.n_heads as u64,
-            c.n_kv_heads as u64,
-            c.head_dim as u64,
-            c.rope_dim as u64,
-        );
+        let a = &self.act;
+        let attention: &AttentionLaunch = self.plan.attention.launch();
         for w in &l.qkv {
             matvec_into(list, w, a.norm_out(w), a.qkv)?;
         }
         probes.stacked(list, &l.qkv, [a.q, a.k, a.v]);
-        let heads = Heads {
-            n_heads: nh,
-            n_kv_heads: nkv,
-            head_dim: hd,
-            rope_dim: rd,
-        };
         let first = |s: Slice| (s.offset - a.qkv.offset) / 4;
-        list.dispatch(ops.rope_kv(
-            heads,
+        list.dispatch(attention.rope_kv(
+            &self.attention,
             pos,
             self.rope,
             a.qkv,
@@ -708,12 +728,22 @@ impl Model {
             l.k_cache,
             l.v_cache,
         ));
-        let target = self.device.profile().tuning.attention_workgroups;
-        let split = AttentionSplit::new(heads, pos + 1, target)?;
-        let (ml_bytes, acc_bytes) = split.part_bytes();
-        let part_ml = Slice::new(a.part_ml.buffer, 0, ml_bytes);
-        let part_acc = Slice::new(a.part_acc.buffer, 0, acc_bytes);
-        for d in ops.attention_split(&split, a.q, l.k_cache, l.v_cache, part_ml, part_acc, a.att) {
+        let (ml_bytes, acc_bytes) = attention.part_bytes();
+        let parts = (
+            Slice::new(a.part_ml.buffer, 0, ml_bytes),
+            Slice::new(a.part_acc.buffer, 0, acc_bytes),
+        );
+        let combine = || AttentionLaunch::combine_pipeline(self.device.as_ref(), &self.pipelines);
+        for d in attention.dispatches(
+            &self.attention,
+            combine,
+            pos + 1,
+            a.q,
+            l.k_cache,
+            l.v_cache,
+            parts,
+            a.att,
+        )? {
             list.dispatch(d);
         }
         probes.at(

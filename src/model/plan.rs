@@ -6,11 +6,15 @@
 
 use serde::Serialize;
 
-use super::{Config, LoadOptions, DEFAULT_MAX_CONTEXT};
+use super::{Config, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::kernels::attention::KvType;
 use crate::kernels::matvec::XForm;
-use crate::router::{route_matvec, write_route_table, MatvecQuery, Route, RouteRow, XInput};
+use crate::router::{
+    route_attention, route_matvec, write_route_table, AttentionQuery, AttentionRoute, MatvecQuery,
+    Route, RouteRow, XInput,
+};
 use crate::{Error, Result};
 
 /// A weight matrix of the forward pass: one GGUF tensor, or several stacked row-wise
@@ -59,6 +63,11 @@ pub struct Plan {
     pub config: Config,
     /// Positions the KV cache holds.
     pub n_ctx: usize,
+    /// Why the context is `n_ctx`: asked for, the trained length, or what fits.
+    pub context_reason: String,
+    pub kv: KvType,
+    /// Decode attention, the same for every layer.
+    pub attention: AttentionRoute,
     pub offsets: Offsets,
     pub layers: Vec<LayerPlan>,
     /// The lm-head: `output.weight`, or the tied `token_embd.weight`.
@@ -86,10 +95,16 @@ fn matrix_tensor<'f>(file: &'f GgufFile, name: &str, m: u64, k: u64) -> Result<&
 /// that profile runs.
 pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> Result<Plan> {
     let config = Config::from_gguf(file)?;
-    let n_ctx = options
-        .context
-        .unwrap_or(config.context_length.min(DEFAULT_MAX_CONTEXT))
-        .max(1);
+    let (n_ctx, context_reason) = context(&config, file, profile, options)?;
+    let attention = route_attention(
+        profile,
+        &AttentionQuery {
+            heads: config.heads(),
+            kv: options.kv,
+            n_ctx: n_ctx as u64,
+        },
+        &options.routing,
+    )?;
     let (dim, kv_dim, ffn) = (
         config.dim as u64,
         config.kv_dim() as u64,
@@ -147,10 +162,68 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         device: profile.name.clone(),
         config,
         n_ctx,
+        context_reason,
+        kv: options.kv,
+        attention,
         offsets,
         layers,
         output,
     })
+}
+
+/// Share of the device's memory a default context may fill: the rest is left to the
+/// driver and to other work on the device.
+const DEFAULT_CONTEXT_MEMORY_SHARE: f64 = 0.9;
+
+/// The context: the one asked for, checked against the device; by default the trained
+/// length where it fits, else the largest that does (a multiple of 256), saying so.
+fn context(
+    config: &Config,
+    file: &GgufFile,
+    profile: &DeviceProfile,
+    options: &LoadOptions,
+) -> Result<(usize, String)> {
+    let need = |n: usize| MemoryNeed::of(config, file, n, options.kv, profile);
+    if let Some(n) = options.context {
+        let n = n.max(1);
+        need(n)?.check_fits(profile, config, n, options.kv)?;
+        return Ok((n, format!("{n} positions, as asked")));
+    }
+    let trained = config.context_length;
+    let fits = |n: usize| need(n).and_then(|m| m.check_fits(profile, config, n, options.kv));
+    if fits(trained).is_ok() {
+        return Ok((trained, format!("the trained context of {trained}")));
+    }
+    let fixed = need(0)?.total();
+    let per_position = need(1)?.total() - fixed;
+    let by_memory = profile.memory_bytes.map_or(u64::MAX, |memory| {
+        ((memory as f64 * DEFAULT_CONTEXT_MEMORY_SHARE) as u64).saturating_sub(fixed)
+            / per_position.max(1)
+    });
+    let by_binding =
+        profile.usable_binding_bytes() / MemoryNeed::per_position_binding(config, options.kv);
+    let n = (by_memory.min(by_binding).min(trained as u64) as usize) / 256 * 256;
+    if n == 0 {
+        // Nothing fits: the trained context's refusal has the numbers.
+        fits(trained)?;
+    }
+    fits(n)?;
+    Ok((
+        n,
+        format!(
+            "{n} of the trained {trained}: the largest multiple of 256 whose KV cache fits \
+             ({} of {}'s memory, {} bytes per binding; {} per position in {})",
+            if by_memory <= by_binding {
+                "90 %"
+            } else {
+                "all"
+            },
+            profile.name,
+            profile.usable_binding_bytes(),
+            per_position,
+            options.kv
+        ),
+    ))
 }
 
 struct Planner<'a> {
@@ -277,12 +350,23 @@ impl Plan {
                 })
             })
             .collect();
-        serde_json::json!({ "device": self.device, "matvecs": matvecs })
+        let attention = serde_json::json!({
+            "kernel": self.attention.launch().pipeline_key(),
+            "kv": self.kv.name(),
+            "clauses": self.attention.clauses().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+        });
+        serde_json::json!({
+            "device": self.device,
+            "context": self.n_ctx,
+            "context_reason": self.context_reason,
+            "attention": attention,
+            "matvecs": matvecs,
+        })
     }
 }
 
 impl std::fmt::Display for Plan {
-    /// The route table, with a legend of clauses.
+    /// The route table with a legend of clauses, then the context and attention.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "plan for {}:", self.device)?;
         let names: Vec<String> = self.matrices().map(PlannedMatrix::name).collect();
@@ -294,6 +378,19 @@ impl std::fmt::Display for Plan {
                 route: &m.route,
             })
             .collect();
-        write_route_table(f, &rows)
+        write_route_table(f, &rows)?;
+        writeln!(f, "context: {}", self.context_reason)?;
+        writeln!(
+            f,
+            "attention: {}: {}",
+            self.attention.launch().pipeline_key(),
+            self.attention
+                .clauses()
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )?;
+        Ok(())
     }
 }

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::kernels::attention::KvType;
 use crate::kernels::matvec::{Batches, Family, XStage};
 use crate::quant::GgmlType;
 
@@ -77,6 +78,27 @@ pub enum Clause {
         per_workgroup: f64,
     },
     Override(Override),
+    AttentionSubgroups {
+        subgroups: (u32, u32),
+        pairs: u32,
+        heads_per_group: u32,
+        group: u64,
+    },
+    AttentionPortable {
+        heads_per_group: u32,
+        group: u64,
+    },
+    AttentionChunks {
+        min_chunk: u64,
+        max_chunks: u64,
+        workgroups_per_chunk: u64,
+        target: u64,
+        forced: bool,
+    },
+    KvCache {
+        kv: KvType,
+        kb_per_token: f64,
+    },
 }
 
 /// An A/B override of a launch choice (benches, tests), named in the route.
@@ -118,6 +140,42 @@ impl std::fmt::Display for Clause {
             } => write!(
                 f,
                 "subgroups {min}..{max} and {workgroup_kib} KiB workgroup memory: coop"
+            ),
+            Clause::AttentionSubgroups {
+                subgroups: (min, max),
+                pairs,
+                heads_per_group,
+                group,
+            } => write!(
+                f,
+                "subgroups {min}..{max}: split-K attention on subgroups, two positions at a \
+                 time per subgroup, up to {pairs} value pairs of a row per lane, \
+                 {heads_per_group} of the {group} query heads of a KV head per workgroup"
+            ),
+            Clause::AttentionPortable {
+                heads_per_group,
+                group,
+            } => write!(
+                f,
+                "no subgroups: portable split-K attention, {heads_per_group} of the {group} \
+                 query heads of a KV head per workgroup"
+            ),
+            Clause::AttentionChunks {
+                min_chunk,
+                max_chunks,
+                workgroups_per_chunk,
+                target,
+                forced: on,
+            } => write!(
+                f,
+                "positions in chunks of at least {min_chunk}, at most {max_chunks} chunks of \
+                 {workgroups_per_chunk} workgroups (about {target}{}); one chunk writes the \
+                 output, more are merged by attention/combine",
+                forced(on)
+            ),
+            Clause::KvCache { kv, kb_per_token } => write!(
+                f,
+                "KV cache in {kv}: {kb_per_token:.1} kB read per cached position per layer"
             ),
             Clause::ScalarNoSubgroups => write!(f, "no subgroups: scalar"),
             Clause::ScalarNoCoopKernel(ty) => write!(f, "no coop kernel for {ty}: scalar"),

@@ -6,9 +6,11 @@
 //! model catalog: there is no shape cap. What does not fit on chip is tiled (K) or
 //! split across bindings (rows). Overrides are inputs; nothing edits a route after.
 
+mod attention;
 mod clause;
 mod table;
 
+pub use attention::{route_attention, AttentionQuery, AttentionRoute};
 pub use clause::{Clause, Override};
 pub use table::{write_route_table, RouteRow};
 
@@ -99,6 +101,9 @@ pub struct Overrides {
     pub max_workgroups: Option<u32>,
     /// How staging dot4 workgroups take row batches.
     pub batches: Option<Batches>,
+    /// Workgroups decode attention spreads a long context over, in place of
+    /// [`Tuning::attention_workgroups`].
+    pub attention_workgroups: Option<u64>,
 }
 
 /// A matvec's launch and why.

@@ -1,6 +1,18 @@
+// KV cache in f32: one word per pair of values (exact; twice the bytes of f16).
+
+alias KvWord = vec2<f32>;
+
+fn kv_pair(w: KvWord) -> vec2<f32> {
+    return w;
+}
+
+fn kv_word(v: vec2<f32>) -> KvWord {
+    return v;
+}
 // RoPE and the KV-cache append, in one dispatch because a decode step always needs them
 // together: q rotated in place, k rotated into row `pos` of the key cache, v copied
-// into row `pos` of the value cache (layout [pos][kv_head][head_dim], f32). As two
+// into row `pos` of the value cache (layout [pos][kv_head][head_dim], a KvWord per
+// pair of values in the format the include gives). As two
 // dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
 // it a dispatch's fixed cost.
 //
@@ -12,8 +24,7 @@
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
 // exact. The position is a uniform parameter, so the host can record ahead.
 //
-// One invocation per rotated pair of q, then one per element of k, then of v: k is
-// read, not rotated in place, so each of its elements reads its pair and keeps its half.
+// One invocation per rotated pair of q, then one per pair of k, then of v.
 
 struct Params {
     n_heads: u32,
@@ -30,8 +41,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> cs: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(3) var<storage, read_write> k_cache: array<KvWord>;
+@group(0) @binding(4) var<storage, read_write> v_cache: array<KvWord>;
 
 const WG: u32 = 64u;
 
@@ -46,28 +57,30 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
     let half = params.rope_dim / 2u;
     let q_pairs = params.n_heads * half;
-    let kv_dim = params.n_kv_heads * params.head_dim;
-    let row = params.pos * kv_dim;
-    for (var t = gid.x; t < q_pairs + 2u * kv_dim; t += groups.x * WG) {
+    let kv_pairs = params.n_kv_heads * params.head_dim / 2u;
+    let row = params.pos * kv_pairs;
+    for (var t = gid.x; t < q_pairs + 2u * kv_pairs; t += groups.x * WG) {
         if (t < q_pairs) {
             let i = t % half;
             let j = (t / half) * params.head_dim + 2u * i;
             let r = rotate(qkv[j], qkv[j + 1u], i);
             qkv[j] = r.x;
             qkv[j + 1u] = r.y;
-        } else if (t < q_pairs + kv_dim) {
+        } else if (t < q_pairs + kv_pairs) {
             let e = t - q_pairs;
-            let d = e % params.head_dim;
-            var value = qkv[params.k_first + e];
-            if (d < params.rope_dim) {
-                let first = params.k_first + e - d % 2u;
-                let r = rotate(qkv[first], qkv[first + 1u], d / 2u);
-                value = select(r.x, r.y, d % 2u == 1u);
+            let i = e % (params.head_dim / 2u);
+            let first = params.k_first + 2u * e;
+            var value = vec2<f32>(qkv[first], qkv[first + 1u]);
+            if (2u * i < params.rope_dim) {
+                value = rotate(value.x, value.y, i);
             }
-            k_cache[row + e] = value;
+            k_cache[row + e] = kv_word(value);
         } else {
-            let e = t - q_pairs - kv_dim;
-            v_cache[row + e] = qkv[params.v_first + e];
+            let e = t - q_pairs - kv_pairs;
+            let first = params.v_first + 2u * e;
+            v_cache[row + e] = kv_word(vec2<f32>(qkv[first], qkv[first + 1u]));
         }
     }
 }
+
+// attention/rope_kv appending to an f32 KV cache.

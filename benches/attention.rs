@@ -1,0 +1,161 @@
+//! Split-K decode attention over the KV cache of real model shapes: one layer's step at
+//! several context depths, GPU-timestamped with cache copies rotated past the
+//! last-level cache, reported as µs, GB/s of K and V read and % of the device's
+//! streaming-read bandwidth (the probe), beside a pure read of the same bytes.
+//!
+//! cargo bench --bench attention -- [--shapes llama3-8b,smollm2] [--n-pos 512,4096,32768]
+//!     [--kv f16,f32] [--workgroups 256,512] [--portable] [--iters 30] [--adapter INDEX|NAME]
+
+use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
+use brass::kernels::attention::{AttentionLaunch, KvType};
+use brass::kernels::timing::{time_attention, time_stream_read, Effort};
+use brass::kernels::PipelineCache;
+use brass::model::synthetic::{SyntheticSpec, PRESETS};
+use brass::router::{route_attention, AttentionQuery, Overrides};
+use clap::Parser;
+
+#[derive(Parser)]
+struct Args {
+    /// Synthetic presets (or prefixes) whose heads to time (default: llama3-8b,
+    /// smollm2-135m).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// Positions in the cache.
+    #[arg(long, value_delimiter = ',', default_values_t = [512u64, 4096, 32768])]
+    n_pos: Vec<u64>,
+    #[arg(long, value_delimiter = ',', default_values_t = [KvType::F16])]
+    kv: Vec<KvType>,
+    /// A/B: workgroups a long context is spread over (default: the device's tuning).
+    #[arg(long, value_delimiter = ',')]
+    workgroups: Vec<u64>,
+    /// Time the portable kernel (no subgroups) instead of the routed one.
+    #[arg(long)]
+    portable: bool,
+    #[arg(long, default_value_t = 30)]
+    iters: usize,
+    /// Bytes of distinct cache copies to rotate through, in MB (several times the L2).
+    #[arg(long, default_value_t = 256)]
+    rotate_mb: u64,
+    #[arg(long, default_value_t = 300)]
+    warmup_ms: u64,
+    #[arg(long)]
+    adapter: Option<String>,
+    /// cargo bench passes --bench; accepted and ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+fn main() {
+    if let Err(e) = run(&Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> brass::Result<()> {
+    let choice = match &args.adapter {
+        Some(spec) => AdapterChoice::parse(spec),
+        None => AdapterChoice::from_env(),
+    };
+    let device = WgpuDevice::open(&choice)?;
+    let profile = device.profile().clone();
+    if !profile.timestamps {
+        return Err(brass::Error::Device(format!(
+            "{} has no GPU timestamps",
+            profile.name
+        )));
+    }
+    let probe = bandwidth_probe(&device, 10)?;
+    println!("{}\n{probe}\n", profile.name);
+    println!(
+        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7}",
+        "shape",
+        "kv",
+        "kernel",
+        "n_pos",
+        "chunks",
+        "KV MB",
+        "median µs",
+        "chain µs",
+        "GB/s",
+        "% probe",
+        "% read"
+    );
+    println!(
+        "(GB/s and % probe: K and V bytes over the chained time; % read: a pure streaming \
+         read of the same bytes, chained, over it)"
+    );
+    let groups: Vec<String> = match args.shapes.is_empty() {
+        true => vec!["llama3-8b".into(), "smollm2-135m".into()],
+        false => args.shapes.clone(),
+    };
+    let effort = Effort {
+        iters: args.iters,
+        rotate_bytes: args.rotate_mb * 1_000_000,
+        warmup: std::time::Duration::from_millis(args.warmup_ms),
+    };
+    let cache = PipelineCache::new();
+    let targets: Vec<Option<u64>> = match args.workgroups.is_empty() {
+        true => vec![None],
+        false => args.workgroups.iter().map(|&w| Some(w)).collect(),
+    };
+    for group in &groups {
+        let name = PRESETS
+            .iter()
+            .find(|p| p.starts_with(group.as_str()))
+            .ok_or_else(|| brass::Error::Invalid(format!("no preset `{group}`: {PRESETS:?}")))?;
+        let spec = SyntheticSpec::preset(name)?;
+        let hd = spec.head_dim();
+        let heads = brass::kernels::attention::Heads {
+            n_heads: spec.heads,
+            n_kv_heads: spec.kv_heads,
+            head_dim: hd,
+            rope_dim: hd,
+        };
+        for &kv in &args.kv {
+            for &n_pos in &args.n_pos {
+                for &target in &targets {
+                    let query = AttentionQuery {
+                        heads,
+                        kv,
+                        n_ctx: n_pos,
+                    };
+                    let overrides = Overrides {
+                        attention_workgroups: target,
+                        ..Overrides::default()
+                    };
+                    let launch = match args.portable {
+                        true => AttentionLaunch::portable(
+                            heads,
+                            kv,
+                            n_pos,
+                            target.unwrap_or(profile.tuning.attention_workgroups),
+                        )?,
+                        false => route_attention(&profile, &query, &overrides)?
+                            .launch()
+                            .clone(),
+                    };
+                    let t = time_attention(&device, &cache, &launch, n_pos, effort)?;
+                    let bytes = launch.kv_bytes_read(n_pos);
+                    let read = time_stream_read(&device, bytes, effort)?;
+                    let gbps = bytes as f64 / (t.chained_us * 1e3);
+                    println!(
+                        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>6.1}% {:>6.1}%",
+                        name,
+                        kv.name(),
+                        launch.pipeline_key(),
+                        n_pos,
+                        launch.split(n_pos).n_chunks,
+                        bytes as f64 / 1e6,
+                        t.median_us,
+                        t.chained_us,
+                        gbps,
+                        100.0 * gbps / probe.gbps,
+                        100.0 * read.chained_us / t.chained_us
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

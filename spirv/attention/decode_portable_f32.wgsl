@@ -1,0 +1,153 @@
+const WG: u32 = 256u;
+const HD: u32 = 128u;
+const G: u32 = 4u;
+const TILE: u32 = 64u;
+const ACC: u32 = 1u;
+
+// KV cache in f32: one word per pair of values (exact; twice the bytes of f16).
+
+alias KvWord = vec2<f32>;
+
+fn kv_pair(w: KvWord) -> vec2<f32> {
+    return w;
+}
+
+fn kv_word(v: vec2<f32>) -> KvWord {
+    return v;
+}
+// What both decode attention kernels (`attention/decode.wgsl` and
+// `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
+// dispatch shape serves both. HD is the host's; the format include gives KvWord.
+
+struct Params {
+    n_kv_heads: u32,
+    n_pos: u32,   // positions in the cache, this one included
+    chunk: u32,   // positions per chunk (the last may be shorter)
+    n_chunks: u32,
+    group: u32,   // query heads per KV head
+    scale: f32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+// Per query head h and chunk c, at h * n_chunks + c: (m, l).
+@group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
+// Per query head h and chunk c, HD / 2 pairs at (h * n_chunks + c) * HD / 2.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<vec2<f32>>;
+@group(0) @binding(6) var<storage, read_write> out: array<vec2<f32>>;
+
+const HALF: u32 = HD / 2u;
+// Split-K decode attention without subgroups, for devices that have none: the same
+// chunks, head groups, outputs and combine as `attention/decode.wgsl`.
+//
+// Positions go in tiles of TILE: the scores of a tile (query heads x positions) sit in
+// workgroup memory, one invocation per query head folds them into its running max and
+// sum (an online softmax), and the accumulators (query head x value pairs, ACC per
+// invocation) are rescaled by exp(m_old - m_new) before the tile's weighted V rows are
+// added.
+//
+// The host sets WG (invocations), TILE, HD (head_dim), G (query heads per workgroup;
+// G <= WG) and ACC (G * HD / 2 over WG, rounded up). The format include gives KvWord
+// and kv_pair; the bindings are `attention/decode_io.wgsl`'s.
+
+
+var<workgroup> scores: array<f32, G * TILE>;
+var<workgroup> run_max: array<f32, G>;
+var<workgroup> run_sum: array<f32, G>;
+var<workgroup> rescale: array<f32, G>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let kvh = wid.y;
+    let g0 = wid.z * G;
+    let heads = min(G, params.group - g0);
+    let h0 = kvh * params.group + g0;
+    let row_pairs = params.n_kv_heads * HALF;
+    let kv_base = kvh * HALF;
+    let c = wid.x;
+    let p0 = c * params.chunk;
+    let p1 = min(p0 + params.chunk, params.n_pos);
+
+    var acc: array<vec2<f32>, ACC>;
+    for (var j = 0u; j < ACC; j++) {
+        acc[j] = vec2<f32>(0.0);
+    }
+    if (lid < heads) {
+        run_max[lid] = -3.0e38;
+        run_sum[lid] = 0.0;
+    }
+    workgroupBarrier();
+
+    for (var t0 = p0; t0 < p1; t0 += TILE) {
+        let nt = min(TILE, p1 - t0);
+        // One (head, position) dot product per invocation.
+        for (var i = lid; i < heads * nt; i += WG) {
+            let g = i / nt;
+            let t = i % nt;
+            let q_base = (h0 + g) * HALF;
+            let k_base = (t0 + t) * row_pairs + kv_base;
+            var s = 0.0;
+            for (var p = 0u; p < HALF; p++) {
+                s += dot(q[q_base + p], kv_pair(k_cache[k_base + p]));
+            }
+            scores[g * TILE + t] = s * params.scale;
+        }
+        workgroupBarrier();
+        if (lid < heads) {
+            let row = lid * TILE;
+            var m = run_max[lid];
+            for (var t = 0u; t < nt; t++) {
+                m = max(m, scores[row + t]);
+            }
+            let r = exp(run_max[lid] - m);
+            var tile_sum = 0.0;
+            for (var t = 0u; t < nt; t++) {
+                let e = exp(scores[row + t] - m);
+                scores[row + t] = e;
+                tile_sum += e;
+            }
+            run_sum[lid] = run_sum[lid] * r + tile_sum;
+            run_max[lid] = m;
+            rescale[lid] = r;
+        }
+        workgroupBarrier();
+        // Invocation lid owns (head, pair) lid, lid + WG, ...
+        for (var j = 0u; j < ACC; j++) {
+            let i = lid + j * WG;
+            if (i < heads * HALF) {
+                let g = i / HALF;
+                let p = i % HALF;
+                var a = acc[j] * rescale[g];
+                for (var t = 0u; t < nt; t++) {
+                    a += scores[g * TILE + t] * kv_pair(v_cache[(t0 + t) * row_pairs + kv_base + p]);
+                }
+                acc[j] = a;
+            }
+        }
+        workgroupBarrier();
+    }
+
+    let one_chunk = params.n_chunks == 1u;
+    for (var j = 0u; j < ACC; j++) {
+        let i = lid + j * WG;
+        if (i < heads * HALF) {
+            let g = i / HALF;
+            let h = h0 + g;
+            let p = i % HALF;
+            if (one_chunk) {
+                out[h * HALF + p] = acc[j] / run_sum[g];
+            } else {
+                part_acc[(h * params.n_chunks + c) * HALF + p] = acc[j];
+            }
+        }
+    }
+    if (!one_chunk && lid < heads) {
+        part_ml[(h0 + lid) * params.n_chunks + c] = vec2<f32>(run_max[lid], run_sum[lid]);
+    }
+}
+
+// attention/decode_portable over an f32 KV cache.

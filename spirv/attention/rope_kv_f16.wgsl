@@ -1,0 +1,88 @@
+// KV cache in f16: a u32 per pair of values (no SHADER_F16 needed). Rounding to f16
+// costs about 2^-11 of each value relative; a value past 65504 becomes infinite, and
+// the logits' non-finite check reports it.
+
+alias KvWord = u32;
+
+fn kv_pair(w: KvWord) -> vec2<f32> {
+    return unpack2x16float(w);
+}
+
+fn kv_word(v: vec2<f32>) -> KvWord {
+    return pack2x16float(v);
+}
+// RoPE and the KV-cache append, in one dispatch because a decode step always needs them
+// together: q rotated in place, k rotated into row `pos` of the key cache, v copied
+// into row `pos` of the value cache (layout [pos][kv_head][head_dim], a KvWord per
+// pair of values in the format the include gives). As two
+// dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
+// it a dispatch's fixed cost.
+//
+// RoPE, llama.cpp's "normal" mode (the one for LLAMA with GGUF-permuted Q/K weights):
+// within each head, the adjacent pair (x[2i], x[2i+1]) is rotated by
+// theta = pos * base^(-2i / rope_dim). Pairs at or beyond rope_dim stay as they are.
+//
+// cos/sin come from a table the host computed in f64 at load (cs[pos][i] = (cos, sin)):
+// GPU sin/cos are only loosely specified for large arguments, and a table lookup is
+// exact. The position is a uniform parameter, so the host can record ahead.
+//
+// One invocation per rotated pair of q, then one per pair of k, then of v.
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    rope_dim: u32,
+    pos: u32,
+    // Where k and v start in `qkv`, in elements (q starts at 0).
+    k_first: u32,
+    v_first: u32,
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> cs: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
+@group(0) @binding(3) var<storage, read_write> k_cache: array<KvWord>;
+@group(0) @binding(4) var<storage, read_write> v_cache: array<KvWord>;
+
+const WG: u32 = 64u;
+
+// The pair (x0, x1) at pair i of a head, rotated for this position.
+fn rotate(x0: f32, x1: f32, i: u32) -> vec2<f32> {
+    let c = cs[params.pos * (params.rope_dim / 2u) + i];
+    return vec2<f32>(x0 * c.x - x1 * c.y, x0 * c.y + x1 * c.x);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let half = params.rope_dim / 2u;
+    let q_pairs = params.n_heads * half;
+    let kv_pairs = params.n_kv_heads * params.head_dim / 2u;
+    let row = params.pos * kv_pairs;
+    for (var t = gid.x; t < q_pairs + 2u * kv_pairs; t += groups.x * WG) {
+        if (t < q_pairs) {
+            let i = t % half;
+            let j = (t / half) * params.head_dim + 2u * i;
+            let r = rotate(qkv[j], qkv[j + 1u], i);
+            qkv[j] = r.x;
+            qkv[j + 1u] = r.y;
+        } else if (t < q_pairs + kv_pairs) {
+            let e = t - q_pairs;
+            let i = e % (params.head_dim / 2u);
+            let first = params.k_first + 2u * e;
+            var value = vec2<f32>(qkv[first], qkv[first + 1u]);
+            if (2u * i < params.rope_dim) {
+                value = rotate(value.x, value.y, i);
+            }
+            k_cache[row + e] = kv_word(value);
+        } else {
+            let e = t - q_pairs - kv_pairs;
+            let first = params.v_first + 2u * e;
+            v_cache[row + e] = kv_word(vec2<f32>(qkv[first], qkv[first + 1u]));
+        }
+    }
+}
+
+// attention/rope_kv appending to an f16 KV cache.

@@ -1,0 +1,702 @@
+//! Decode attention and the KV cache it reads, under `wgsl/attention/`:
+//! - `rope_kv`: RoPE on q and k, and the append of k and v to the cache, in the cache's
+//!   format ([`KvType`]);
+//! - `decode`: split-K attention (flash-decoding) on subgroups: chunks of positions
+//!   spread over the GPU, every query head of a KV head served by one workgroup so
+//!   each K and V byte is read once per token;
+//! - `decode_portable`: the same split without subgroups;
+//! - `combine`: merges the chunks when there is more than one.
+//!
+//! An [`AttentionLaunch`] is a typed value the router makes once per model
+//! (`router::route_attention`); [`AttentionLaunch::split`] divides a step's positions
+//! into chunks, a pure function of the launch and the position. [`attention_ref`] is
+//! the f64 CPU reference.
+
+use serde::Serialize;
+
+use crate::device::{Access, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::{Error, Result};
+
+use super::wgsl::{compose, WgslConst, WgslValue};
+use super::{PipelineCache, PipelineTemplate};
+
+/// The attention heads of a layer, as RoPE and the KV cache see them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Heads {
+    pub n_heads: u64,
+    pub n_kv_heads: u64,
+    pub head_dim: u64,
+    /// Dimensions of each head RoPE rotates.
+    pub rope_dim: u64,
+}
+
+impl Heads {
+    /// Query heads per KV head.
+    pub fn group(&self) -> u64 {
+        self.n_heads / self.n_kv_heads.max(1)
+    }
+
+    /// Values per position of the K cache (and of the V cache).
+    pub fn kv_dim(&self) -> u64 {
+        self.n_kv_heads * self.head_dim
+    }
+}
+
+/// How the KV cache stores its values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvType {
+    /// Exact: what the exact-math references compare against.
+    F32,
+    /// Half the bytes of f32; each value rounded to f16 (relative error up to 2^-11).
+    #[default]
+    F16,
+}
+
+impl KvType {
+    pub const ALL: [KvType; 2] = [KvType::F32, KvType::F16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::F16 => "f16",
+        }
+    }
+
+    pub fn bytes_per_value(self) -> u64 {
+        match self {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        }
+    }
+
+    /// The value the cache holds for `v`: what a CPU reference of this format reads.
+    pub fn stored(self, v: f32) -> f32 {
+        match self {
+            KvType::F32 => v,
+            KvType::F16 => half::f16::from_f32(v).to_f32(),
+        }
+    }
+}
+
+impl std::fmt::Display for KvType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KvType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<KvType> {
+        KvType::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| Error::Invalid(format!("unknown KV cache type `{s}`: f16 or f32")))
+    }
+}
+
+/// The kernel of a decode attention launch, with what it fixes at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum DecodeKernel {
+    /// `attention/decode.wgsl`: a subgroup takes two positions at a time, each lane
+    /// up to `lane_pairs` value pairs of a row (sized for the smallest subgroup the
+    /// device may run), and the workgroup merges up to `subgroups_max` subgroups.
+    Subgroup { lane_pairs: u32, subgroups_max: u32 },
+    /// `attention/decode_portable.wgsl`: scores of `tile` positions in workgroup
+    /// memory, `acc` accumulator pairs per invocation.
+    Portable { tile: u32, acc: u32 },
+}
+
+/// How one step's positions are divided: `n_chunks` chunks of `chunk` positions (the
+/// last shorter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Split {
+    pub n_pos: u64,
+    pub chunk: u64,
+    pub n_chunks: u64,
+}
+
+/// Decode attention for a model's heads and KV format on one device: the kernel, its
+/// constants and the chunking rule, fixed when the model is planned.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AttentionLaunch {
+    heads: Heads,
+    kv: KvType,
+    kernel: DecodeKernel,
+    wg: u32,
+    /// Query heads per workgroup: a KV head's group, or a part of it.
+    heads_per_group: u32,
+    /// Positions the cache holds.
+    n_ctx: u64,
+    /// Workgroups a long context is spread over (per layer), at most.
+    target_workgroups: u64,
+    /// Positions per chunk at least.
+    min_chunk: u64,
+}
+
+/// Subgroups of a subgroup decode workgroup (of the largest subgroup size).
+pub const DECODE_SUBGROUPS: u32 = 4;
+/// Query heads a subgroup decode workgroup serves at most: more split into head
+/// groups, each reading the KV head again.
+pub const DECODE_HEADS: u32 = 4;
+/// Workgroup memory the decode kernel's accumulators may take.
+pub const DECODE_WORKGROUP_BYTES: u64 = 16 << 10;
+/// Invocations of a portable decode workgroup.
+pub const PORTABLE_WG: u32 = 256;
+/// Positions per tile of the portable kernel.
+pub const PORTABLE_TILE: u32 = 64;
+/// Query heads a portable workgroup serves at most.
+pub const PORTABLE_HEADS: u32 = 16;
+/// Accumulator pairs per invocation of the portable kernel, at most.
+pub const PORTABLE_ACC: u32 = 8;
+
+impl AttentionLaunch {
+    /// The subgroup kernel for subgroups of `sg_min..=sg_max` lanes.
+    pub fn subgroup(
+        heads: Heads,
+        kv: KvType,
+        (sg_min, sg_max): (u32, u32),
+        n_ctx: u64,
+        target_workgroups: u64,
+    ) -> Result<AttentionLaunch> {
+        Self::check_heads(heads)?;
+        let (sg_min, sg_max) = (sg_min.max(1), sg_max.max(1));
+        let wg = DECODE_SUBGROUPS * sg_max;
+        let subgroups_max = wg / sg_min;
+        let half = (heads.head_dim / 2) as u32;
+        // Query heads per workgroup: up to 4 (the kernel's vec4 of running maxima), as
+        // many as the accumulators' workgroup memory allows.
+        let per_head = 8 * half as u64 * (subgroups_max as u64 + 1) + 8 * subgroups_max as u64;
+        let heads_per_group = (DECODE_WORKGROUP_BYTES / per_head)
+            .clamp(1, DECODE_HEADS as u64)
+            .min(heads.group()) as u32;
+        Ok(AttentionLaunch {
+            heads,
+            kv,
+            kernel: DecodeKernel::Subgroup {
+                lane_pairs: half.div_ceil(sg_min),
+                subgroups_max,
+            },
+            wg,
+            heads_per_group,
+            n_ctx,
+            target_workgroups: target_workgroups.max(1),
+            // Each subgroup takes at least two pairs of positions of a chunk.
+            min_chunk: 4 * DECODE_SUBGROUPS as u64,
+        })
+    }
+
+    /// The portable kernel.
+    pub fn portable(
+        heads: Heads,
+        kv: KvType,
+        n_ctx: u64,
+        target_workgroups: u64,
+    ) -> Result<AttentionLaunch> {
+        Self::check_heads(heads)?;
+        let half = heads.head_dim / 2;
+        let by_acc = (PORTABLE_WG * PORTABLE_ACC) as u64 / half.max(1);
+        let heads_per_group = heads.group().min(PORTABLE_HEADS as u64).min(by_acc);
+        if heads_per_group == 0 {
+            return Err(Error::Invalid(format!(
+                "portable decode attention keeps at most {} value pairs of a head per \
+                 workgroup; heads of {} values need {half}",
+                PORTABLE_WG * PORTABLE_ACC,
+                heads.head_dim
+            )));
+        }
+        let acc = (heads_per_group * half).div_ceil(PORTABLE_WG as u64) as u32;
+        Ok(AttentionLaunch {
+            heads,
+            kv,
+            kernel: DecodeKernel::Portable {
+                tile: PORTABLE_TILE,
+                acc,
+            },
+            wg: PORTABLE_WG,
+            heads_per_group: heads_per_group as u32,
+            n_ctx,
+            target_workgroups: target_workgroups.max(1),
+            min_chunk: PORTABLE_TILE as u64,
+        })
+    }
+
+    fn check_heads(heads: Heads) -> Result<()> {
+        if heads.n_kv_heads == 0
+            || !heads.n_heads.is_multiple_of(heads.n_kv_heads)
+            || heads.head_dim == 0
+            || !heads.head_dim.is_multiple_of(2)
+        {
+            return Err(Error::Invalid(format!(
+                "attention of {} query heads over {} KV heads of {} values: the KV heads \
+                 must divide the query heads, and a head holds pairs of values",
+                heads.n_heads, heads.n_kv_heads, heads.head_dim
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn heads(&self) -> Heads {
+        self.heads
+    }
+
+    pub fn kv(&self) -> KvType {
+        self.kv
+    }
+
+    pub fn kernel(&self) -> DecodeKernel {
+        self.kernel
+    }
+
+    pub fn heads_per_group(&self) -> u32 {
+        self.heads_per_group
+    }
+
+    pub fn n_ctx(&self) -> u64 {
+        self.n_ctx
+    }
+
+    pub fn min_chunk(&self) -> u64 {
+        self.min_chunk
+    }
+
+    /// Workgroups per chunk: one per KV head and head group.
+    pub fn workgroups_per_chunk(&self) -> u64 {
+        self.heads.n_kv_heads * self.head_groups()
+    }
+
+    fn head_groups(&self) -> u64 {
+        self.heads.group().div_ceil(self.heads_per_group as u64)
+    }
+
+    /// The most chunks a step is split into: about `target_workgroups` workgroups.
+    pub fn max_chunks(&self) -> u64 {
+        self.target_workgroups
+            .div_ceil(self.workgroups_per_chunk())
+            .max(1)
+    }
+
+    /// The chunks of a step over `n_pos` positions: as many chunks of at least
+    /// `min_chunk` positions as fit, up to [`max_chunks`](Self::max_chunks).
+    pub fn split(&self, n_pos: u64) -> Split {
+        let n_pos = n_pos.max(1);
+        let n_chunks = (n_pos / self.min_chunk).clamp(1, self.max_chunks());
+        let chunk = n_pos.div_ceil(n_chunks);
+        Split {
+            n_pos,
+            chunk,
+            n_chunks: n_pos.div_ceil(chunk),
+        }
+    }
+
+    /// Bytes of the (m, l) and accumulator partials of the largest split.
+    pub fn part_bytes(&self) -> (u64, u64) {
+        let slots = self.heads.n_heads * self.split(self.n_ctx).n_chunks;
+        (slots * 8, slots * self.heads.head_dim * 4)
+    }
+
+    /// Bytes of one layer's K cache (the V cache is as big).
+    pub fn cache_bytes(&self) -> u64 {
+        self.n_ctx * self.heads.kv_dim() * self.kv.bytes_per_value()
+    }
+
+    /// K and V bytes a step over `n_pos` positions reads, per layer.
+    pub fn kv_bytes_read(&self, n_pos: u64) -> u64 {
+        2 * n_pos * self.heads.kv_dim() * self.kv.bytes_per_value() * self.head_groups()
+    }
+
+    /// Whether `profile` can run this launch.
+    pub fn check(&self, profile: &DeviceProfile) -> Result<()> {
+        let fail = |what: String| Err(Error::Invalid(format!("decode attention: {what}")));
+        if let DecodeKernel::Subgroup { lane_pairs, .. } = self.kernel {
+            if !profile.subgroups {
+                return fail(format!("{} has no subgroups", profile.name));
+            }
+            let needed = (self.heads.head_dim / 2) as u32;
+            if lane_pairs * profile.subgroup_min.max(1) < needed
+                || !self.wg.is_multiple_of(profile.subgroup_max.max(1))
+            {
+                return fail(format!(
+                    "made for other subgroup sizes than {}'s {}..={}",
+                    profile.name, profile.subgroup_min, profile.subgroup_max
+                ));
+            }
+        }
+        if self.wg
+            > profile
+                .max_invocations_per_workgroup
+                .min(profile.max_workgroup_size_x)
+        {
+            return fail(format!("{} invocations per workgroup", self.wg));
+        }
+        if self.workgroup_bytes() > profile.workgroup_storage_bytes as u64 {
+            return fail(format!(
+                "{} bytes of workgroup memory, past {}'s {}",
+                self.workgroup_bytes(),
+                profile.name,
+                profile.workgroup_storage_bytes
+            ));
+        }
+        let limit = profile.max_workgroups_per_dim as u64;
+        if self.max_chunks() > limit || self.heads.n_kv_heads > limit {
+            return fail(format!("more than {limit} workgroups in a dimension"));
+        }
+        let binding = profile.usable_binding_bytes();
+        if self.cache_bytes() > binding {
+            return fail(format!(
+                "a layer's K cache of {} positions takes {} bytes, past {}'s {binding}-byte \
+                 binding limit: at most {} positions fit in {}",
+                self.n_ctx,
+                self.cache_bytes(),
+                profile.name,
+                binding / (self.heads.kv_dim() * self.kv.bytes_per_value()),
+                self.kv
+            ));
+        }
+        Ok(())
+    }
+
+    fn workgroup_bytes(&self) -> u64 {
+        let g = self.heads_per_group as u64;
+        match self.kernel {
+            DecodeKernel::Subgroup { subgroups_max, .. } => {
+                let half = self.heads.head_dim / 2;
+                8 * (g * half * (subgroups_max as u64 + 1) + subgroups_max as u64 * g)
+            }
+            DecodeKernel::Portable { tile, .. } => 4 * (g * tile as u64 + 3 * g),
+        }
+    }
+
+    fn root(&self) -> &'static str {
+        match (self.kernel, self.kv) {
+            (DecodeKernel::Subgroup { .. }, KvType::F32) => "attention/decode_f32.wgsl",
+            (DecodeKernel::Subgroup { .. }, KvType::F16) => "attention/decode_f16.wgsl",
+            (DecodeKernel::Portable { .. }, KvType::F32) => "attention/decode_portable_f32.wgsl",
+            (DecodeKernel::Portable { .. }, KvType::F16) => "attention/decode_portable_f16.wgsl",
+        }
+    }
+
+    /// The constants of the decode kernel's WGSL.
+    pub fn constants(&self) -> Vec<WgslConst> {
+        let u = WgslConst::u32;
+        let mut consts = vec![
+            u("WG", self.wg),
+            u("HD", self.heads.head_dim as u32),
+            u("G", self.heads_per_group),
+        ];
+        match self.kernel {
+            DecodeKernel::Subgroup {
+                lane_pairs,
+                subgroups_max,
+            } => consts.extend([
+                u("LANE_PAIRS", lane_pairs),
+                u("SUBGROUPS_MAX", subgroups_max),
+            ]),
+            DecodeKernel::Portable { tile, acc } => consts.extend([u("TILE", tile), u("ACC", acc)]),
+        }
+        consts
+    }
+
+    /// The decode pipeline's ledger name: its root and every constant.
+    pub fn pipeline_key(&self) -> String {
+        let root = self.root().trim_end_matches(".wgsl");
+        let mut key = root.to_string();
+        for c in self.constants() {
+            if let WgslValue::U32(v) = c.value {
+                key += &format!(" {}{v}", c.name.to_lowercase());
+            }
+        }
+        key
+    }
+
+    pub fn source(&self) -> Result<String> {
+        compose(self.root(), &[], &self.constants())
+    }
+
+    /// The RoPE + append pipeline's ledger name and root.
+    pub fn rope_kv_root(&self) -> &'static str {
+        match self.kv {
+            KvType::F32 => "attention/rope_kv_f32.wgsl",
+            KvType::F16 => "attention/rope_kv_f16.wgsl",
+        }
+    }
+
+    /// Creates the append and decode pipelines. The combine pipeline comes from
+    /// [`combine_pipeline`](Self::combine_pipeline) at the first step that splits: a
+    /// short run on a long context never creates it, and so never holds a pipeline it
+    /// does not dispatch.
+    pub fn pipelines(
+        &self,
+        device: &dyn Device,
+        cache: &PipelineCache,
+    ) -> Result<AttentionPipelines> {
+        let rope_root = self.rope_kv_root();
+        let rope_kv = cache.get_or_create(device, rope_root.trim_end_matches(".wgsl"), || {
+            Ok((compose(rope_root, &[], &[])?, template(32, ROPE_KV_STORAGE)))
+        })?;
+        let decode = cache.get_or_create(device, &self.pipeline_key(), || {
+            Ok((self.source()?, template(32, DECODE_STORAGE)))
+        })?;
+        Ok(AttentionPipelines { rope_kv, decode })
+    }
+
+    /// The combine pass's pipeline (one for every launch), created on first use.
+    pub fn combine_pipeline(device: &dyn Device, cache: &PipelineCache) -> Result<PipelineId> {
+        cache.get_or_create(device, COMBINE_NAME, || {
+            Ok((
+                compose(COMBINE_ROOT, &[], &[])?,
+                template(16, COMBINE_STORAGE),
+            ))
+        })
+    }
+
+    /// RoPE and the KV-cache append of position `pos`: q (at element 0 of `qkv`)
+    /// rotated in place, k (at `k_first`) rotated into row `pos` of `k_cache`, v (at
+    /// `v_first`) copied into row `pos` of `v_cache`. `table` is [`rope_table`]'s
+    /// output on the device.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv(
+        &self,
+        p: &AttentionPipelines,
+        pos: u64,
+        table: Slice,
+        qkv: Slice,
+        (k_first, v_first): (u64, u64),
+        k_cache: Slice,
+        v_cache: Slice,
+    ) -> Dispatch {
+        let h = self.heads;
+        let kv_pairs = h.kv_dim() / 2;
+        let q_pairs = h.n_heads * (h.rope_dim / 2);
+        Dispatch {
+            pipeline: p.rope_kv,
+            params: vec![
+                h.n_heads as u32,
+                h.n_kv_heads as u32,
+                h.head_dim as u32,
+                h.rope_dim as u32,
+                pos as u32,
+                k_first as u32,
+                v_first as u32,
+                0,
+            ],
+            storage: vec![table, qkv, k_cache, v_cache],
+            workgroups: [
+                (q_pairs + 2 * kv_pairs).div_ceil(64).clamp(1, 65535) as u32,
+                1,
+                1,
+            ],
+            bytes_read: (h.n_heads * h.head_dim + 2 * h.kv_dim()) * 4 + h.rope_dim * 4,
+        }
+    }
+
+    /// Attention of `q` over the first `n_pos` cache rows into `out`: one dispatch, or
+    /// two when [`split`](Self::split) makes several chunks (`part_ml` and `part_acc`
+    /// hold [`part_bytes`](Self::part_bytes); `combine` is
+    /// [`combine_pipeline`](Self::combine_pipeline), asked for only then).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatches(
+        &self,
+        p: &AttentionPipelines,
+        combine: impl FnOnce() -> Result<PipelineId>,
+        n_pos: u64,
+        q: Slice,
+        k_cache: Slice,
+        v_cache: Slice,
+        (part_ml, part_acc): (Slice, Slice),
+        out: Slice,
+    ) -> Result<Vec<Dispatch>> {
+        if n_pos == 0 || n_pos > self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "attention over {n_pos} positions of a cache of {}",
+                self.n_ctx
+            )));
+        }
+        let h = self.heads;
+        let split = self.split(n_pos);
+        let scale = 1.0 / (h.head_dim as f32).sqrt();
+        let mut out_dispatches = vec![Dispatch {
+            pipeline: p.decode,
+            params: vec![
+                h.n_kv_heads as u32,
+                n_pos as u32,
+                split.chunk as u32,
+                split.n_chunks as u32,
+                h.group() as u32,
+                scale.to_bits(),
+                0,
+                0,
+            ],
+            storage: vec![q, k_cache, v_cache, part_ml, part_acc, out],
+            workgroups: [
+                split.n_chunks as u32,
+                h.n_kv_heads as u32,
+                self.head_groups() as u32,
+            ],
+            bytes_read: self.kv_bytes_read(n_pos) + h.n_heads * h.head_dim * 4,
+        }];
+        if split.n_chunks > 1 {
+            let combine = combine()?;
+            let slots = h.n_heads * split.n_chunks;
+            out_dispatches.push(Dispatch {
+                pipeline: combine,
+                params: vec![(h.head_dim / 2) as u32, split.n_chunks as u32, 0, 0],
+                storage: vec![part_ml, part_acc, out],
+                workgroups: [h.n_heads as u32, 1, 1],
+                bytes_read: slots * (8 + h.head_dim * 4),
+            });
+        }
+        Ok(out_dispatches)
+    }
+
+    /// A canonical launch for tools that list every kernel (`kernels::spirv`): the
+    /// Llama-3-8B heads on subgroups of 32, or portable.
+    pub fn canonical(kv: KvType, subgroups: bool) -> AttentionLaunch {
+        let heads = Heads {
+            n_heads: 32,
+            n_kv_heads: 8,
+            head_dim: 128,
+            rope_dim: 128,
+        };
+        let launch = match subgroups {
+            true => Self::subgroup(heads, kv, (32, 32), 8192, 512),
+            false => Self::portable(heads, kv, 8192, 512),
+        };
+        launch.expect("the canonical heads are valid")
+    }
+}
+
+const ROPE_KV_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+const DECODE_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+const COMBINE_ROOT: &str = "attention/combine.wgsl";
+const COMBINE_NAME: &str = "attention/combine";
+const COMBINE_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+
+/// The pipelines of an [`AttentionLaunch`] on a device.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionPipelines {
+    pub rope_kv: PipelineId,
+    pub decode: PipelineId,
+}
+
+fn template(params_bytes: u32, storage: &'static [Access]) -> PipelineTemplate {
+    PipelineTemplate {
+        params_bytes,
+        storage,
+        fallback_reason: None,
+    }
+}
+
+/// Every attention kernel's (name, WGSL) in a canonical configuration, for tools that
+/// translate every shader.
+pub fn sources() -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for kv in KvType::ALL {
+        for subgroups in [true, false] {
+            let launch = AttentionLaunch::canonical(kv, subgroups);
+            out.push((
+                launch.root().trim_end_matches(".wgsl").to_string(),
+                launch.source()?,
+            ));
+        }
+        let root = AttentionLaunch::canonical(kv, true).rope_kv_root();
+        out.push((
+            root.trim_end_matches(".wgsl").to_string(),
+            compose(root, &[], &[])?,
+        ));
+    }
+    out.push((COMBINE_NAME.to_string(), compose(COMBINE_ROOT, &[], &[])?));
+    Ok(out)
+}
+
+/// cos/sin of every (position, rotated pair) for RoPE with `base`, computed in f64,
+/// interleaved, row-major by position: the table `attention/rope_kv` reads.
+pub fn rope_table(base: f64, rope_dim: usize, n_pos: usize) -> Vec<f32> {
+    let half = rope_dim / 2;
+    let mut out = Vec::with_capacity(n_pos * half * 2);
+    for pos in 0..n_pos {
+        for i in 0..half {
+            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
+            out.push(theta.cos() as f32);
+            out.push(theta.sin() as f32);
+        }
+    }
+    out
+}
+
+/// llama.cpp's normal-mode RoPE on adjacent pairs, in f64.
+pub fn rope_ref(
+    x: &[f32],
+    n_heads: usize,
+    head_dim: usize,
+    rope_dim: usize,
+    pos: usize,
+    base: f64,
+) -> Vec<f32> {
+    let mut out = x.to_vec();
+    for h in 0..n_heads {
+        for i in 0..rope_dim / 2 {
+            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
+            let (s, c) = theta.sin_cos();
+            let j = h * head_dim + 2 * i;
+            let (x0, x1) = (x[j] as f64, x[j + 1] as f64);
+            out[j] = (x0 * c - x1 * s) as f32;
+            out[j + 1] = (x0 * s + x1 * c) as f32;
+        }
+    }
+    out
+}
+
+/// Decode attention of one query over `n_pos` cached positions (`[pos][kv_head][d]`),
+/// in f64.
+pub fn attention_ref(
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    n_heads: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    n_pos: usize,
+) -> Vec<f32> {
+    let kv_dim = n_kv_heads * head_dim;
+    let group = n_heads / n_kv_heads;
+    let scale = 1.0 / (head_dim as f64).sqrt();
+    let mut out = vec![0f32; n_heads * head_dim];
+    for h in 0..n_heads {
+        let kvh = h / group;
+        let qh = &q[h * head_dim..(h + 1) * head_dim];
+        let scores: Vec<f64> = (0..n_pos)
+            .map(|t| {
+                let k = &k_cache[t * kv_dim + kvh * head_dim..][..head_dim];
+                qh.iter()
+                    .zip(k)
+                    .map(|(&a, &b)| a as f64 * b as f64)
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        for d in 0..head_dim {
+            let acc: f64 = (0..n_pos)
+                .map(|t| e[t] * v_cache[t * kv_dim + kvh * head_dim + d] as f64)
+                .sum();
+            out[h * head_dim + d] = (acc / sum) as f32;
+        }
+    }
+    out
+}

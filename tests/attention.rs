@@ -1,0 +1,404 @@
+//! RoPE with the KV-cache append, and split-K decode attention, against their f64 CPU
+//! references on the GPU under test (lavapipe in CI, at subgroup sizes 4, 8 and 16):
+//! both kernels (subgroups and portable), both cache formats.
+
+mod common;
+
+use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, PipelineId, Slice};
+use brass::kernels::attention::{
+    attention_ref, rope_ref, rope_table, AttentionLaunch, AttentionPipelines, DecodeKernel, Heads,
+    KvType,
+};
+use brass::kernels::PipelineCache;
+use brass::router::{route_attention, AttentionQuery, Overrides};
+
+struct Gpu {
+    device: brass::device::WgpuDevice,
+    cache: PipelineCache,
+}
+
+impl Gpu {
+    fn new() -> Gpu {
+        Gpu {
+            device: common::gpu(),
+            cache: PipelineCache::new(),
+        }
+    }
+
+    fn bytes(&self, data: &[u8]) -> Slice {
+        let bytes = data.len().max(4) as u64;
+        let b = self
+            .device
+            .create_buffer("t", bytes, BufferUse::Storage)
+            .unwrap();
+        if !data.is_empty() {
+            self.device.upload(b, 0, data).unwrap();
+        }
+        Slice::new(b, 0, bytes)
+    }
+
+    fn buf(&self, data: &[f32]) -> Slice {
+        self.bytes(bytemuck::cast_slice(data))
+    }
+
+    fn zeros(&self, n_bytes: u64) -> Slice {
+        self.bytes(&vec![0u8; n_bytes as usize])
+    }
+
+    /// Values in a cache of format `kv`, as rope_kv writes them.
+    fn cache(&self, kv: KvType, values: &[f32]) -> Slice {
+        match kv {
+            KvType::F32 => self.buf(values),
+            KvType::F16 => {
+                let halves: Vec<u16> = values
+                    .iter()
+                    .map(|&v| half::f16::from_f32(v).to_bits())
+                    .collect();
+                self.bytes(bytemuck::cast_slice(&halves))
+            }
+        }
+    }
+
+    /// A cache's values back as f32.
+    fn read_cache(&self, kv: KvType, s: Slice, n: usize) -> Vec<f32> {
+        match kv {
+            KvType::F32 => read_f32(&self.device, s.buffer, s.offset, n).unwrap(),
+            KvType::F16 => {
+                let bytes = self.device.read(s.buffer, s.offset, n as u64 * 2).unwrap();
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect()
+            }
+        }
+    }
+
+    fn get(&self, s: Slice) -> Vec<f32> {
+        read_f32(&self.device, s.buffer, s.offset, (s.size / 4) as usize).unwrap()
+    }
+
+    fn run(&self, ds: Vec<Dispatch>) {
+        let mut list = CommandList::new();
+        ds.into_iter().for_each(|d| list.dispatch(d));
+        self.device.submit(&list).unwrap();
+    }
+
+    fn pipelines(&self, launch: &AttentionLaunch) -> AttentionPipelines {
+        launch.pipelines(&self.device, &self.cache).unwrap()
+    }
+
+    fn combine(&self) -> brass::Result<PipelineId> {
+        AttentionLaunch::combine_pipeline(&self.device, &self.cache)
+    }
+
+    /// Both kernels where the device has subgroups (the portable one only where not),
+    /// for `heads` over `n_ctx` positions spread over about `target` workgroups.
+    fn launches(&self, heads: Heads, kv: KvType, n_ctx: u64, target: u64) -> Vec<AttentionLaunch> {
+        let routed = route_attention(
+            self.device.profile(),
+            &AttentionQuery { heads, kv, n_ctx },
+            &Overrides {
+                attention_workgroups: Some(target),
+                ..Overrides::default()
+            },
+        )
+        .unwrap()
+        .launch()
+        .clone();
+        let portable = AttentionLaunch::portable(heads, kv, n_ctx, target).unwrap();
+        match routed.kernel() {
+            DecodeKernel::Subgroup { .. } => vec![routed, portable],
+            DecodeKernel::Portable { .. } => vec![portable],
+        }
+    }
+}
+
+fn heads(n_heads: usize, n_kv: usize, head_dim: usize, rope_dim: usize) -> Heads {
+    Heads {
+        n_heads: n_heads as u64,
+        n_kv_heads: n_kv as u64,
+        head_dim: head_dim as u64,
+        rope_dim: rope_dim as u64,
+    }
+}
+
+fn assert_close(what: &str, expected: &[f32], actual: &[f32], tol: f32) {
+    assert_eq!(expected.len(), actual.len(), "{what}: length");
+    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
+        let bound = tol * (1.0 + e.abs());
+        assert!((e - a).abs() <= bound, "{what}[{i}]: expected {e}, got {a}");
+    }
+}
+
+/// The largest |expected - actual|.
+fn max_error(expected: &[f32], actual: &[f32]) -> f32 {
+    expected
+        .iter()
+        .zip(actual)
+        .map(|(e, a)| (e - a).abs())
+        .fold(0.0, f32::max)
+}
+
+/// [q; pad; k; pad; v] as the model lays them out in one buffer, and where k and v start.
+fn qkv_buffer(q: &[f32], k: &[f32], v: &[f32], pad: usize) -> (Vec<f32>, (u64, u64)) {
+    let k_first = q.len() + pad;
+    let v_first = k_first + k.len() + pad;
+    let mut all = vec![f32::NAN; v_first + v.len()];
+    all[..q.len()].copy_from_slice(q);
+    all[k_first..k_first + k.len()].copy_from_slice(k);
+    all[v_first..].copy_from_slice(v);
+    (all, (k_first as u64, v_first as u64))
+}
+
+/// rope_kv rotates q in place and k into the key cache as the f64 reference does, and
+/// copies v into the value cache, in each format: full and partial rotation, GQA, k and
+/// v right after q or after padding (the model aligns them for binding), the first and
+/// a late row.
+#[test]
+fn rope_kv_matches_adjacent_pair_reference() {
+    let g = Gpu::new();
+    let base = 100_000.0;
+    for kv in KvType::ALL {
+        // (heads, kv heads, head_dim, rope_dim, padding between q, k and v)
+        for (n_heads, n_kv, head_dim, rope_dim, pad) in [
+            (9usize, 3usize, 64usize, 64usize, 0usize),
+            (3, 3, 64, 32, 8),
+            (2, 1, 128, 128, 0),
+            (4, 2, 18, 10, 3),
+        ] {
+            let n_pos = 300;
+            let kv_dim = n_kv * head_dim;
+            let h = heads(n_heads, n_kv, head_dim, rope_dim);
+            let launch = AttentionLaunch::portable(h, kv, n_pos as u64, 8).unwrap();
+            let p = g.pipelines(&launch);
+            let table = g.buf(&rope_table(base, rope_dim, n_pos));
+            for pos in [0usize, 1, 17, 299] {
+                let mut rng = common::Rng::new(pos as u64 + 7);
+                let (q, k, v) = (
+                    rng.vec(n_heads * head_dim),
+                    rng.vec(kv_dim),
+                    rng.vec(kv_dim),
+                );
+                let (all, firsts) = qkv_buffer(&q, &k, &v, pad);
+                let qkv = g.buf(&all);
+                let (kc, vc) = (g.zeros(launch.cache_bytes()), g.zeros(launch.cache_bytes()));
+                g.run(vec![
+                    launch.rope_kv(&p, pos as u64, table, qkv, firsts, kc, vc)
+                ]);
+                let ctx = format!(
+                    "rope_kv {kv} {n_heads}/{n_kv}x{head_dim}/{rope_dim} pad {pad} pos {pos}"
+                );
+                let out = g.get(qkv);
+                let expected_q = rope_ref(&q, n_heads, head_dim, rope_dim, pos, base);
+                assert_close(&format!("{ctx}: q"), &expected_q, &out[..q.len()], 1e-6);
+                // k and v themselves are left as they were.
+                assert_eq!(
+                    &out[firsts.0 as usize..firsts.0 as usize + kv_dim],
+                    &k[..],
+                    "{ctx}"
+                );
+                let all_rows = |c: Slice| g.read_cache(kv, c, n_pos * kv_dim);
+                let row = |c: Slice| all_rows(c)[pos * kv_dim..(pos + 1) * kv_dim].to_vec();
+                let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
+                let expected_k = stored(&rope_ref(&k, n_kv, head_dim, rope_dim, pos, base));
+                // f32 within a rounding of the rotation; f16 within one f16 step of it.
+                let tol = if kv == KvType::F16 { 1e-3 } else { 1e-6 };
+                assert_close(&format!("{ctx}: k row"), &expected_k, &row(kc), tol);
+                assert_eq!(row(vc), stored(&v), "{ctx}: v row");
+                let written = |c: Slice| all_rows(c).iter().filter(|&&x| x != 0.0).count();
+                assert!(
+                    written(kc) <= kv_dim && written(vc) <= kv_dim,
+                    "{ctx}: other rows"
+                );
+            }
+        }
+    }
+}
+
+/// Split-K decode attention against the f64 reference of the values the cache holds:
+/// one position, a few, a partial block, a thousand and nine thousand (many chunks);
+/// head sizes 64, 128 and 256; GQA ratios 1, 4 and 7; a target of few workgroups (long
+/// chunks) and of many (chunks of the minimum); both kernels and both formats.
+#[test]
+fn decode_attention_matches_the_reference() {
+    let g = Gpu::new();
+    let mut cases = 0;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd) in [(4usize, 4usize, 64usize), (8, 2, 128), (7, 1, 256)] {
+            for n_pos in [1usize, 2, 31, 1000, 9000] {
+                let kv_dim = n_kv * hd;
+                let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
+                let k = rng.vec(n_pos * kv_dim);
+                let v = rng.vec(n_pos * kv_dim);
+                // Scores of a few units: softmax weights spread over many positions and
+                // peaked on some.
+                let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect();
+                let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
+                let (ks, vs) = (stored(&k), stored(&v));
+                let expected = attention_ref(&q, &ks, &vs, n_heads, n_kv, hd, n_pos);
+                let exact = attention_ref(&q, &k, &v, n_heads, n_kv, hd, n_pos);
+                let (kc, vc) = (g.cache(kv, &k), g.cache(kv, &v));
+                for target in [8u64, 512] {
+                    for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target)
+                    {
+                        let p = g.pipelines(&launch);
+                        let (ml, acc) = launch.part_bytes();
+                        let parts = (g.zeros(ml), g.zeros(acc));
+                        let out = g.zeros((n_heads * hd * 4) as u64);
+                        let ds = launch
+                            .dispatches(
+                                &p,
+                                || g.combine(),
+                                n_pos as u64,
+                                g.buf(&q),
+                                kc,
+                                vc,
+                                parts,
+                                out,
+                            )
+                            .unwrap();
+                        g.run(ds);
+                        let split = launch.split(n_pos as u64);
+                        let ctx = format!(
+                            "{} {kv} {n_heads}/{n_kv}x{hd} over {n_pos} ({} chunks of {})",
+                            launch.pipeline_key(),
+                            split.n_chunks,
+                            split.chunk
+                        );
+                        let actual = g.get(out);
+                        assert_close(&ctx, &expected, &actual, 2e-5);
+                        // What f16 adds to exact math: each K and V value rounded by
+                        // up to 2^-11 relative; over unit-scale values and scores of a
+                        // few units the output moves by well under 1e-3.
+                        let bound = if kv == KvType::F16 { 1e-3 } else { 2e-5 };
+                        let err = max_error(&exact, &actual);
+                        assert!(err <= bound, "{ctx}: {err} from exact math");
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    let kernels = g.launches(heads(4, 4, 64, 64), KvType::F16, 1, 8).len();
+    assert_eq!(cases, 2 * 3 * 5 * 2 * kernels);
+}
+
+/// Positions appended one by one through rope_kv, then attended, as decode does; the
+/// last position's q is the one attending. Odd shapes: a head size that does not divide
+/// the subgroup (80), one larger than the workgroup (512) and one that is not a
+/// multiple of 4 (18).
+#[test]
+fn rope_kv_then_attention_matches() {
+    let g = Gpu::new();
+    let base = 10_000.0;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd, n_pos) in [
+            (9usize, 3usize, 64usize, 40usize),
+            (4, 4, 32, 1),
+            (8, 2, 128, 700),
+            (2, 1, 80, 300),
+            (2, 2, 512, 20),
+            (2, 1, 18, 7),
+        ] {
+            let kv_dim = n_kv * hd;
+            let q_dim = n_heads * hd;
+            let max_pos = n_pos + 5;
+            let table = g.buf(&rope_table(base, hd, max_pos));
+            let h = heads(n_heads, n_kv, hd, hd);
+            let mut rng = common::Rng::new((n_heads * 1000 + n_pos) as u64);
+            let k_all = rng.vec(n_pos * kv_dim);
+            let v_all = rng.vec(n_pos * kv_dim);
+            let q: Vec<f32> = rng.vec(q_dim).iter().map(|v| v * 4.0).collect();
+            // Appended once through the first launch's rope_kv (the same pipeline for
+            // every launch of a format), attended by each.
+            let launches = g.launches(h, kv, max_pos as u64, 512);
+            let append = &launches[0];
+            let p = g.pipelines(append);
+            let kc = g.zeros(append.cache_bytes());
+            let vc = g.zeros(append.cache_bytes());
+            let mut ds = Vec::new();
+            let mut q_last = None;
+            for pos in 0..n_pos {
+                let step_q = if pos + 1 == n_pos {
+                    q.clone()
+                } else {
+                    vec![0.0; q_dim]
+                };
+                let range = pos * kv_dim..(pos + 1) * kv_dim;
+                let (all, firsts) = qkv_buffer(&step_q, &k_all[range.clone()], &v_all[range], 0);
+                let qkv = g.buf(&all);
+                ds.push(append.rope_kv(&p, pos as u64, table, qkv, firsts, kc, vc));
+                q_last = Some(qkv);
+            }
+            g.run(ds);
+            let q_rotated = Slice::new(q_last.unwrap().buffer, 0, (q_dim * 4) as u64);
+            let k_rotated: Vec<f32> = (0..n_pos)
+                .flat_map(|pos| {
+                    let k = &k_all[pos * kv_dim..(pos + 1) * kv_dim];
+                    rope_ref(k, n_kv, hd, hd, pos, base)
+                })
+                .collect();
+            let ctx = format!("{kv} {n_heads}/{n_kv}x{hd} over {n_pos}");
+            let cached_k = g.read_cache(kv, kc, n_pos * kv_dim);
+            let cached_v = g.read_cache(kv, vc, n_pos * kv_dim);
+            let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
+            let tol = if kv == KvType::F16 { 1e-3 } else { 1e-6 };
+            assert_close(
+                &format!("{ctx}: k cache"),
+                &stored(&k_rotated),
+                &cached_k,
+                tol,
+            );
+            assert_eq!(cached_v, stored(&v_all), "{ctx}: v cache");
+            let q_expected = rope_ref(&q, n_heads, hd, hd, n_pos - 1, base);
+            // Against the values the cache holds (the kernel's own rounding of k).
+            let expected =
+                attention_ref(&q_expected, &cached_k, &cached_v, n_heads, n_kv, hd, n_pos);
+            for launch in &launches {
+                let p = g.pipelines(launch);
+                let out = g.zeros((q_dim * 4) as u64);
+                let (ml, acc) = launch.part_bytes();
+                let parts = (g.zeros(ml), g.zeros(acc));
+                let ds = launch
+                    .dispatches(
+                        &p,
+                        || g.combine(),
+                        n_pos as u64,
+                        q_rotated,
+                        kc,
+                        vc,
+                        parts,
+                        out,
+                    )
+                    .unwrap();
+                g.run(ds);
+                let ctx = format!("{} {ctx}", launch.pipeline_key());
+                assert_close(&ctx, &expected, &g.get(out), 1e-5);
+            }
+        }
+    }
+}
+
+/// Workgroup counts: a short context is one chunk (one dispatch), a long one is spread
+/// over about the target, and no chunk is shorter than the minimum.
+#[test]
+fn splits_follow_the_target() {
+    let g = Gpu::new();
+    let h = heads(32, 8, 128, 128);
+    for launch in g.launches(h, KvType::F16, 1 << 16, 512) {
+        assert_eq!(launch.split(1).n_chunks, 1);
+        assert_eq!(launch.split(launch.min_chunk()).n_chunks, 1);
+        let long = launch.split(1 << 16);
+        assert_eq!(long.n_chunks, launch.max_chunks(), "{long:?}");
+        let workgroups = long.n_chunks * launch.workgroups_per_chunk();
+        assert!(
+            (512..512 + launch.workgroups_per_chunk()).contains(&workgroups),
+            "{long:?}"
+        );
+        for n_pos in [1u64, 2, 31, 100, 1000, 4096, 9000, 65536] {
+            let s = launch.split(n_pos);
+            assert!(s.chunk * s.n_chunks >= n_pos && s.chunk * (s.n_chunks - 1) < n_pos);
+            assert!(s.n_chunks == 1 || s.chunk >= launch.min_chunk(), "{s:?}");
+        }
+    }
+}

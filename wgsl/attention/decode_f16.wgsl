@@ -1,0 +1,5 @@
+#include "attention/kv_f16.wgsl"
+#include "attention/decode_io.wgsl"
+#include "attention/decode.wgsl"
+
+// attention/decode over an f16 KV cache.

@@ -1,0 +1,26 @@
+// What both decode attention kernels (`attention/decode.wgsl` and
+// `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
+// dispatch shape serves both. HD is the host's; the format include gives KvWord.
+
+struct Params {
+    n_kv_heads: u32,
+    n_pos: u32,   // positions in the cache, this one included
+    chunk: u32,   // positions per chunk (the last may be shorter)
+    n_chunks: u32,
+    group: u32,   // query heads per KV head
+    scale: f32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+// Per query head h and chunk c, at h * n_chunks + c: (m, l).
+@group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
+// Per query head h and chunk c, HD / 2 pairs at (h * n_chunks + c) * HD / 2.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<vec2<f32>>;
+@group(0) @binding(6) var<storage, read_write> out: array<vec2<f32>>;
+
+const HALF: u32 = HD / 2u;

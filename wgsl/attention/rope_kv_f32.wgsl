@@ -1,0 +1,4 @@
+#include "attention/kv_f32.wgsl"
+#include "attention/rope_kv.wgsl"
+
+// attention/rope_kv appending to an f32 KV cache.
