@@ -137,6 +137,8 @@ pub struct AttentionLaunch {
 
 /// Subgroups of a subgroup decode workgroup (of the largest subgroup size).
 pub const DECODE_SUBGROUPS: u32 = 4;
+/// Invocations of a subgroup decode workgroup at least (see `subgroup`).
+pub const DECODE_MIN_WG: u32 = 32;
 /// Query heads a subgroup decode workgroup serves at most: more split into head
 /// groups, each reading the KV head again.
 pub const DECODE_HEADS: u32 = 4;
@@ -162,7 +164,10 @@ impl AttentionLaunch {
     ) -> Result<AttentionLaunch> {
         Self::check_heads(heads)?;
         let (sg_min, sg_max) = (sg_min.max(1), sg_max.max(1));
-        let wg = DECODE_SUBGROUPS * sg_max;
+        // At least 32 invocations: on lavapipe at 4 lanes, workgroups of 16 (four
+        // subgroups) gave wrong sums over 9,000 positions, and 32 or 64 the right ones.
+        // The cause is not found; no GPU runs subgroups that small.
+        let wg = (DECODE_SUBGROUPS * sg_max).max(DECODE_MIN_WG);
         let subgroups_max = wg / sg_min;
         let half = (heads.head_dim / 2) as u32;
         // Query heads per workgroup: up to 4 (the kernel's vec4 of running maxima), as
