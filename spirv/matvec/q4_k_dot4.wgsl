@@ -444,11 +444,24 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
                        pack4x8snorm(v[6] * inv), pack4x8snorm(v[7] * inv));
     return Q8Group(lo, hi, q8_tail(lo, hi, amax / 127.0));
 }
+// Shared by the Q4_K and Q5_K kernels that read matvec::Layout::KScalesByPair (the
+// dot4 matvecs and the matmuls): the 6-bit scales and minimums of sub-blocks 2p and
+// 2p + 1 of the super-block whose first 16 bytes are `hdr`. Byte p of hdr.y, hdr.z and
+// hdr.w holds the pair's scales and sub-block 2p's minimum in its low 6 bits, and
+// sub-block 2p + 1's minimum in their top 2 bits. Returns (sc_2p, sc_2p+1, m_2p, m_2p+1).
+fn k_pair_scales(hdr: vec4<u32>, p: u32) -> vec4<u32> {
+    let sh = 8u * p;
+    let a = hdr.y >> sh;
+    let b = hdr.z >> sh;
+    let c = hdr.w >> sh;
+    return vec4<u32>(a & 63u, b & 63u, c & 63u,
+                     ((a >> 6u) & 3u) | ((b >> 4u) & 12u) | ((c >> 2u) & 48u));
+}
+
 // Shared by the Q4_K and Q5_K dot4 kernels. A slice there is the pair of sub-blocks
 // 2p and 2p + 1 of a super-block whose first 16 bytes are `hdr`: d and dmin, then its
-// 6-bit scales and minimums as matvec::Layout::KScalesByPair regroups them on upload:
-// byte p of hdr.y, hdr.z and hdr.w holds the pair's scales and sub-block 2p's minimum in
-// its low 6 bits, and sub-block 2p + 1's minimum in their top 2 bits. Given the pair's
+// 6-bit scales and minimums as matvec::Layout::KScalesByPair regroups them on upload
+// (k_scales_by_pair.wgsl). Given the pair's
 // integer sums `sums` = sum(q * xq) and the x group g0 of sub-block 2p, this returns
 // d * sum(sc * xd * sums) - dmin * sum(m * sum(x)).
 //
@@ -456,16 +469,11 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
 // formulas, which the lanes of a block, taking different pairs, computed both of and
 // selected between; regrouped, every pair is the same shift and masks.
 fn k_pair_result(hdr: vec4<u32>, p: u32, g0: u32, sums: vec2<i32>) -> f32 {
-    let sh = 8u * p;
-    let a = hdr.y >> sh;
-    let b = hdr.z >> sh;
-    let c = hdr.w >> sh;
-    let sc = vec2<u32>(a & 63u, b & 63u);
-    let m = vec2<u32>(c & 63u, ((a >> 6u) & 3u) | ((b >> 4u) & 12u) | ((c >> 2u) & 48u));
+    let sm = k_pair_scales(hdr, p);
     // Scales multiply the integer sums as integers: one conversion per sub-block.
-    let scaled = sums * bitcast<vec2<i32>>(sc);
+    let scaled = sums * bitcast<vec2<i32>>(sm.xy);
     let dots = xd(g0) * f32(scaled.x) + xd(g0 + 1u) * f32(scaled.y);
-    let mins = xsum(g0) * f32(m.x) + xsum(g0 + 1u) * f32(m.y);
+    let mins = xsum(g0) * f32(sm.z) + xsum(g0 + 1u) * f32(sm.w);
     let dm = unpack2x16float(hdr.x);
     return dm.x * dots - dm.y * mins;
 }

@@ -14,6 +14,15 @@ struct Params {
 
 var<workgroup> partial: array<f32, WG>;
 
+// The row this workgroup normalizes: its index, one workgroup per row (a decode step
+// has one, a prefill batch one per token), rows of params.n elements end to end.
+var<private> row: u32;
+
+// Element i of this workgroup's row.
+fn at(i: u32) -> u32 {
+    return row * params.n + i;
+}
+
 // 1 / sqrt(mean(x^2) + eps), from each invocation's partial sum of squares: a tree
 // reduction in workgroup memory, so no subgroup support is needed.
 fn rms_scale(lid: u32, acc: f32) -> f32 {
@@ -30,7 +39,7 @@ fn rms_scale(lid: u32, acc: f32) -> f32 {
 
 fn scale_at(i: u32, scale: f32) {
     if (i < params.n) {
-        out[i] = x[i] * scale * w[i];
+        out[at(i)] = x[at(i)] * scale * w[i];
     }
 }
 
@@ -168,7 +177,7 @@ fn normed4(e: u32, scale: f32) -> vec4<f32> {
     var v = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
         if (e + j < params.n) {
-            v[j] = x[e + j] * scale * w[e + j];
+            v[j] = x[at(e + j)] * scale * w[e + j];
         }
     }
     return v;
@@ -185,10 +194,11 @@ fn write_out(lid: u32, scale: f32) {
         let v = normed4(4u * c, scale);
         for (var j = 0u; j < 4u; j++) {
             if (4u * c + j < params.n) {
-                out[4u * c + j] = v[j];
+                out[at(4u * c + j)] = v[j];
             }
         }
-        q8_round(lid, c / 8u, c / 8u < groups, v);
+        // The rows' groups lie end to end as their elements do.
+        q8_round(lid, row * groups + c / 8u, c / 8u < groups, v);
     }
 }
 
@@ -213,23 +223,25 @@ fn write_out(lid: u32, scale: f32) {
 // x[i] + y[i], or 0 past the end.
 fn sum_at(i: u32) -> f32 {
     if (i < params.n) {
-        return x[i] + y[i];
+        return x[at(i)] + y[at(i)];
     }
     return 0.0;
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(local_invocation_index) lid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>) {
+    row = wid.x;
     var acc = 0.0;
     for (var i = lid; i < params.n; i += 4u * WG) {
         let v0 = sum_at(i);
         let v1 = sum_at(i + WG);
         let v2 = sum_at(i + 2u * WG);
         let v3 = sum_at(i + 3u * WG);
-        x[i] = v0;
-        if (i + WG < params.n) { x[i + WG] = v1; }
-        if (i + 2u * WG < params.n) { x[i + 2u * WG] = v2; }
-        if (i + 3u * WG < params.n) { x[i + 3u * WG] = v3; }
+        x[at(i)] = v0;
+        if (i + WG < params.n) { x[at(i + WG)] = v1; }
+        if (i + 2u * WG < params.n) { x[at(i + 2u * WG)] = v2; }
+        if (i + 3u * WG < params.n) { x[at(i + 3u * WG)] = v3; }
         acc += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3);
     }
     write_out(lid, rms_scale(lid, acc));

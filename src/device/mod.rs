@@ -15,7 +15,9 @@ mod profile;
 mod wgpu_device;
 
 pub use ledger::{LedgerEntry, LedgerReport};
-pub use probe::{bandwidth_probe, probe_sources, ProbeResult, StreamRead};
+pub use probe::{
+    bandwidth_probe, int8_compute_probe, probe_sources, ComputeProbe, ProbeResult, StreamRead,
+};
 pub use profile::{Backend, DeviceProfile, Tuning, Vendor, PRESETS};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice, UPLOAD_CHUNK};
 

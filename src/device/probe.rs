@@ -10,10 +10,15 @@ use crate::Result;
 
 const STREAM_READ: &str = include_str!("../../wgsl/probe/stream_read.wgsl");
 const FILL: &str = include_str!("../../wgsl/probe/fill.wgsl");
+const DOT4_PEAK: &str = include_str!("../../wgsl/probe/dot4_peak.wgsl");
 
-/// The probe's kernels, for tools that translate every shader.
-pub fn probe_sources() -> [(&'static str, &'static str); 2] {
-    [("probe/stream_read", STREAM_READ), ("probe/fill", FILL)]
+/// The probes' kernels, for tools that translate every shader.
+pub fn probe_sources() -> [(&'static str, &'static str); 3] {
+    [
+        ("probe/stream_read", STREAM_READ),
+        ("probe/fill", FILL),
+        ("probe/dot4_peak", DOT4_PEAK),
+    ]
 }
 
 /// Far beyond any GPU's last-level cache (the H200's L2 is about 50 MB).
@@ -160,5 +165,87 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
         } else {
             "wall-clock"
         },
+    })
+}
+
+/// The device's packed int8 dot-product rate, the yardstick the dot4 matmuls are held
+/// to.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComputeProbe {
+    pub adapter: String,
+    /// dot4I8Packed per second, as 8 integer operations each (4 multiply-adds), in
+    /// units of 10^12: comparable with a matmul's 2 * M * K * N.
+    pub int8_tops: f64,
+    pub ns: f64,
+}
+
+impl std::fmt::Display for ComputeProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "int8 dot4 on {}: {:.1} TOPS ({:.2} ms, gpu-timestamps)",
+            self.adapter,
+            self.int8_tops,
+            self.ns / 1e6
+        )
+    }
+}
+
+/// Measures the int8 dot-product rate with GPU timestamps: eight independent chains
+/// per invocation over enough workgroups to fill the device, the loop lengthened until
+/// a run takes at least `min_ms`; the best of `runs`.
+pub fn int8_compute_probe(device: &dyn Device, runs: usize, min_ms: f64) -> Result<ComputeProbe> {
+    let profile = device.profile().clone();
+    if !profile.timestamps {
+        return Err(crate::Error::Device(format!(
+            "{} has no GPU timestamps for the compute probe",
+            profile.name
+        )));
+    }
+    let owned = OwnedBuffers::borrowing(device);
+    let sink = owned.create("probe sink", 16, BufferUse::Storage)?;
+    let wg = 256u32
+        .min(profile.max_workgroup_size_x)
+        .min(profile.max_invocations_per_workgroup);
+    let pipeline = device.create_pipeline(&PipelineDesc {
+        name: "probe/dot4_peak",
+        wgsl: DOT4_PEAK,
+        entry: "main",
+        constants: &[("WG", wg as f64)],
+        params_bytes: 8,
+        storage: &[Access::ReadWrite],
+        fallback_reason: None,
+    })?;
+    // Several waves of workgroups on any device brass targets (the H200 holds about
+    // 1,000 of 256 invocations at once).
+    let groups = 4096u32.min(profile.max_workgroups_per_dim);
+    let run = |iters: u32| -> Result<f64> {
+        let mut list = CommandList::new();
+        list.dispatch(Dispatch {
+            pipeline,
+            params: vec![iters, 0x5eed_f00d],
+            storage: vec![Slice::new(sink, 0, 16)],
+            workgroups: [groups, 1, 1],
+            bytes_read: 0,
+        });
+        Ok(device.submit_timed(&list, Timing::Whole)?[0])
+    };
+    let mut iters = 1u32;
+    let mut ns = run(iters)?;
+    while ns < min_ms * 1e6 && iters < 1 << 20 {
+        iters *= 4;
+        ns = run(iters)?;
+    }
+    let best = (0..runs.max(1))
+        .map(|_| run(iters))
+        .collect::<Result<Vec<f64>>>()?
+        .into_iter()
+        .fold(ns, f64::min);
+    // Eight chains of UNROLL = 4 steps per iteration (dot4_peak.wgsl), 8 operations each.
+    let ops = groups as f64 * wg as f64 * iters as f64 * 32.0 * 8.0;
+    Ok(ComputeProbe {
+        adapter: profile.name,
+        int8_tops: ops / best / 1e3,
+        ns: best,
     })
 }

@@ -2,6 +2,7 @@
 //! here (bindings, launch geometry, requirements as data) and a CPU reference.
 
 pub mod attention;
+pub mod matmul;
 pub mod matvec;
 pub mod ops;
 pub mod spirv;

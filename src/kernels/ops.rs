@@ -107,6 +107,16 @@ const ADD_RMS_NORM_Q8: OpSpec = OpSpec {
     q8_out: true,
     ..ADD_RMS_NORM
 };
+/// Rows of x written quantized, for the matmuls that take the prefill batch's
+/// attention output.
+const QUANTIZE_ROWS: OpSpec = OpSpec {
+    name: "ops/quantize_rows",
+    root: "ops/quantize_rows.wgsl",
+    params_bytes: 16,
+    storage: &[R, RW],
+    wide: false,
+    q8_out: false,
+};
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
     root: "ops/argmax.wgsl",
@@ -128,8 +138,9 @@ pub const ARGMAX_SCRATCH_WORDS: u64 = 3 * ARGMAX_MAX_GROUPS;
 pub const ARGMAX_TOKEN_WORDS: u64 = 3;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 8] = [
+const ALL_OPS: [OpSpec; 9] = [
     EMBED,
+    QUANTIZE_ROWS,
     RMS_NORM,
     RMS_NORM_Q8,
     SILU_MUL,
@@ -346,9 +357,9 @@ impl Ops {
             pipeline: self
                 .silu_mul_q8
                 .expect("ops created without silu_mul_q8 (OpsNeeds)"),
-            params: vec![n as u32, 0, 0, 0],
+            params: vec![n as u32, 1, n as u32, 0],
             storage: vec![gate, up, out_q8],
-            // Eight groups of 32 per workgroup (wgsl/ops/silu_mul_q8.wgsl).
+            // Eight groups of 32 per workgroup (wgsl/ops/q8_rows.wgsl).
             workgroups: groups_for(n.div_ceil(32), 8),
             bytes_read: n * 8,
         }
@@ -394,6 +405,123 @@ impl Ops {
             stage(vec![n as u32, chunk as u32, 0, 0], groups, n * 4),
             stage(vec![groups as u32, 0, 1, 0], 1, groups * 12),
         ]
+    }
+}
+
+/// The ops of a prefill batch, one row per token: the decode ops' WGSL (the same
+/// pipelines where decode dispatches them too) over many rows at once, the norms always
+/// writing q8 for the matmuls, and the quantization of the attention output. Created at
+/// a model's first prefill, so a model that never prefills holds none of them.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchOps {
+    embed: PipelineId,
+    rms_norm_q8: PipelineId,
+    add_rms_norm_q8: PipelineId,
+    silu_mul_q8: PipelineId,
+    quantize_rows: PipelineId,
+}
+
+impl BatchOps {
+    pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<BatchOps> {
+        Ok(BatchOps {
+            embed: get(device, cache, &EMBED)?,
+            rms_norm_q8: get(device, cache, &RMS_NORM_Q8)?,
+            add_rms_norm_q8: get(device, cache, &ADD_RMS_NORM_Q8)?,
+            silu_mul_q8: get(device, cache, &SILU_MUL_Q8)?,
+            quantize_rows: get(device, cache, &QUANTIZE_ROWS)?,
+        })
+    }
+
+    /// Row r of `out` (`dim` elements each) = the table's row `tokens[r]`, for `rows`
+    /// tokens: one dispatch per table part, each writing the rows whose token it holds.
+    pub fn embed(
+        &self,
+        parts: &[EmbedPart],
+        (dim, rows): (u64, u64),
+        tokens: Slice,
+        out: Slice,
+    ) -> Vec<Dispatch> {
+        parts
+            .iter()
+            .map(|p| Dispatch {
+                pipeline: self.embed,
+                params: vec![dim as u32, p.first_row as u32, p.rows as u32, 0],
+                storage: vec![p.table, tokens, out],
+                workgroups: [groups_for(dim, 256)[0], rows as u32, 1],
+                bytes_read: rows * dim * 4,
+            })
+            .collect()
+    }
+
+    /// [`Ops::rms_norm`] of each of `rows` rows of `n` elements, writing q8.
+    pub fn rms_norm(
+        &self,
+        (n, rows): (u64, u64),
+        eps: f32,
+        x: Slice,
+        w: Slice,
+        (out, out_q8): (Slice, Slice),
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self.rms_norm_q8,
+            params: vec![n as u32, eps.to_bits(), 0, 0],
+            storage: vec![x, w, out, out_q8],
+            workgroups: [rows as u32, 1, 1],
+            bytes_read: rows * n * 8,
+        }
+    }
+
+    /// [`Ops::add_rms_norm`] of each of `rows` rows of `n` elements, writing q8.
+    pub fn add_rms_norm(
+        &self,
+        (n, rows): (u64, u64),
+        eps: f32,
+        (x, y): (Slice, Slice),
+        w: Slice,
+        (out, out_q8): (Slice, Slice),
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self.add_rms_norm_q8,
+            params: vec![n as u32, eps.to_bits(), 0, 0],
+            storage: vec![x, y, w, out, out_q8],
+            workgroups: [rows as u32, 1, 1],
+            bytes_read: rows * n * 12,
+        }
+    }
+
+    /// silu(gate) * up of `rows` rows of `n` elements, row r at element r * `stride` of
+    /// `gate` and of `up`, written quantized row after row.
+    pub fn silu_mul_q8(
+        &self,
+        (n, rows, stride): (u64, u64, u64),
+        gate: Slice,
+        up: Slice,
+        out_q8: Slice,
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self.silu_mul_q8,
+            params: vec![n as u32, rows as u32, stride as u32, 0],
+            storage: vec![gate, up, out_q8],
+            workgroups: groups_for(rows * n.div_ceil(32), 8),
+            bytes_read: rows * n * 8,
+        }
+    }
+
+    /// `rows` rows of `n` elements of x, row r at element r * `stride`, written
+    /// quantized row after row.
+    pub fn quantize_rows(
+        &self,
+        (n, rows, stride): (u64, u64, u64),
+        x: Slice,
+        out_q8: Slice,
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self.quantize_rows,
+            params: vec![n as u32, rows as u32, stride as u32, 0],
+            storage: vec![x, out_q8],
+            workgroups: groups_for(rows * n.div_ceil(32), 8),
+            bytes_read: rows * n * 4,
+        }
     }
 }
 

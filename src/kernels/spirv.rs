@@ -165,5 +165,6 @@ pub fn catalog() -> Vec<(String, String)> {
         out.push((name.to_string(), wgsl.to_string()));
     }
     out.extend(super::attention::sources().unwrap_or_else(|e| panic!("{e}")));
+    out.extend(super::matmul::sources().unwrap_or_else(|e| panic!("{e}")));
     out
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
 use crate::kernels::attention::{AttentionLaunch, KvType};
+use crate::kernels::matmul::MatmulLaunch;
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
 use crate::kernels::PipelineCache;
@@ -174,6 +175,65 @@ pub fn time_attention(
         ds.into_iter().for_each(|d| list.dispatch(d));
     }
     time_list(device, &list, per_iter, copies, effort)
+}
+
+/// Times `launch` over `n_tokens` tokens on random weights of its type (uploaded as its
+/// matvec `matvec` uploads them, copies rotated as for a matvec) and random quantized x.
+pub fn time_matmul(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    matvec: &MatvecLaunch,
+    launch: &MatmulLaunch,
+    n_tokens: u64,
+    effort: Effort,
+) -> crate::Result<Times> {
+    let (m, k, ty) = (launch.m(), launch.k(), launch.kernel().ty);
+    let weight_bytes = matvec.weight_bytes();
+    let data = random_blocks(ty, (m * k) as usize / ty.block_size(), m ^ k);
+    let copies = effort.rotate_bytes.div_ceil(weight_bytes).clamp(1, 64) as usize;
+    let buffers = OwnedBuffers::borrowing(device);
+    let first = buffers.adopt_all(matvec.upload_weights(device, "matmul weights", &data)?);
+    drop(data);
+    let mut sets = vec![first.clone()];
+    let mut fill = CommandList::new();
+    for _ in 1..copies {
+        let mut set = Vec::new();
+        for s in &first {
+            let b = buffers.create("weight copy", s.size, BufferUse::Storage)?;
+            fill.copy(*s, b, 0);
+            set.push(Slice::new(b, 0, s.size));
+        }
+        sets.push(set);
+    }
+    device.submit(&fill)?;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let x_values: Vec<f32> = (0..n_tokens * k)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect();
+    let x_data = matvec::quantize_x_q8(&x_values);
+    let x = buffers.create_with("x", &x_data, BufferUse::Storage)?;
+    let y_bytes = n_tokens * m * 4;
+    let y = Slice::new(
+        buffers.create("y", y_bytes, BufferUse::Storage)?,
+        0,
+        y_bytes,
+    );
+    let pipeline = launch.pipeline(device, cache)?;
+    let iters = effort.iters.max(copies);
+    let mut list = CommandList::new();
+    for i in 0..iters + SKIP {
+        let weights = &sets[i % copies];
+        let stride = launch.x_bytes_per_token();
+        for d in launch.dispatches(pipeline, weights, x, stride, y, (0, m), n_tokens)? {
+            list.dispatch(d);
+        }
+    }
+    time_list(device, &list, launch.parts().len(), copies, effort)
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.

@@ -2,6 +2,7 @@
 #include "matvec/dot4_prefetch.wgsl"
 #include "matvec/q8_x.wgsl"
 #include "matvec/k_scale_min_dot4.wgsl"
+#include "matvec/q5_k_quants.wgsl"
 
 // Q5_K with int8 x: 256 weights per 176-byte super-block
 //   {d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}
@@ -42,19 +43,6 @@ fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw {
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     return slice_math(slice_load(row_byte, blk, j), j, g);
-}
-
-// The 5-bit quants of a sub-block, words 0..4 and 4..8: its nibbles (`n0`, `n1`, at
-// bits 0..4 of each byte) topped by the fifth bits of qh word `h`. Word k's bits sit at
-// 8b + k and go to 8b + 4: up by 4 - k for the first four words, down by k - 4 after.
-fn quants(n0: vec4<u32>, n1: vec4<u32>, h: u32) -> array<vec4<u32>, 2> {
-    let m4 = vec4<u32>(0x0f0f0f0fu);
-    let m5 = vec4<u32>(0x10101010u);
-    let hv = vec4<u32>(h);
-    return array<vec4<u32>, 2>(
-        (n0 & m4) | ((hv << vec4<u32>(4u, 3u, 2u, 1u)) & m5),
-        (n1 & m4) | ((hv >> vec4<u32>(0u, 1u, 2u, 3u)) & m5),
-    );
 }
 
 fn slice_math(r: Raw, j: u32, g: u32) -> f32 {

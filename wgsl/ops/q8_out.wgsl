@@ -20,7 +20,7 @@ fn normed4(e: u32, scale: f32) -> vec4<f32> {
     var v = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
         if (e + j < params.n) {
-            v[j] = x[e + j] * scale * w[e + j];
+            v[j] = x[at(e + j)] * scale * w[e + j];
         }
     }
     return v;
@@ -37,9 +37,10 @@ fn write_out(lid: u32, scale: f32) {
         let v = normed4(4u * c, scale);
         for (var j = 0u; j < 4u; j++) {
             if (4u * c + j < params.n) {
-                out[4u * c + j] = v[j];
+                out[at(4u * c + j)] = v[j];
             }
         }
-        q8_round(lid, c / 8u, c / 8u < groups, v);
+        // The rows' groups lie end to end as their elements do.
+        q8_round(lid, row * groups + c / 8u, c / 8u < groups, v);
     }
 }

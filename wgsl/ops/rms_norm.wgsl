@@ -14,13 +14,15 @@
 // x[i], or 0 past the end.
 fn x_at(i: u32) -> f32 {
     if (i < params.n) {
-        return x[i];
+        return x[at(i)];
     }
     return 0.0;
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(local_invocation_index) lid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>) {
+    row = wid.x;
     var acc = 0.0;
     for (var i = lid; i < params.n; i += 4u * WG) {
         let v0 = x_at(i);

@@ -11,6 +11,15 @@ struct Params {
 
 var<workgroup> partial: array<f32, WG>;
 
+// The row this workgroup normalizes: its index, one workgroup per row (a decode step
+// has one, a prefill batch one per token), rows of params.n elements end to end.
+var<private> row: u32;
+
+// Element i of this workgroup's row.
+fn at(i: u32) -> u32 {
+    return row * params.n + i;
+}
+
 // 1 / sqrt(mean(x^2) + eps), from each invocation's partial sum of squares: a tree
 // reduction in workgroup memory, so no subgroup support is needed.
 fn rms_scale(lid: u32, acc: f32) -> f32 {
@@ -27,7 +36,7 @@ fn rms_scale(lid: u32, acc: f32) -> f32 {
 
 fn scale_at(i: u32, scale: f32) {
     if (i < params.n) {
-        out[i] = x[i] * scale * w[i];
+        out[at(i)] = x[at(i)] * scale * w[i];
     }
 }
 

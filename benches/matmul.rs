@@ -1,0 +1,177 @@
+//! Every matmul kernel over the synthetic presets' shapes at prompt-sized token counts:
+//! GPU-timestamped, weight copies rotated, reported as median µs, TFLOP/s (2·M·K·N) and
+//! % of the device's own int8 dot4 rate (the compute probe), beside the weight bytes'
+//! GB/s, as a table and as JSON.
+//!
+//! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k] [--tokens 64,512]
+//!     [--iters 10] [--json out.json] [--adapter INDEX|NAME]
+
+use brass::device::{int8_compute_probe, AdapterChoice, Device, WgpuDevice};
+use brass::kernels::matmul::{MatmulLaunch, MATMUL_KERNELS};
+use brass::kernels::matvec::{self, Family};
+use brass::kernels::timing::{time_matmul, Effort};
+use brass::kernels::PipelineCache;
+use brass::model::synthetic::{SyntheticSpec, PRESETS};
+use brass::quant::GgmlType;
+use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
+use clap::Parser;
+use serde::Serialize;
+
+#[derive(Parser)]
+struct Args {
+    /// Shape groups: synthetic presets or prefixes of them (default: smollm2-135m,
+    /// llama3-8b).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// Weight types (default: each preset's own, Q4_K and Q6_K, and Q4_1 and Q8_0 for
+    /// SmolLM2's shapes).
+    #[arg(long, value_delimiter = ',')]
+    types: Vec<String>,
+    /// Tokens per matmul (llama-bench's pp sizes).
+    #[arg(long, value_delimiter = ',', default_values_t = [64u64, 512])]
+    tokens: Vec<u64>,
+    #[arg(long, default_value_t = 10)]
+    iters: usize,
+    #[arg(long, default_value_t = 256)]
+    rotate_mb: u64,
+    #[arg(long, default_value_t = 300)]
+    warmup_ms: u64,
+    #[arg(long)]
+    json: Option<String>,
+    #[arg(long)]
+    adapter: Option<String>,
+    /// cargo bench passes --bench; accepted and ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+const DEFAULT_GROUPS: [&str; 2] = ["smollm2-135m", "llama3-8b"];
+const DEFAULT_TYPES: [GgmlType; 4] = [
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+];
+
+#[derive(Serialize)]
+struct Case {
+    shape: String,
+    kernel: String,
+    m: u64,
+    k: u64,
+    n_tokens: u64,
+    k_groups: u32,
+    median_us: f64,
+    min_us: f64,
+    tflops: f64,
+    pct_of_int8_probe: f64,
+    weight_gbps: f64,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(&args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> brass::Result<()> {
+    let choice = match &args.adapter {
+        Some(spec) => AdapterChoice::parse(spec),
+        None => AdapterChoice::from_env(),
+    };
+    let device = WgpuDevice::open(&choice)?;
+    let profile = device.profile().clone();
+    let probe = int8_compute_probe(&device, 5, 20.0)?;
+    println!("{}\n{probe}\n", profile.name);
+    println!(
+        "{:<40} {:<20} {:>6} {:>10} {:>10} {:>8} {:>8} {:>9}",
+        "shape", "kernel", "tokens", "median µs", "min µs", "TFLOP/s", "% int8", "weight GB/s"
+    );
+    let effort = Effort {
+        iters: args.iters,
+        rotate_bytes: args.rotate_mb << 20,
+        warmup: std::time::Duration::from_millis(args.warmup_ms),
+    };
+    let cache = PipelineCache::new();
+    let mut cases = Vec::new();
+    for preset in PRESETS {
+        let named = match args.shapes.is_empty() {
+            true => DEFAULT_GROUPS.contains(&preset),
+            false => args.shapes.iter().any(|g| preset.starts_with(g.as_str())),
+        };
+        if !named {
+            continue;
+        }
+        let spec = SyntheticSpec::preset(preset)?;
+        for (matrix, m, k) in spec.matvec_shapes() {
+            for kernel in MATMUL_KERNELS {
+                let ty = kernel.ty;
+                let wanted = match args.types.is_empty() {
+                    true => DEFAULT_TYPES.contains(&ty),
+                    false => args.types.iter().any(|t| t.eq_ignore_ascii_case(ty.name())),
+                };
+                if !wanted || !k.is_multiple_of(ty.block_size() as u64) {
+                    continue;
+                }
+                let mv = matvec::find(ty, Family::Dot4).expect("a dot4 matvec per matmul");
+                let query = MatvecQuery {
+                    ty,
+                    m,
+                    k,
+                    x: XInput::Norm,
+                };
+                let overrides = Overrides {
+                    force: Some(Force::Kernel(mv.name.to_string())),
+                    ..Overrides::default()
+                };
+                let matvec = route_matvec(&profile, &query, &overrides)?.launch().clone();
+                let launch = MatmulLaunch::of(&matvec, &profile)?;
+                for &n in &args.tokens {
+                    let t = time_matmul(&device, &cache, &matvec, &launch, n, effort)?;
+                    let tflops = launch.flops(n) as f64 / t.median_us / 1e6;
+                    let case = Case {
+                        shape: format!("{preset} {matrix} {m}x{k}"),
+                        kernel: kernel.name.to_string(),
+                        m,
+                        k,
+                        n_tokens: n,
+                        k_groups: launch.k_groups(),
+                        median_us: t.median_us,
+                        min_us: t.min_us,
+                        tflops,
+                        pct_of_int8_probe: 100.0 * tflops / probe.int8_tops,
+                        weight_gbps: matvec.weight_bytes() as f64 / t.median_us / 1e3,
+                    };
+                    println!(
+                        "{:<40} {:<20} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:>9.0}",
+                        case.shape,
+                        case.kernel,
+                        n,
+                        case.median_us,
+                        case.min_us,
+                        case.tflops,
+                        case.pct_of_int8_probe,
+                        case.weight_gbps
+                    );
+                    cases.push(case);
+                }
+            }
+        }
+    }
+    if let Some(path) = &args.json {
+        let report = serde_json::json!({
+            "profile": profile,
+            "int8_probe": probe,
+            "cases": cases,
+        });
+        let text = serde_json::to_string_pretty(&report).expect("plain values");
+        std::fs::write(path, text).map_err(|e| brass::Error::Io {
+            path: path.into(),
+            source: e,
+        })?;
+        println!("\nwrote {path}");
+    }
+    Ok(())
+}
