@@ -1,14 +1,18 @@
 //! Split-K decode attention over the KV cache of real model shapes: one layer's step at
 //! several context depths, GPU-timestamped with cache copies rotated past the
 //! last-level cache, reported as µs, GB/s of K and V read and % of the device's
-//! streaming-read bandwidth (the probe), beside a pure read of the same bytes.
+//! streaming-read bandwidth (the probe), beside a pure read of the same bytes. Then
+//! prefill attention: one layer's causal attention for a prompt of `--prefill-tokens`
+//! tokens from position `--prefill-start`, as µs, GB/s of K and V the workgroups read
+//! and TFLOP/s.
 //!
 //! cargo bench --bench attention -- [--shapes llama3-8b,smollm2] [--n-pos 512,4096,32768]
 //!     [--kv f16,f32] [--workgroups 256,512] [--portable] [--iters 30] [--adapter INDEX|NAME]
+//!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::attention::{AttentionLaunch, KvType};
-use brass::kernels::timing::{time_attention, time_stream_read, Effort};
+use brass::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention};
+use brass::kernels::timing::{time_attention, time_prefill_attention, time_stream_read, Effort};
 use brass::kernels::PipelineCache;
 use brass::model::synthetic::{SyntheticSpec, PRESETS};
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -40,6 +44,18 @@ struct Args {
     warmup_ms: u64,
     #[arg(long)]
     adapter: Option<String>,
+    /// Prompt lengths to time prefill attention at.
+    #[arg(long, value_delimiter = ',', default_values_t = [512u64])]
+    prefill_tokens: Vec<u64>,
+    /// Positions already in the cache before the prompt.
+    #[arg(long, value_delimiter = ',', default_values_t = [0u64])]
+    prefill_start: Vec<u64>,
+    /// Leave out decode attention.
+    #[arg(long)]
+    no_decode: bool,
+    /// Leave out prefill attention.
+    #[arg(long)]
+    no_prefill: bool,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -67,6 +83,50 @@ fn run(args: &Args) -> brass::Result<()> {
     }
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
+    let groups: Vec<String> = match args.shapes.is_empty() {
+        true => vec!["llama3-8b".into(), "smollm2-135m".into()],
+        false => args.shapes.clone(),
+    };
+    let effort = Effort {
+        iters: args.iters,
+        rotate_bytes: args.rotate_mb * 1_000_000,
+        warmup: std::time::Duration::from_millis(args.warmup_ms),
+    };
+    let cache = PipelineCache::new();
+    let mut shapes = Vec::new();
+    for group in &groups {
+        let name = PRESETS
+            .iter()
+            .find(|p| p.starts_with(group.as_str()))
+            .ok_or_else(|| brass::Error::Invalid(format!("no preset `{group}`: {PRESETS:?}")))?;
+        let spec = SyntheticSpec::preset(name)?;
+        let hd = spec.head_dim();
+        let heads = Heads {
+            n_heads: spec.heads,
+            n_kv_heads: spec.kv_heads,
+            head_dim: hd,
+            rope_dim: hd,
+        };
+        shapes.push((*name, heads));
+    }
+    if !args.no_decode {
+        decode(args, &device, &cache, &shapes, effort, probe.gbps)?;
+    }
+    if !args.no_prefill {
+        prefill(args, &device, &cache, &shapes, effort)?;
+    }
+    Ok(())
+}
+
+fn decode(
+    args: &Args,
+    device: &WgpuDevice,
+    cache: &PipelineCache,
+    shapes: &[(&str, Heads)],
+    effort: Effort,
+    probe_gbps: f64,
+) -> brass::Result<()> {
+    let profile = device.profile();
     println!(
         "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7}",
         "shape",
@@ -85,33 +145,11 @@ fn run(args: &Args) -> brass::Result<()> {
         "(GB/s and % probe: K and V bytes over the chained time; % read: a pure streaming \
          read of the same bytes, chained, over it)"
     );
-    let groups: Vec<String> = match args.shapes.is_empty() {
-        true => vec!["llama3-8b".into(), "smollm2-135m".into()],
-        false => args.shapes.clone(),
-    };
-    let effort = Effort {
-        iters: args.iters,
-        rotate_bytes: args.rotate_mb * 1_000_000,
-        warmup: std::time::Duration::from_millis(args.warmup_ms),
-    };
-    let cache = PipelineCache::new();
     let targets: Vec<Option<u64>> = match args.workgroups.is_empty() {
         true => vec![None],
         false => args.workgroups.iter().map(|&w| Some(w)).collect(),
     };
-    for group in &groups {
-        let name = PRESETS
-            .iter()
-            .find(|p| p.starts_with(group.as_str()))
-            .ok_or_else(|| brass::Error::Invalid(format!("no preset `{group}`: {PRESETS:?}")))?;
-        let spec = SyntheticSpec::preset(name)?;
-        let hd = spec.head_dim();
-        let heads = brass::kernels::attention::Heads {
-            n_heads: spec.heads,
-            n_kv_heads: spec.kv_heads,
-            head_dim: hd,
-            rope_dim: hd,
-        };
+    for &(name, heads) in shapes {
         for &kv in &args.kv {
             for &n_pos in &args.n_pos {
                 for &target in &targets {
@@ -131,13 +169,13 @@ fn run(args: &Args) -> brass::Result<()> {
                             n_pos,
                             target.unwrap_or(profile.tuning.attention_workgroups),
                         )?,
-                        false => route_attention(&profile, &query, &overrides)?
+                        false => route_attention(profile, &query, &overrides)?
                             .launch()
                             .clone(),
                     };
-                    let t = time_attention(&device, &cache, &launch, n_pos, effort)?;
+                    let t = time_attention(device, cache, &launch, n_pos, effort)?;
                     let bytes = launch.kv_bytes_read(n_pos);
-                    let read = time_stream_read(&device, bytes, effort)?;
+                    let read = time_stream_read(device, bytes, effort)?;
                     let gbps = bytes as f64 / (t.chained_us * 1e3);
                     println!(
                         "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>6.1}% {:>6.1}%",
@@ -150,8 +188,62 @@ fn run(args: &Args) -> brass::Result<()> {
                         t.median_us,
                         t.chained_us,
                         gbps,
-                        100.0 * gbps / probe.gbps,
+                        100.0 * gbps / probe_gbps,
                         100.0 * read.chained_us / t.chained_us
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prefill(
+    args: &Args,
+    device: &WgpuDevice,
+    cache: &PipelineCache,
+    shapes: &[(&str, Heads)],
+    effort: Effort,
+) -> brass::Result<()> {
+    println!(
+        "\n{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "shape",
+        "kv",
+        "prefill kernel",
+        "tokens",
+        "start",
+        "KV MB",
+        "median µs",
+        "chain µs",
+        "GB/s",
+        "TFLOP/s"
+    );
+    println!(
+        "(per layer; GB/s: K and V bytes the workgroups read over the chained time; TFLOP/s: \
+         the causal attention's q·k and weight·v, two per multiply-add)"
+    );
+    for &(name, heads) in shapes {
+        for &kv in &args.kv {
+            let launch = PrefillAttention::new(heads, kv, device.profile())?;
+            launch.check(device.profile())?;
+            for &start in &args.prefill_start {
+                for &n_tokens in &args.prefill_tokens {
+                    let t =
+                        time_prefill_attention(device, cache, &launch, start, n_tokens, effort)?;
+                    let bytes = launch.kv_bytes_read(start, n_tokens);
+                    let flops = launch.flops(start, n_tokens);
+                    println!(
+                        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2}",
+                        name,
+                        kv.name(),
+                        launch.pipeline_key(),
+                        n_tokens,
+                        start,
+                        bytes as f64 / 1e6,
+                        t.median_us,
+                        t.chained_us,
+                        bytes as f64 / (t.chained_us * 1e3),
+                        flops as f64 / (t.chained_us * 1e6),
                     );
                 }
             }

@@ -1,13 +1,14 @@
 //! RoPE with the KV-cache append, and split-K decode attention, against their f64 CPU
 //! references on the GPU under test (lavapipe in CI, at subgroup sizes 4, 8 and 16):
-//! both kernels (subgroups and portable), both cache formats.
+//! both kernels (subgroups and portable), both cache formats; and their batched forms
+//! for prompts (rope_kv_batch, causal prefill attention).
 
 mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, PipelineId, Slice};
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, AttentionLaunch, AttentionPipelines, DecodeKernel, Heads,
-    KvType,
+    KvType, PrefillAttention,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -401,4 +402,227 @@ fn splits_follow_the_target() {
             assert!(s.n_chunks == 1 || s.chunk >= launch.min_chunk(), "{s:?}");
         }
     }
+}
+
+/// The prefill launch for the device under test, then one whose workgroup memory is
+/// so small that it takes one row per workgroup (and the 256-value head's output in
+/// slices) and whose grid is so narrow that the row blocks take several dispatches.
+fn prefill_launches(g: &Gpu, h: Heads, kv: KvType) -> Vec<PrefillAttention> {
+    let profile = g.device.profile();
+    let mut launches = vec![PrefillAttention::new(h, kv, profile).unwrap()];
+    let tiny = PrefillAttention::with_budget(h, kv, 2 << 10, 3).unwrap();
+    if !launches.contains(&tiny) {
+        launches.push(tiny);
+    }
+    for l in &launches {
+        l.check(profile).unwrap();
+    }
+    launches
+}
+
+/// rope_kv_batch leaves q, the K cache and the V cache with the same bits as one
+/// rope_kv per token (and q rotated as the f64 reference does), in each format: full
+/// and partial rotation, GQA, q/k/v rows padded apart, at the start of the cache and
+/// after a thousand rows already written.
+#[test]
+fn rope_kv_batch_matches_rope_kv_token_by_token() {
+    let g = Gpu::new();
+    let base = 10_000.0;
+    for kv in KvType::ALL {
+        // (heads, kv heads, head_dim, rope_dim, padding after each of q, k, v)
+        for (n_heads, n_kv, head_dim, rope_dim, pad) in [
+            (9usize, 3usize, 64usize, 64usize, 0usize),
+            (7, 1, 80, 80, 6),
+            (4, 2, 18, 10, 3),
+        ] {
+            let h = heads(n_heads, n_kv, head_dim, rope_dim);
+            let (q_dim, kv_dim) = (n_heads * head_dim, n_kv * head_dim);
+            let row_stride = q_dim + kv_dim * 2 + 3 * pad;
+            let firsts = ((q_dim + pad) as u64, (q_dim + kv_dim + 2 * pad) as u64);
+            let batch = PrefillAttention::new(h, kv, g.device.profile()).unwrap();
+            let bp = batch.pipelines(&g.device, &g.cache).unwrap();
+            let single = AttentionLaunch::portable(h, kv, 1, 8).unwrap();
+            let sp = g.pipelines(&single);
+            for (start, n_tokens) in [(0usize, 1usize), (0, 7), (0, 64), (1000, 2), (1000, 300)] {
+                let n_pos = start + n_tokens;
+                let table = g.buf(&rope_table(base, rope_dim, n_pos));
+                let mut rng = common::Rng::new((start * 31 + n_tokens * 7 + head_dim) as u64);
+                let rows = rng.vec(n_tokens * row_stride);
+                let earlier = rng.vec(start * kv_dim);
+                let cache_bytes = (n_pos * kv_dim) as u64 * kv.bytes_per_value();
+                let cache = || {
+                    let c = g.zeros(cache_bytes);
+                    let filled = g.cache(kv, &earlier);
+                    let mut list = CommandList::new();
+                    if start > 0 {
+                        list.copy(filled, c.buffer, 0);
+                    }
+                    g.device.submit(&list).unwrap();
+                    c
+                };
+                let (kb, vb) = (cache(), cache());
+                let qkv = g.buf(&rows);
+                g.run(vec![batch.rope_kv_batch(
+                    &bp,
+                    start as u64,
+                    n_tokens as u64,
+                    table,
+                    (qkv, row_stride as u64),
+                    firsts,
+                    kb,
+                    vb,
+                )]);
+                let (ks, vs) = (cache(), cache());
+                let token_rows: Vec<Slice> = (0..n_tokens)
+                    .map(|t| g.buf(&rows[t * row_stride..(t + 1) * row_stride]))
+                    .collect();
+                let ds = token_rows
+                    .iter()
+                    .enumerate()
+                    .map(|(t, &row)| {
+                        single.rope_kv(&sp, (start + t) as u64, table, row, firsts, ks, vs)
+                    })
+                    .collect();
+                g.run(ds);
+                let ctx = format!(
+                    "rope_kv_batch {kv} {n_heads}/{n_kv}x{head_dim}/{rope_dim} pad {pad}, \
+                     {n_tokens} tokens from {start}"
+                );
+                let batch_rows = g.get(qkv);
+                for (t, &row) in token_rows.iter().enumerate() {
+                    let one = g.get(row);
+                    let of_batch = &batch_rows[t * row_stride..(t + 1) * row_stride];
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(of_batch), bits(&one), "{ctx}: token {t}'s q, k, v");
+                    let q = &rows[t * row_stride..][..q_dim];
+                    let expected = rope_ref(q, n_heads, head_dim, rope_dim, start + t, base);
+                    assert_close(
+                        &format!("{ctx}: token {t}'s q"),
+                        &expected,
+                        &one[..q_dim],
+                        1e-6,
+                    );
+                }
+                let raw = |s: Slice| g.device.read(s.buffer, 0, cache_bytes).unwrap();
+                assert!(raw(kb) == raw(ks), "{ctx}: K cache differs");
+                assert!(raw(vb) == raw(vs), "{ctx}: V cache differs");
+                // Rows before start kept, the new rows written (random values, so
+                // none is zero in either format).
+                let values = g.read_cache(kv, kb, n_pos * kv_dim);
+                let stored: Vec<f32> = earlier.iter().map(|&v| kv.stored(v)).collect();
+                assert_eq!(
+                    &values[..start * kv_dim],
+                    &stored[..],
+                    "{ctx}: earlier rows"
+                );
+                assert!(
+                    values[start * kv_dim..].iter().all(|&v| v != 0.0),
+                    "{ctx}: new rows"
+                );
+            }
+        }
+    }
+}
+
+/// Causal prefill attention against the f64 reference of each token over the cache
+/// rows up to its own: 1, 2, 7, 64 and 300 tokens at the start of the cache and after a
+/// thousand rows; head sizes 64, 80, 128 and 256; GQA ratios 1, 4 and 7; q rows spaced
+/// as in the model's qkv buffer; both formats; the device's launch, and on the smaller
+/// cases one with sliced heads and several dispatches.
+#[test]
+fn prefill_attention_matches_the_reference() {
+    let g = Gpu::new();
+    let mut cases = 0;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd, token_counts) in [
+            (4usize, 4usize, 64usize, &[1usize, 2, 7, 64, 300][..]),
+            (8, 2, 128, &[1, 7, 64][..]),
+            (7, 1, 256, &[2, 7][..]),
+            (14, 2, 80, &[7, 64][..]),
+        ] {
+            let h = heads(n_heads, n_kv, hd, hd);
+            let launches = prefill_launches(&g, h, kv);
+            let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+            let q_stride = q_dim + 2 * kv_dim;
+            for &n_tokens in token_counts {
+                for start in [0usize, 1000] {
+                    let n_pos = start + n_tokens;
+                    let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
+                    let k = rng.vec(n_pos * kv_dim);
+                    let v = rng.vec(n_pos * kv_dim);
+                    let q: Vec<f32> = rng
+                        .vec(n_tokens * q_stride)
+                        .iter()
+                        .map(|x| x * 2.0)
+                        .collect();
+                    let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
+                    let (ks, vs) = (stored(&k), stored(&v));
+                    let (mut expected, mut exact) = (Vec::new(), Vec::new());
+                    for t in 0..n_tokens {
+                        let qt = &q[t * q_stride..][..q_dim];
+                        let seen = start + t + 1;
+                        expected.extend(attention_ref(qt, &ks, &vs, n_heads, n_kv, hd, seen));
+                        exact.extend(attention_ref(qt, &k, &v, n_heads, n_kv, hd, seen));
+                    }
+                    let (kc, vc, qb) = (g.cache(kv, &k), g.cache(kv, &v), g.buf(&q));
+                    // The sliced launch of one row per workgroup is slow on a CPU: it takes
+                    // the smaller cases.
+                    let small = n_tokens * n_pos <= 4096;
+                    for launch in launches.iter().take(if small { 2 } else { 1 }) {
+                        let p = launch.pipelines(&g.device, &g.cache).unwrap();
+                        // NaN where nothing is written: a row the kernel skips fails.
+                        let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
+                        let ds = launch
+                            .dispatches(
+                                &p,
+                                start as u64,
+                                n_tokens as u64,
+                                (qb, q_stride as u64),
+                                kc,
+                                vc,
+                                (out, q_dim as u64),
+                            )
+                            .unwrap();
+                        let n_dispatches = ds.len();
+                        g.run(ds);
+                        let ctx = format!(
+                            "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start} \
+                             ({n_dispatches} dispatches, {} slices)",
+                            launch.pipeline_key(),
+                            launch.n_slices()
+                        );
+                        let actual = g.get(out);
+                        assert_close(&ctx, &expected, &actual, 2e-5);
+                        let bound = if kv == KvType::F16 { 1e-3 } else { 2e-5 };
+                        let err = max_error(&exact, &actual);
+                        assert!(err <= bound, "{ctx}: {err} from exact math");
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases >= 2 * 2 * 12, "{cases} cases");
+}
+
+/// The sizing is a pure function of the heads and the budget: it stays within the
+/// budget, slices a head only when one row of it does not fit, and refuses a budget too
+/// small for any tile rather than overrunning it.
+#[test]
+fn prefill_sizing_fits_its_budget() {
+    for hd in [2u64, 18, 64, 80, 128, 256, 512, 2048] {
+        for budget in [3u64 << 10, 16 << 10, 32 << 10, 48 << 10] {
+            let h = heads(7, 1, hd as usize, hd as usize);
+            let l = PrefillAttention::with_budget(h, KvType::F16, budget, 65535).unwrap();
+            assert!(l.workgroup_bytes() <= budget, "{hd} in {budget}: {l:?}");
+            if l.n_slices() > 1 {
+                assert_eq!(l.rows(), 1, "{hd} in {budget}: {l:?}");
+            }
+        }
+    }
+    let h = heads(4, 4, 64, 64);
+    assert!(PrefillAttention::with_budget(h, KvType::F32, 512, 65535).is_err());
+    assert!(
+        PrefillAttention::with_budget(heads(4, 3, 64, 64), KvType::F32, 16 << 10, 65535).is_err()
+    );
 }

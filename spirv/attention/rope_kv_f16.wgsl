@@ -11,6 +11,56 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 fn kv_word(v: vec2<f32>) -> KvWord {
     return pack2x16float(v);
 }
+// One pair's share of RoPE and the KV-cache append, shared by `attention/rope_kv.wgsl`
+// (one token) and `attention/rope_kv_batch.wgsl` (many) so both do the same arithmetic
+// in the same order and write the same bits for the same token.
+//
+// Pair `t` of a token at position `pos` whose q, k and v start at elements `q_first`,
+// `k_first` and `v_first` of `qkv`: the first n_heads * rope_dim / 2 pairs rotate q in
+// place, the next n_kv_heads * head_dim / 2 rotate k into row `pos` of the key cache
+// (pairs at or beyond rope_dim unrotated), the last as many copy v into row `pos` of
+// the value cache. The includer declares `cs`, `qkv`, `k_cache` and `v_cache`; the
+// format include gives KvWord and kv_word.
+
+struct RopeHeads {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    rope_dim: u32,
+}
+
+// The pair (x0, x1) at pair i of a head, rotated for position `pos`.
+fn rope_rotate(x0: f32, x1: f32, i: u32, pos: u32, rope_dim: u32) -> vec2<f32> {
+    let c = cs[pos * (rope_dim / 2u) + i];
+    return vec2<f32>(x0 * c.x - x1 * c.y, x0 * c.y + x1 * c.x);
+}
+
+fn rope_kv_pair(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+    let half = h.rope_dim / 2u;
+    let q_pairs = h.n_heads * half;
+    let kv_pairs = h.n_kv_heads * h.head_dim / 2u;
+    let row = pos * kv_pairs;
+    if (t < q_pairs) {
+        let i = t % half;
+        let j = q_first + (t / half) * h.head_dim + 2u * i;
+        let r = rope_rotate(qkv[j], qkv[j + 1u], i, pos, h.rope_dim);
+        qkv[j] = r.x;
+        qkv[j + 1u] = r.y;
+    } else if (t < q_pairs + kv_pairs) {
+        let e = t - q_pairs;
+        let i = e % (h.head_dim / 2u);
+        let first = k_first + 2u * e;
+        var value = vec2<f32>(qkv[first], qkv[first + 1u]);
+        if (2u * i < h.rope_dim) {
+            value = rope_rotate(value.x, value.y, i, pos, h.rope_dim);
+        }
+        k_cache[row + e] = kv_word(value);
+    } else {
+        let e = t - q_pairs - kv_pairs;
+        let first = v_first + 2u * e;
+        v_cache[row + e] = kv_word(vec2<f32>(qkv[first], qkv[first + 1u]));
+    }
+}
 // RoPE and the KV-cache append, in one dispatch because a decode step always needs them
 // together: q rotated in place, k rotated into row `pos` of the key cache, v copied
 // into row `pos` of the value cache (layout [pos][kv_head][head_dim], a KvWord per
@@ -26,7 +76,8 @@ fn kv_word(v: vec2<f32>) -> KvWord {
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
 // exact. The position is a uniform parameter, so the host can record ahead.
 //
-// One invocation per rotated pair of q, then one per pair of k, then of v.
+// One invocation per rotated pair of q, then one per pair of k, then of v
+// (`attention/rope_kv_pair.wgsl`).
 
 struct Params {
     n_heads: u32,
@@ -48,40 +99,13 @@ struct Params {
 
 const WG: u32 = 64u;
 
-// The pair (x0, x1) at pair i of a head, rotated for this position.
-fn rotate(x0: f32, x1: f32, i: u32) -> vec2<f32> {
-    let c = cs[params.pos * (params.rope_dim / 2u) + i];
-    return vec2<f32>(x0 * c.x - x1 * c.y, x0 * c.y + x1 * c.x);
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let half = params.rope_dim / 2u;
-    let q_pairs = params.n_heads * half;
-    let kv_pairs = params.n_kv_heads * params.head_dim / 2u;
-    let row = params.pos * kv_pairs;
-    for (var t = gid.x; t < q_pairs + 2u * kv_pairs; t += groups.x * WG) {
-        if (t < q_pairs) {
-            let i = t % half;
-            let j = (t / half) * params.head_dim + 2u * i;
-            let r = rotate(qkv[j], qkv[j + 1u], i);
-            qkv[j] = r.x;
-            qkv[j + 1u] = r.y;
-        } else if (t < q_pairs + kv_pairs) {
-            let e = t - q_pairs;
-            let i = e % (params.head_dim / 2u);
-            let first = params.k_first + 2u * e;
-            var value = vec2<f32>(qkv[first], qkv[first + 1u]);
-            if (2u * i < params.rope_dim) {
-                value = rotate(value.x, value.y, i);
-            }
-            k_cache[row + e] = kv_word(value);
-        } else {
-            let e = t - q_pairs - kv_pairs;
-            let first = params.v_first + 2u * e;
-            v_cache[row + e] = kv_word(vec2<f32>(qkv[first], qkv[first + 1u]));
-        }
+    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
+    let per_token = h.n_heads * (h.rope_dim / 2u) + h.n_kv_heads * h.head_dim;
+    for (var t = gid.x; t < per_token; t += groups.x * WG) {
+        rope_kv_pair(t, params.pos, 0u, params.k_first, params.v_first, h);
     }
 }
 

@@ -5,7 +5,9 @@
 //!   spread over the GPU, every query head of a KV head served by one workgroup so
 //!   each K and V byte is read once per token;
 //! - `decode_portable`: the same split without subgroups;
-//! - `combine`: merges the chunks when there is more than one.
+//! - `combine`: merges the chunks when there is more than one;
+//! - `rope_kv_batch` and `prefill`: the same for a prompt's tokens at once
+//!   ([`PrefillAttention`], in `prefill.rs`).
 //!
 //! An [`AttentionLaunch`] is a typed value the router makes once per model
 //! (`router::route_attention`); [`AttentionLaunch::split`] divides a step's positions
@@ -19,6 +21,11 @@ use crate::{Error, Result};
 
 use super::wgsl::{compose, WgslConst, WgslValue};
 use super::{PipelineCache, PipelineTemplate};
+
+mod prefill;
+pub use prefill::{
+    PrefillAttention, PrefillPipelines, PREFILL_CHUNK, PREFILL_WG, PREFILL_WORKGROUP_BYTES,
+};
 
 /// The attention heads of a layer, as RoPE and the KV cache see them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -624,6 +631,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
         ));
     }
     out.push((COMBINE_NAME.to_string(), compose(COMBINE_ROOT, &[], &[])?));
+    out.extend(PrefillAttention::sources()?);
     Ok(out)
 }
 

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
-use crate::kernels::attention::{AttentionLaunch, KvType};
+use crate::kernels::attention::{AttentionLaunch, KvType, PrefillAttention};
 use crate::kernels::matmul::MatmulLaunch;
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
@@ -115,34 +115,9 @@ pub fn time_attention(
     effort: Effort,
 ) -> crate::Result<Times> {
     let h = launch.heads();
-    let kv_bytes = (n_pos * h.kv_dim() * launch.kv().bytes_per_value()).next_multiple_of(4);
-    let copies = effort.rotate_bytes.div_ceil(2 * kv_bytes).clamp(1, 512) as usize;
     let buffers = OwnedBuffers::borrowing(device);
-    // Values in [-1, 1) in either format: f16 pairs of 0x3c00-ish halves or f32s alike
-    // decode to finite numbers; the scores stay small.
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let words: Vec<u32> = (0..kv_bytes / 4)
-        .map(|_| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let unit = |bits: u64| (bits & 0x3ff) as f32 / 1024.0 - 0.5;
-            match launch.kv() {
-                KvType::F32 => unit(rng).to_bits(),
-                KvType::F16 => {
-                    let half = |v: f32| half::f16::from_f32(v).to_bits() as u32;
-                    half(unit(rng)) | half(unit(rng >> 10)) << 16
-                }
-            }
-        })
-        .collect();
-    let mut sets = Vec::new();
-    for _ in 0..copies {
-        let k = buffers.create_with("k cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
-        let v = buffers.create_with("v cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
-        sets.push((k, v));
-    }
-    drop(words);
+    let sets = kv_cache_copies(&buffers, launch.kv(), n_pos * h.kv_dim(), effort)?;
+    let copies = sets.len();
     let q_bytes = h.n_heads * h.head_dim * 4;
     let q = buffers.create_with(
         "q",
@@ -171,6 +146,95 @@ pub fn time_attention(
     for i in 0..iters + SKIP {
         let (k, v) = sets[i % copies];
         let ds = launch.dispatches(&pipelines, combine, n_pos, q, k, v, parts, out)?;
+        per_iter = ds.len();
+        ds.into_iter().for_each(|d| list.dispatch(d));
+    }
+    time_list(device, &list, per_iter, copies, effort)
+}
+
+/// Distinct K and V caches of `n_values` values each, as many pairs as `effort`
+/// rotates through. Values in [-1, 1) in either format: f16 pairs of 0x3c00-ish halves
+/// or f32s alike decode to finite numbers; the scores stay small.
+fn kv_cache_copies(
+    buffers: &OwnedBuffers,
+    kv: KvType,
+    n_values: u64,
+    effort: Effort,
+) -> crate::Result<Vec<(Slice, Slice)>> {
+    let kv_bytes = (n_values * kv.bytes_per_value()).next_multiple_of(4);
+    let copies = effort.rotate_bytes.div_ceil(2 * kv_bytes).clamp(1, 512) as usize;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let words: Vec<u32> = (0..kv_bytes / 4)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let unit = |bits: u64| (bits & 0x3ff) as f32 / 1024.0 - 0.5;
+            match kv {
+                KvType::F32 => unit(rng).to_bits(),
+                KvType::F16 => {
+                    let half = |v: f32| half::f16::from_f32(v).to_bits() as u32;
+                    half(unit(rng)) | half(unit(rng >> 10)) << 16
+                }
+            }
+        })
+        .collect();
+    let mut sets = Vec::new();
+    for _ in 0..copies {
+        let k = buffers.create_with("k cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
+        let v = buffers.create_with("v cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
+        sets.push((k, v));
+    }
+    Ok(sets)
+}
+
+/// Times one layer's prefill attention of `launch` for `n_tokens` tokens from position
+/// `start` (random keys and values over `start + n_tokens` positions, copies rotated as
+/// for decode attention; q rows as tightly packed as the heads allow).
+pub fn time_prefill_attention(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    launch: &PrefillAttention,
+    start: u64,
+    n_tokens: u64,
+    effort: Effort,
+) -> crate::Result<Times> {
+    let h = launch.heads();
+    let buffers = OwnedBuffers::borrowing(device);
+    let sets = kv_cache_copies(
+        &buffers,
+        launch.kv(),
+        (start + n_tokens) * h.kv_dim(),
+        effort,
+    )?;
+    let copies = sets.len();
+    let q_width = h.n_heads * h.head_dim;
+    let q_bytes = n_tokens * q_width * 4;
+    let q = buffers.create_with(
+        "q",
+        bytemuck::cast_slice(&vec![0.25f32; (q_bytes / 4) as usize]),
+        BufferUse::Storage,
+    )?;
+    let out = Slice::new(
+        buffers.create("out", q_bytes, BufferUse::Storage)?,
+        0,
+        q_bytes,
+    );
+    let pipelines = launch.pipelines(device, cache)?;
+    let iters = effort.iters.max(copies.min(64));
+    let mut list = CommandList::new();
+    let mut per_iter = 0;
+    for i in 0..iters + SKIP {
+        let (k, v) = sets[i % copies];
+        let ds = launch.dispatches(
+            &pipelines,
+            start,
+            n_tokens,
+            (q, q_width),
+            k,
+            v,
+            (out, q_width),
+        )?;
         per_iter = ds.len();
         ds.into_iter().for_each(|d| list.dispatch(d));
     }

@@ -13,7 +13,8 @@
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
 // exact. The position is a uniform parameter, so the host can record ahead.
 //
-// One invocation per rotated pair of q, then one per pair of k, then of v.
+// One invocation per rotated pair of q, then one per pair of k, then of v
+// (`attention/rope_kv_pair.wgsl`).
 
 struct Params {
     n_heads: u32,
@@ -35,39 +36,12 @@ struct Params {
 
 const WG: u32 = 64u;
 
-// The pair (x0, x1) at pair i of a head, rotated for this position.
-fn rotate(x0: f32, x1: f32, i: u32) -> vec2<f32> {
-    let c = cs[params.pos * (params.rope_dim / 2u) + i];
-    return vec2<f32>(x0 * c.x - x1 * c.y, x0 * c.y + x1 * c.x);
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let half = params.rope_dim / 2u;
-    let q_pairs = params.n_heads * half;
-    let kv_pairs = params.n_kv_heads * params.head_dim / 2u;
-    let row = params.pos * kv_pairs;
-    for (var t = gid.x; t < q_pairs + 2u * kv_pairs; t += groups.x * WG) {
-        if (t < q_pairs) {
-            let i = t % half;
-            let j = (t / half) * params.head_dim + 2u * i;
-            let r = rotate(qkv[j], qkv[j + 1u], i);
-            qkv[j] = r.x;
-            qkv[j + 1u] = r.y;
-        } else if (t < q_pairs + kv_pairs) {
-            let e = t - q_pairs;
-            let i = e % (params.head_dim / 2u);
-            let first = params.k_first + 2u * e;
-            var value = vec2<f32>(qkv[first], qkv[first + 1u]);
-            if (2u * i < params.rope_dim) {
-                value = rotate(value.x, value.y, i);
-            }
-            k_cache[row + e] = kv_word(value);
-        } else {
-            let e = t - q_pairs - kv_pairs;
-            let first = params.v_first + 2u * e;
-            v_cache[row + e] = kv_word(vec2<f32>(qkv[first], qkv[first + 1u]));
-        }
+    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
+    let per_token = h.n_heads * (h.rope_dim / 2u) + h.n_kv_heads * h.head_dim;
+    for (var t = gid.x; t < per_token; t += groups.x * WG) {
+        rope_kv_pair(t, params.pos, 0u, params.k_first, params.v_first, h);
     }
 }

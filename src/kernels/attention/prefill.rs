@@ -1,0 +1,444 @@
+//! Prompt processing (prefill): the batched forms of decode's two attention dispatches,
+//! under `wgsl/attention/`:
+//! - `rope_kv_batch`: RoPE and the KV-cache append for many tokens at once, the same
+//!   bits per token as `rope_kv`;
+//! - `prefill`: causal attention of many query tokens over the cache, flash-attention
+//!   style (key tiles staged in workgroup memory once for a block of (token, query
+//!   head) rows of one KV head, an online softmax), with no cap on the head size or the
+//!   token count.
+//!
+//! A [`PrefillAttention`] is a typed value made by a pure function of the heads, the
+//! cache format and the device's limits. The CPU reference is decode's, per token:
+//! [`rope_ref`](super::rope_ref) and [`attention_ref`](super::attention_ref) over the
+//! first `start + t + 1` cache rows.
+
+use serde::Serialize;
+
+use crate::device::{Access, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::{Error, Result};
+
+use super::super::wgsl::{compose, WgslConst, WgslValue};
+use super::super::PipelineCache;
+use super::{template, AttentionLaunch, Heads, KvType, ROPE_KV_STORAGE};
+
+/// Invocations of a prefill workgroup.
+pub const PREFILL_WG: u32 = 128;
+/// Pairs of a head staged per chunk of a K or V tile, at most.
+pub const PREFILL_CHUNK: u32 = 32;
+/// Workgroup memory a prefill workgroup takes at most, however much the device has:
+/// more would cost occupancy for little more reuse of each tile.
+pub const PREFILL_WORKGROUP_BYTES: u64 = 32 << 10;
+/// (rows, key tile) in order of preference: most rows first (each K and V byte staged
+/// serves every row), then longer key tiles (fewer barriers per position).
+const SHAPES: [(u32, u32); 13] = [
+    (32, 32),
+    (16, 32),
+    (16, 16),
+    (8, 32),
+    (8, 16),
+    (4, 32),
+    (4, 16),
+    (2, 32),
+    (2, 16),
+    (1, 32),
+    (1, 16),
+    (1, 8),
+    (1, 4),
+];
+/// Invocations of a `rope_kv_batch` workgroup (the WGSL's WG).
+const ROPE_WG: u64 = 64;
+
+/// Prefill attention for a model's heads and KV format on one device: the tiling of
+/// `attention/prefill.wgsl`, fixed when the model is planned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PrefillAttention {
+    heads: Heads,
+    kv: KvType,
+    wg: u32,
+    /// (token, query head) rows per workgroup.
+    rows: u32,
+    /// Key positions per tile.
+    key_tile: u32,
+    /// Pairs of a head staged at once.
+    chunk: u32,
+    /// Output pairs per workgroup: the whole head unless its accumulators do not fit.
+    slice: u32,
+    /// The grid's limit per dimension: more row blocks take more dispatches.
+    max_workgroups_per_dim: u32,
+}
+
+/// The pipelines of a [`PrefillAttention`] on a device.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefillPipelines {
+    pub rope_kv_batch: PipelineId,
+    pub prefill: PipelineId,
+}
+
+const PREFILL_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+
+impl PrefillAttention {
+    /// The launch for `profile`: tiles as large as its workgroup memory allows, up to
+    /// [`PREFILL_WORKGROUP_BYTES`].
+    pub fn new(heads: Heads, kv: KvType, profile: &DeviceProfile) -> Result<PrefillAttention> {
+        let budget = (profile.workgroup_storage_bytes as u64).min(PREFILL_WORKGROUP_BYTES);
+        Self::with_budget(heads, kv, budget, profile.max_workgroups_per_dim)
+    }
+
+    /// The launch whose workgroups take at most `workgroup_bytes` of workgroup memory:
+    /// the most rows (then the longest key tile) that fit with the whole head's output
+    /// per workgroup, or, where not even one row does, the head's output split into the
+    /// fewest slices that fit (each slice recomputes the scores).
+    pub fn with_budget(
+        heads: Heads,
+        kv: KvType,
+        workgroup_bytes: u64,
+        max_workgroups_per_dim: u32,
+    ) -> Result<PrefillAttention> {
+        AttentionLaunch::check_heads(heads)?;
+        let half = (heads.head_dim / 2) as u32;
+        let chunk = half.min(PREFILL_CHUNK);
+        let mut slice = half;
+        loop {
+            let fits = SHAPES.iter().find(|&&(rows, key_tile)| {
+                Self::bytes_of(rows, key_tile, chunk, slice) <= workgroup_bytes
+            });
+            if let Some(&(rows, key_tile)) = fits {
+                return Ok(PrefillAttention {
+                    heads,
+                    kv,
+                    wg: PREFILL_WG,
+                    rows,
+                    key_tile,
+                    chunk,
+                    slice,
+                    max_workgroups_per_dim: max_workgroups_per_dim.max(1),
+                });
+            }
+            if slice == 1 {
+                return Err(Error::Invalid(format!(
+                    "prefill attention needs at least {} bytes of workgroup memory, not {}",
+                    Self::bytes_of(1, 4, chunk, 1),
+                    workgroup_bytes
+                )));
+            }
+            slice = slice.div_ceil(2);
+        }
+    }
+
+    fn bytes_of(rows: u32, key_tile: u32, chunk: u32, slice: u32) -> u64 {
+        let (rows, key_tile, chunk, slice) =
+            (rows as u64, key_tile as u64, chunk as u64, slice as u64);
+        // q chunk, K/V chunk (rows padded by a pair), scores, accumulators, and the
+        // running max, sum and rescale factor per row.
+        8 * rows * chunk
+            + 8 * key_tile * (chunk + 1)
+            + 4 * rows * key_tile
+            + 8 * rows * slice
+            + 12 * rows
+    }
+
+    /// Workgroup memory a workgroup takes.
+    pub fn workgroup_bytes(&self) -> u64 {
+        Self::bytes_of(self.rows, self.key_tile, self.chunk, self.slice)
+    }
+
+    pub fn heads(&self) -> Heads {
+        self.heads
+    }
+
+    pub fn kv(&self) -> KvType {
+        self.kv
+    }
+
+    /// (token, query head) rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
+    pub fn key_tile(&self) -> u32 {
+        self.key_tile
+    }
+
+    /// Output pairs per workgroup.
+    pub fn slice(&self) -> u32 {
+        self.slice
+    }
+
+    /// Workgroups that each compute a slice of the same rows' output.
+    pub fn n_slices(&self) -> u64 {
+        (self.heads.head_dim / 2).div_ceil(self.slice as u64)
+    }
+
+    /// Row blocks of one KV head for `n_tokens` tokens.
+    pub fn n_blocks(&self, n_tokens: u64) -> u64 {
+        (n_tokens * self.heads.group()).div_ceil(self.rows as u64)
+    }
+
+    /// Whether `profile` can run this launch.
+    pub fn check(&self, profile: &DeviceProfile) -> Result<()> {
+        let fail = |what: String| Err(Error::Invalid(format!("prefill attention: {what}")));
+        if self.wg
+            > profile
+                .max_invocations_per_workgroup
+                .min(profile.max_workgroup_size_x)
+        {
+            return fail(format!("{} invocations per workgroup", self.wg));
+        }
+        if self.workgroup_bytes() > profile.workgroup_storage_bytes as u64 {
+            return fail(format!(
+                "{} bytes of workgroup memory, past {}'s {}",
+                self.workgroup_bytes(),
+                profile.name,
+                profile.workgroup_storage_bytes
+            ));
+        }
+        let limit = profile.max_workgroups_per_dim as u64;
+        if self.max_workgroups_per_dim as u64 > limit
+            || self.heads.n_kv_heads > limit
+            || self.n_slices() > limit
+        {
+            return fail(format!("more than {limit} workgroups in a dimension"));
+        }
+        Ok(())
+    }
+
+    fn root(&self) -> &'static str {
+        match self.kv {
+            KvType::F32 => "attention/prefill_f32.wgsl",
+            KvType::F16 => "attention/prefill_f16.wgsl",
+        }
+    }
+
+    /// The RoPE + batched append pipeline's ledger name and root.
+    pub fn rope_kv_batch_root(&self) -> &'static str {
+        match self.kv {
+            KvType::F32 => "attention/rope_kv_batch_f32.wgsl",
+            KvType::F16 => "attention/rope_kv_batch_f16.wgsl",
+        }
+    }
+
+    /// The constants of the prefill kernel's WGSL.
+    pub fn constants(&self) -> Vec<WgslConst> {
+        let u = WgslConst::u32;
+        vec![
+            u("WG", self.wg),
+            u("HD", self.heads.head_dim as u32),
+            u("ROWS", self.rows),
+            u("KT", self.key_tile),
+            u("CHUNK", self.chunk),
+            u("SLICE", self.slice),
+        ]
+    }
+
+    /// The prefill pipeline's ledger name: its root and every constant.
+    pub fn pipeline_key(&self) -> String {
+        let mut key = self.root().trim_end_matches(".wgsl").to_string();
+        for c in self.constants() {
+            if let WgslValue::U32(v) = c.value {
+                key += &format!(" {}{v}", c.name.to_lowercase());
+            }
+        }
+        key
+    }
+
+    pub fn source(&self) -> Result<String> {
+        compose(self.root(), &[], &self.constants())
+    }
+
+    /// Creates the batched append and the prefill pipelines.
+    pub fn pipelines(
+        &self,
+        device: &dyn Device,
+        cache: &PipelineCache,
+    ) -> Result<PrefillPipelines> {
+        let rope_root = self.rope_kv_batch_root();
+        let rope_kv_batch =
+            cache.get_or_create(device, rope_root.trim_end_matches(".wgsl"), || {
+                Ok((compose(rope_root, &[], &[])?, template(48, ROPE_KV_STORAGE)))
+            })?;
+        let prefill = cache.get_or_create(device, &self.pipeline_key(), || {
+            Ok((self.source()?, template(32, PREFILL_STORAGE)))
+        })?;
+        Ok(PrefillPipelines {
+            rope_kv_batch,
+            prefill,
+        })
+    }
+
+    /// RoPE and the KV-cache append of `n_tokens` tokens at positions `start..`: token
+    /// t's q (at element `t * row_stride` of `qkv`) rotated in place, its k (at
+    /// `t * row_stride + k_first`) rotated into row `start + t` of `k_cache`, its v (at
+    /// `t * row_stride + v_first`) copied into that row of `v_cache`. `table` is
+    /// [`rope_table`](super::rope_table)'s output on the device, over every position
+    /// up to `start + n_tokens`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv_batch(
+        &self,
+        p: &PrefillPipelines,
+        start: u64,
+        n_tokens: u64,
+        table: Slice,
+        (qkv, row_stride): (Slice, u64),
+        (k_first, v_first): (u64, u64),
+        k_cache: Slice,
+        v_cache: Slice,
+    ) -> Dispatch {
+        let h = self.heads;
+        let per_token = h.n_heads * (h.rope_dim / 2) + h.kv_dim();
+        let limit = self.max_workgroups_per_dim as u64;
+        Dispatch {
+            pipeline: p.rope_kv_batch,
+            params: vec![
+                h.n_heads as u32,
+                h.n_kv_heads as u32,
+                h.head_dim as u32,
+                h.rope_dim as u32,
+                start as u32,
+                n_tokens as u32,
+                row_stride as u32,
+                k_first as u32,
+                v_first as u32,
+                0,
+                0,
+                0,
+            ],
+            storage: vec![table, qkv, k_cache, v_cache],
+            workgroups: [
+                per_token.div_ceil(ROPE_WG).clamp(1, limit) as u32,
+                n_tokens.clamp(1, limit) as u32,
+                1,
+            ],
+            bytes_read: n_tokens * ((h.n_heads * h.head_dim + 2 * h.kv_dim()) * 4 + h.rope_dim * 4),
+        }
+    }
+
+    /// Causal attention of `n_tokens` query tokens at positions `start..` over the
+    /// cache: token t's q rows at element `t * q_stride` of `q` (query head h at
+    /// `+ h * head_dim`), its output rows at `t * out_stride` of `out` (f32), and
+    /// token t attends to cache rows `0..=start + t`, which must all be written. One
+    /// dispatch, more where the row blocks exceed the grid's limit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatches(
+        &self,
+        p: &PrefillPipelines,
+        start: u64,
+        n_tokens: u64,
+        (q, q_stride): (Slice, u64),
+        k_cache: Slice,
+        v_cache: Slice,
+        (out, out_stride): (Slice, u64),
+    ) -> Result<Vec<Dispatch>> {
+        let h = self.heads;
+        let q_width = h.n_heads * h.head_dim;
+        let n_pos = start + n_tokens;
+        let cache_bytes = n_pos * h.kv_dim() * self.kv.bytes_per_value();
+        let rows_bytes = |stride: u64| ((n_tokens.max(1) - 1) * stride + q_width) * 4;
+        let fail = |what: String| Err(Error::Invalid(format!("prefill attention: {what}")));
+        if n_tokens == 0 {
+            return fail("no tokens".into());
+        }
+        if n_pos > u32::MAX as u64 || n_tokens * h.group() > u32::MAX as u64 {
+            return fail(format!("{n_tokens} tokens from position {start}"));
+        }
+        if k_cache.size < cache_bytes || v_cache.size < cache_bytes {
+            return fail(format!(
+                "{n_pos} positions need {cache_bytes} bytes of K and V cache; the slices \
+                 hold {} and {}",
+                k_cache.size, v_cache.size
+            ));
+        }
+        if q_stride < q_width || out_stride < q_width {
+            return fail(format!(
+                "rows of {q_width} values {q_stride} and {out_stride} apart overlap"
+            ));
+        }
+        if q.size < rows_bytes(q_stride) || out.size < rows_bytes(out_stride) {
+            return fail(format!(
+                "{n_tokens} rows need {} bytes of q and {} of output; the slices hold {} \
+                 and {}",
+                rows_bytes(q_stride),
+                rows_bytes(out_stride),
+                q.size,
+                out.size
+            ));
+        }
+        let scale = 1.0 / (h.head_dim as f32).sqrt();
+        let n_blocks = self.n_blocks(n_tokens);
+        let per_dispatch = self.max_workgroups_per_dim as u64;
+        let per_block = self.kv_bytes_read(start, n_tokens) / n_blocks;
+        Ok((0..n_blocks)
+            .step_by(per_dispatch as usize)
+            .map(|first| {
+                let blocks = per_dispatch.min(n_blocks - first);
+                Dispatch {
+                    pipeline: p.prefill,
+                    params: vec![
+                        h.n_kv_heads as u32,
+                        h.group() as u32,
+                        start as u32,
+                        n_tokens as u32,
+                        q_stride as u32,
+                        out_stride as u32,
+                        scale.to_bits(),
+                        first as u32,
+                    ],
+                    storage: vec![q, k_cache, v_cache, out],
+                    workgroups: [blocks as u32, h.n_kv_heads as u32, self.n_slices() as u32],
+                    bytes_read: per_block * blocks + rows_bytes(q_stride) * blocks / n_blocks,
+                }
+            })
+            .collect())
+    }
+
+    /// K and V bytes the workgroups of a prefill read from the cache (each K tile once
+    /// per output slice, each V pair once), per layer.
+    pub fn kv_bytes_read(&self, start: u64, n_tokens: u64) -> u64 {
+        let group = self.heads.group();
+        let n_rows = n_tokens * group;
+        let rows = self.rows as u64;
+        let positions: u64 = (0..self.n_blocks(n_tokens))
+            .map(|b| start + (((b + 1) * rows).min(n_rows) - 1) / group + 1)
+            .sum();
+        let row_bytes = self.heads.kv_dim() * self.kv.bytes_per_value();
+        positions * row_bytes * (self.n_slices() + 1)
+    }
+
+    /// Floating-point operations of the causal attention (q·k and weight·v, two per
+    /// multiply-add), per layer.
+    pub fn flops(&self, start: u64, n_tokens: u64) -> u64 {
+        let h = self.heads;
+        // Token t attends to start + t + 1 positions.
+        let positions = n_tokens * (start + 1) + n_tokens * n_tokens.saturating_sub(1) / 2;
+        4 * h.n_heads * h.head_dim * positions
+    }
+
+    /// A canonical launch for tools that list every kernel (`kernels::spirv`): the
+    /// Llama-3-8B heads with [`PREFILL_WORKGROUP_BYTES`].
+    pub fn canonical(kv: KvType) -> PrefillAttention {
+        let heads = Heads {
+            n_heads: 32,
+            n_kv_heads: 8,
+            head_dim: 128,
+            rope_dim: 128,
+        };
+        Self::with_budget(heads, kv, PREFILL_WORKGROUP_BYTES, 65535)
+            .expect("the canonical heads are valid")
+    }
+
+    pub(super) fn sources() -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for kv in KvType::ALL {
+            let launch = Self::canonical(kv);
+            out.push((
+                launch.root().trim_end_matches(".wgsl").to_string(),
+                launch.source()?,
+            ));
+            let root = launch.rope_kv_batch_root();
+            out.push((
+                root.trim_end_matches(".wgsl").to_string(),
+                compose(root, &[], &[])?,
+            ));
+        }
+        Ok(out)
+    }
+}

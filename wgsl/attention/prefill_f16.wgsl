@@ -1,0 +1,4 @@
+#include "attention/kv_f16.wgsl"
+#include "attention/prefill.wgsl"
+
+// attention/prefill over an f16 KV cache.

@@ -1,0 +1,4 @@
+#include "attention/kv_f32.wgsl"
+#include "attention/prefill.wgsl"
+
+// attention/prefill over an f32 KV cache.

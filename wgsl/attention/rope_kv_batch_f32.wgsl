@@ -1,0 +1,5 @@
+#include "attention/kv_f32.wgsl"
+#include "attention/rope_kv_pair.wgsl"
+#include "attention/rope_kv_batch.wgsl"
+
+// attention/rope_kv_batch appending to an f32 KV cache.
