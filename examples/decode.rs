@@ -78,6 +78,9 @@ struct Args {
     /// (exact math).
     #[arg(long, default_value = "f16")]
     kv_type: brass::kernels::attention::KvType,
+    /// Prompt tokens per prefill batch (default 512; 1: token at a time).
+    #[arg(long)]
+    ubatch: Option<usize>,
     /// Print one JSON object (prompt ids, generated ids, text, timings) instead of text.
     #[arg(long)]
     json: bool,
@@ -189,6 +192,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
             glu_q8: args.glu_q8,
             ..Overrides::default()
         },
+        ubatch: args.ubatch,
     };
     let t0 = Instant::now();
     let model = Model::from_gguf(device.clone(), &file, &options)?;

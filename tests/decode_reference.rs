@@ -60,6 +60,7 @@ fn load_with(path: &Path, family: Family, q8: Option<bool>) -> Model {
                 glu_q8: q8,
                 ..Overrides::default()
             },
+            ubatch: None,
         },
     )
     .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))

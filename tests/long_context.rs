@@ -250,6 +250,7 @@ fn decode_past_4096_positions_matches_exact_math() {
                 attention_workgroups: Some(16),
                 ..Overrides::default()
             },
+            ubatch: None,
         };
         let model = Model::from_gguf(device.clone(), &file, &options).unwrap();
         let split = model.plan().attention.launch().split(POSITIONS as u64);

@@ -76,6 +76,13 @@ struct Args {
     /// device's tuning).
     #[arg(long)]
     attention_workgroups: Option<u64>,
+    /// Also time prompt processing of this many tokens (comma-separated), as
+    /// llama-bench's `-p` (0: none).
+    #[arg(long, value_delimiter = ',', default_value = "512")]
+    pp: Vec<usize>,
+    /// Prompt tokens per prefill batch (default: the model's plan, 512).
+    #[arg(long)]
+    ubatch: Option<usize>,
     #[arg(long)]
     skip_matvec: bool,
     #[arg(long)]
@@ -287,7 +294,17 @@ fn measure_device(
             attention_workgroups: args.attention_workgroups,
             ..Overrides::default()
         },
+        ubatch: args.ubatch,
         ..Default::default()
+    };
+    let prompt = match model {
+        Some((file, name)) if !args.skip_decode => args
+            .pp
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| run::prompt(device.clone(), file, name, n, &load))
+            .collect::<Result<_, _>>()?,
+        _ => Vec::new(),
     };
     let (decode, decode_at_depth) = match model {
         Some((file, name)) if timed => {
@@ -311,6 +328,7 @@ fn measure_device(
         matvec,
         decode,
         decode_at_depth,
+        prompt,
         notes,
     })
 }

@@ -30,6 +30,9 @@ pub struct DeviceRun {
     /// Decode with tokens already in the KV cache (`--depth`).
     #[serde(default)]
     pub decode_at_depth: Vec<Decode>,
+    /// Prompt processing (`--pp`), like llama-bench's `-p`.
+    #[serde(default)]
+    pub prompt: Vec<PromptRun>,
     /// Why a part was skipped (no timestamps, a failed load, ...).
     pub notes: Vec<String>,
 }
@@ -132,4 +135,15 @@ pub fn vendor_peak(profile: &DeviceProfile) -> Option<f64> {
             .find(|(key, _)| name.contains(&key.to_lowercase()))
             .map(|&(_, gbps)| gbps)
     })
+}
+
+/// Prompt processing: `tokens` prompt tokens into an empty cache, timed to the GPU's
+/// end, as llama-bench's ppN.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PromptRun {
+    pub tokens: usize,
+    /// How the plan processes prompts (`Plan::prefill`).
+    pub route: String,
+    pub seconds: f64,
+    pub tokens_per_second: f64,
 }

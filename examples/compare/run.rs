@@ -11,7 +11,7 @@ use brass::model::{Input, LoadOptions, Model};
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 
-use crate::result::{Decode, MatvecCase, Probe};
+use crate::result::{Decode, MatvecCase, Probe, PromptRun};
 use brass::kernels::timing::{time_matvec, Effort};
 
 /// (label, M, K, types): real shapes, few enough that a full run takes a minute or so.
@@ -269,4 +269,49 @@ pub fn decode(
         d.attention_pct_of_probe
     );
     Ok(d)
+}
+
+/// Prompt processing of `tokens` tokens at position 0, after one untimed run (pipelines
+/// and first-use costs), timed from the first upload to the GPU's end.
+pub fn prompt(
+    device: Arc<dyn Device>,
+    file: &GgufFile,
+    model_name: &str,
+    tokens: usize,
+    load: &LoadOptions,
+) -> brass::Result<PromptRun> {
+    let options = LoadOptions {
+        context: Some(tokens + 1),
+        ..load.clone()
+    };
+    let model = Model::from_gguf(device.clone(), file, &options)?;
+    let vocab = model.config().vocab as u64;
+    // Any ids: the work per token does not depend on them.
+    let ids: Vec<u32> = (0..tokens as u64)
+        .map(|i| (i * 7919 + 1) % vocab)
+        .map(|i| i as u32)
+        .collect();
+    let route = model.plan().prefill.to_string();
+    model.prefill(&ids, 0)?;
+    device.wait()?;
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        model.prefill(&ids, 0)?;
+        device.wait()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let run = PromptRun {
+        tokens,
+        route,
+        seconds: best,
+        tokens_per_second: tokens as f64 / best,
+    };
+    eprintln!(
+        "  {model_name}: prompt of {tokens} tokens in {:.1} ms: {:.1} tok/s ({})",
+        best * 1e3,
+        run.tokens_per_second,
+        run.route
+    );
+    Ok(run)
 }

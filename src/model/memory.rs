@@ -105,6 +105,15 @@ impl MemoryNeed {
         Ok(need)
     }
 
+    /// With `bytes` more of scratch: prefill's batch buffers.
+    pub fn with_prefill(mut self, bytes: u64) -> Result<MemoryNeed> {
+        self.scratch = self.scratch.checked_add(bytes).ok_or_else(|| {
+            Error::OutOfMemory(format!("prefill's batch buffers take {bytes} bytes"))
+        })?;
+        self.checked_total()?;
+        Ok(self)
+    }
+
     fn checked_total(&self) -> Result<u64> {
         [self.embedding, self.kv_cache, self.scratch]
             .iter()

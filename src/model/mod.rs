@@ -10,6 +10,7 @@ mod fetch;
 mod memory;
 mod non_finite;
 mod plan;
+mod prefill;
 mod session;
 pub mod synthetic;
 
@@ -21,6 +22,7 @@ pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 use non_finite::Probes;
 pub use plan::{plan, LayerPlan, Offsets, Plan, PlannedMatrix};
+pub use prefill::{BatchedPrefill, LayerMatmuls, PrefillPlan, DEFAULT_UBATCH};
 pub use session::{Generate, Prompt, Session, Stats, Token};
 
 use std::path::Path;
@@ -179,6 +181,9 @@ pub struct LoadOptions {
     /// The router's overrides (A/B runs): a forced family or kernel, whether norms
     /// and silu(gate) * up hand dot4 matrices x quantized.
     pub routing: Overrides,
+    /// Prompt tokens per prefill batch (default [`DEFAULT_UBATCH`]; cut to what a
+    /// binding holds, `Plan::prefill` says why; 1 processes prompts token at a time).
+    pub ubatch: Option<usize>,
 }
 
 /// A planned matrix on the device.
@@ -280,6 +285,8 @@ pub struct Model {
     /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
     /// when the model is dropped.
     pipelines: PipelineCache,
+    /// Made at the first batched prefill (`Plan::prefill`).
+    prefill_state: std::sync::Mutex<Option<prefill::PrefillState>>,
     /// Every buffer above: freed when the model is dropped.
     _buffers: OwnedBuffers<'static>,
 }
@@ -330,12 +337,13 @@ impl Model {
         }
         let (config, n_ctx) = (plan.config.clone(), plan.n_ctx);
         // Everything counted before anything is allocated, on the host or the device.
-        MemoryNeed::of(&config, file, n_ctx, plan.kv, device.profile())?.check_fits(
-            device.profile(),
-            &config,
-            n_ctx,
-            plan.kv,
-        )?;
+        MemoryNeed::of(&config, file, n_ctx, plan.kv, device.profile())?
+            .with_prefill(prefill::batch_bytes(
+                &config,
+                &plan.offsets,
+                plan.prefill.ubatch(),
+            ))?
+            .check_fits(device.profile(), &config, n_ctx, plan.kv)?;
         for m in plan.matrices() {
             m.route.launch().check(device.profile()).map_err(|e| {
                 Error::Invalid(format!("`{}`, planned for {}: {e}", m.name(), plan.device))
@@ -523,6 +531,7 @@ impl Model {
             norm_q8,
             plan,
             pipelines: cache,
+            prefill_state: std::sync::Mutex::new(None),
             _buffers: buffers,
         })
     }

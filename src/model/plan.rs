@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use super::prefill::{batch_bytes, plan_prefill, PrefillPlan, DEFAULT_UBATCH};
 use super::{Config, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
@@ -72,6 +73,8 @@ pub struct Plan {
     pub layers: Vec<LayerPlan>,
     /// The lm-head: `output.weight`, or the tied `token_embd.weight`.
     pub output: PlannedMatrix,
+    /// How prompts are processed: in batches on matmuls, or token at a time.
+    pub prefill: PrefillPlan,
 }
 
 fn tensor<'f>(file: &'f GgufFile, name: &str) -> Result<&'f TensorInfo> {
@@ -95,16 +98,6 @@ fn matrix_tensor<'f>(file: &'f GgufFile, name: &str, m: u64, k: u64) -> Result<&
 /// that profile runs.
 pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> Result<Plan> {
     let config = Config::from_gguf(file)?;
-    let (n_ctx, context_reason) = context(&config, file, profile, options)?;
-    let attention = route_attention(
-        profile,
-        &AttentionQuery {
-            heads: config.heads(),
-            kv: options.kv,
-            n_ctx: n_ctx as u64,
-        },
-        &options.routing,
-    )?;
     let (dim, kv_dim, ffn) = (
         config.dim as u64,
         config.kv_dim() as u64,
@@ -118,6 +111,22 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         v_first: (k_first + kv_dim).next_multiple_of(align),
         up_first: ffn.next_multiple_of(align),
     };
+    // The largest batch prefill may take is counted against the device with the cache.
+    let prefill_bytes = batch_bytes(
+        &config,
+        &offsets,
+        options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64,
+    );
+    let (n_ctx, context_reason) = context(&config, file, profile, options, prefill_bytes)?;
+    let attention = route_attention(
+        profile,
+        &AttentionQuery {
+            heads: config.heads(),
+            kv: options.kv,
+            n_ctx: n_ctx as u64,
+        },
+        &options.routing,
+    )?;
     let planner = Planner {
         file,
         profile,
@@ -158,6 +167,14 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         "token_embd.weight"
     };
     let output = planner.matrix(output_name, config.vocab as u64, dim, XInput::Norm)?;
+    let prefill = plan_prefill(
+        &config,
+        &layers,
+        &offsets,
+        (options.kv, n_ctx),
+        profile,
+        options.ubatch,
+    )?;
     Ok(Plan {
         device: profile.name.clone(),
         config,
@@ -168,6 +185,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         offsets,
         layers,
         output,
+        prefill,
     })
 }
 
@@ -182,8 +200,11 @@ fn context(
     file: &GgufFile,
     profile: &DeviceProfile,
     options: &LoadOptions,
+    prefill_bytes: u64,
 ) -> Result<(usize, String)> {
-    let need = |n: usize| MemoryNeed::of(config, file, n, options.kv, profile);
+    let need = |n: usize| {
+        MemoryNeed::of(config, file, n, options.kv, profile)?.with_prefill(prefill_bytes)
+    };
     if let Some(n) = options.context {
         let n = n.max(1);
         need(n)?.check_fits(profile, config, n, options.kv)?;
@@ -360,6 +381,7 @@ impl Plan {
             "context": self.n_ctx,
             "context_reason": self.context_reason,
             "attention": attention,
+            "prefill": self.prefill,
             "matvecs": matvecs,
         })
     }
@@ -391,6 +413,7 @@ impl std::fmt::Display for Plan {
                 .collect::<Vec<_>>()
                 .join("; ")
         )?;
+        writeln!(f, "prefill: {}", self.prefill)?;
         Ok(())
     }
 }

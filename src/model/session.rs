@@ -327,10 +327,10 @@ impl Generate<'_> {
                 .prompt
                 .split_last()
                 .expect("generate checked the prompt is not empty");
-            for &id in rest {
-                self.model.step(Input::Token(id), *self.pos)?;
-                *self.pos += 1;
-            }
+            // All but the last into the cache in batches; the last runs as a decode
+            // step, which gives the logits.
+            self.model.prefill(rest, *self.pos)?;
+            *self.pos += rest.len();
             self.history.extend_from_slice(&self.prompt);
             Input::Token(*last)
         } else {

@@ -1,0 +1,518 @@
+//! Prompt processing in batches (prefill): the prompt's tokens go through the layers
+//! many at a time, each matrix on a matmul over its matvec's weights (a weight block
+//! decoded once per tile of tokens instead of once per token), attention causal over
+//! the batch, and the KV cache written for all of them. Only the cache matters: the
+//! prompt's last token then runs as a decode step, which gives its logits, so prefill
+//! computes no output head and skips the last layer's attention output and FFN.
+//!
+//! [`PrefillPlan`] is part of the model's plan (pure, device-free); the pipelines and
+//! batch buffers are made at the model's first prefill, so a model that never prefills
+//! holds none.
+
+use serde::Serialize;
+
+use super::plan::{LayerPlan, Offsets, PlannedMatrix};
+use super::{Config, Matrix, Model};
+use crate::device::{BufferUse, CommandList, DeviceProfile, OwnedBuffers, PipelineId, Slice};
+use crate::kernels::attention::{PrefillAttention, PrefillPipelines};
+use crate::kernels::matmul::MatmulLaunch;
+use crate::kernels::matvec::Q8_GROUP_BYTES;
+use crate::kernels::ops::BatchOps;
+use crate::{Error, Result};
+
+/// Tokens per prefill batch unless `LoadOptions::ubatch` says otherwise (llama.cpp's
+/// default ubatch).
+pub const DEFAULT_UBATCH: usize = 512;
+
+/// How a prompt is processed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "route", rename_all = "snake_case")]
+pub enum PrefillPlan {
+    Batched(BatchedPrefill),
+    /// Each token through the decode step, and why.
+    TokenAtATime {
+        reason: String,
+    },
+}
+
+/// Batches of up to `ubatch` tokens, with these matmuls and this attention.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchedPrefill {
+    pub ubatch: u64,
+    /// Why the batch is `ubatch` tokens.
+    pub ubatch_reason: String,
+    pub attention: PrefillAttention,
+    pub layers: Vec<LayerMatmuls>,
+}
+
+/// A layer's matmuls, one per planned matrix, over the same weights.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerMatmuls {
+    pub qkv: Vec<MatmulLaunch>,
+    pub wo: MatmulLaunch,
+    pub gate_up: Vec<MatmulLaunch>,
+    pub down: MatmulLaunch,
+}
+
+/// The widths of the batch's rows, in elements per token.
+#[derive(Clone, Copy, Debug)]
+struct Widths {
+    dim: u64,
+    q_dim: u64,
+    /// q, k and v side by side (`Offsets`).
+    qkv: u64,
+    /// gate and up side by side.
+    gate_up: u64,
+    ffn: u64,
+}
+
+impl Widths {
+    fn of(config: &Config, offsets: &Offsets) -> Widths {
+        let ffn = config.ffn_dim as u64;
+        Widths {
+            dim: config.dim as u64,
+            q_dim: (config.n_heads * config.head_dim) as u64,
+            qkv: offsets.v_first + config.kv_dim() as u64,
+            gate_up: offsets.up_first + ffn,
+            ffn,
+        }
+    }
+
+    /// Bytes per token of each batch buffer, in the order `BatchActivations` makes them.
+    fn buffer_bytes(&self) -> [(&'static str, u64); 9] {
+        let q8 = |n: u64| n.div_ceil(32) * Q8_GROUP_BYTES;
+        [
+            ("prefill tokens", 4),
+            ("prefill x", 4 * self.dim),
+            ("prefill norm(x)", 4 * self.dim),
+            ("prefill norm(x) as q8", q8(self.dim)),
+            ("prefill q, k, v", 4 * self.qkv),
+            ("prefill attention out", 4 * self.q_dim),
+            ("prefill attention out as q8", q8(self.q_dim)),
+            ("prefill block out", 4 * self.dim),
+            ("prefill ffn gate, up", 4 * self.gate_up),
+        ]
+    }
+
+    fn hidden_q8_bytes(&self) -> u64 {
+        self.ffn.div_ceil(32) * Q8_GROUP_BYTES
+    }
+
+    /// Device bytes of the batch buffers per token of the batch.
+    fn bytes_per_token(&self) -> u64 {
+        self.buffer_bytes().iter().map(|(_, b)| b).sum::<u64>() + self.hidden_q8_bytes()
+    }
+
+    /// The largest row of any batch buffer, which the binding limit caps.
+    fn widest_row(&self) -> u64 {
+        self.buffer_bytes()
+            .iter()
+            .map(|&(_, b)| b)
+            .chain([self.hidden_q8_bytes()])
+            .max()
+            .unwrap_or(4)
+    }
+}
+
+/// Device bytes prefill's batch buffers take for batches of `ubatch` tokens.
+pub fn batch_bytes(config: &Config, offsets: &Offsets, ubatch: u64) -> u64 {
+    Widths::of(config, offsets)
+        .bytes_per_token()
+        .saturating_mul(ubatch)
+}
+
+/// Plans prefill: batched where every layer matrix has a matmul over its route's
+/// weights (the dot4 routes) and the batch holds a token, else token at a time with
+/// the first reason it cannot be batched. Pure: a preset's plan is a device's.
+pub fn plan_prefill(
+    config: &Config,
+    layers: &[LayerPlan],
+    offsets: &Offsets,
+    (kv, n_ctx): (crate::kernels::attention::KvType, usize),
+    profile: &DeviceProfile,
+    asked: Option<usize>,
+) -> Result<PrefillPlan> {
+    let token_at_a_time = |reason: String| Ok(PrefillPlan::TokenAtATime { reason });
+    if asked == Some(1) {
+        return token_at_a_time("a batch of 1 token was asked for".into());
+    }
+    let matmul = |m: &PlannedMatrix| {
+        MatmulLaunch::of(m.route.launch(), profile).map_err(|e| format!("`{}`: {e}", m.name()))
+    };
+    let mut planned = Vec::with_capacity(layers.len());
+    for l in layers {
+        let all = |ms: &[PlannedMatrix]| ms.iter().map(matmul).collect::<Result<Vec<_>, _>>();
+        let layer = (|| {
+            Ok::<_, String>(LayerMatmuls {
+                qkv: all(&l.qkv)?,
+                wo: matmul(&l.wo)?,
+                gate_up: all(&l.gate_up)?,
+                down: matmul(&l.down)?,
+            })
+        })();
+        match layer {
+            Ok(layer) => planned.push(layer),
+            Err(reason) => return token_at_a_time(reason),
+        }
+    }
+    let attention = match PrefillAttention::new(config.heads(), kv, profile) {
+        Ok(a) => a,
+        Err(e) => return token_at_a_time(format!("attention: {e}")),
+    };
+    let widths = Widths::of(config, offsets);
+    let by_binding = profile.usable_binding_bytes() / widths.widest_row().max(1);
+    let wanted = asked.unwrap_or(DEFAULT_UBATCH) as u64;
+    let ubatch = wanted.min(by_binding).min(n_ctx as u64);
+    if ubatch < 2 {
+        return token_at_a_time(format!(
+            "a batch row of {} bytes leaves room for {by_binding} tokens in a binding of {}",
+            widths.widest_row(),
+            profile.usable_binding_bytes()
+        ));
+    }
+    let ubatch_reason = if ubatch == wanted {
+        match asked {
+            Some(_) => format!("{ubatch} tokens, as asked"),
+            None => format!("{ubatch} tokens, the default"),
+        }
+    } else if ubatch == by_binding {
+        format!(
+            "{ubatch} of {wanted} tokens: a batch's widest buffer ({} bytes a token) must fit \
+             a binding of {}",
+            widths.widest_row(),
+            profile.usable_binding_bytes()
+        )
+    } else {
+        format!("{ubatch} of {wanted} tokens: the context")
+    };
+    Ok(PrefillPlan::Batched(BatchedPrefill {
+        ubatch,
+        ubatch_reason,
+        attention,
+        layers: planned,
+    }))
+}
+
+impl PrefillPlan {
+    /// Tokens per batch: 1 when token at a time.
+    pub fn ubatch(&self) -> u64 {
+        match self {
+            PrefillPlan::Batched(b) => b.ubatch,
+            PrefillPlan::TokenAtATime { .. } => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for PrefillPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrefillPlan::TokenAtATime { reason } => write!(f, "token at a time: {reason}"),
+            PrefillPlan::Batched(b) => {
+                let mut kernels: Vec<String> = Vec::new();
+                for l in &b.layers {
+                    for m in l
+                        .qkv
+                        .iter()
+                        .chain([&l.wo])
+                        .chain(&l.gate_up)
+                        .chain([&l.down])
+                    {
+                        let key = m.pipeline_key();
+                        if !kernels.contains(&key) {
+                            kernels.push(key);
+                        }
+                    }
+                }
+                write!(
+                    f,
+                    "batches of {} ({}); matmuls {}; attention {}",
+                    b.ubatch,
+                    b.ubatch_reason,
+                    kernels.join(", "),
+                    b.attention.pipeline_key()
+                )
+            }
+        }
+    }
+}
+
+/// What the first prefill creates: pipelines and batch buffers.
+pub(super) struct PrefillState {
+    ops: BatchOps,
+    attention: PrefillPipelines,
+    /// Per layer, qkv, then wo, gate_up and down, as `LayerMatmuls` lists them.
+    matmuls: Vec<Vec<PipelineId>>,
+    act: BatchActivations,
+    _buffers: OwnedBuffers<'static>,
+}
+
+/// The batch's buffers, a row per token.
+struct BatchActivations {
+    tokens: Slice,
+    x: Slice,
+    xn: Slice,
+    xn_q8: Slice,
+    qkv: Slice,
+    att: Slice,
+    att_q8: Slice,
+    out: Slice,
+    gate_up: Slice,
+    hidden_q8: Slice,
+}
+
+impl PrefillState {
+    fn new(model: &Model, batched: &BatchedPrefill) -> Result<PrefillState> {
+        let device = model.device.clone();
+        let dev = device.as_ref();
+        let cache = &model.pipelines;
+        let buffers = OwnedBuffers::new(device.clone());
+        let widths = Widths::of(&model.config, &model.plan.offsets);
+        let n = batched.ubatch;
+        let mut made = widths
+            .buffer_bytes()
+            .into_iter()
+            .chain([("prefill ffn hidden as q8", widths.hidden_q8_bytes())])
+            .map(|(label, per_token)| {
+                let bytes = (per_token * n).next_multiple_of(16);
+                Ok(Slice::new(
+                    buffers.create(label, bytes, BufferUse::Storage)?,
+                    0,
+                    bytes,
+                ))
+            })
+            .collect::<Result<Vec<Slice>>>()?
+            .into_iter();
+        let mut next = move || made.next().expect("one slice per batch buffer");
+        let act = BatchActivations {
+            tokens: next(),
+            x: next(),
+            xn: next(),
+            xn_q8: next(),
+            qkv: next(),
+            att: next(),
+            att_q8: next(),
+            out: next(),
+            gate_up: next(),
+            hidden_q8: next(),
+        };
+        let matmuls = batched
+            .layers
+            .iter()
+            .map(|l| {
+                l.qkv
+                    .iter()
+                    .chain([&l.wo])
+                    .chain(&l.gate_up)
+                    .chain([&l.down])
+                    .map(|m| m.pipeline(dev, cache))
+                    .collect()
+            })
+            .collect::<Result<Vec<Vec<PipelineId>>>>()?;
+        Ok(PrefillState {
+            ops: BatchOps::new(dev, cache)?,
+            attention: batched.attention.pipelines(dev, cache)?,
+            matmuls,
+            act,
+            _buffers: buffers,
+        })
+    }
+}
+
+impl Model {
+    /// Writes the KV cache for `tokens` at positions `start..start + tokens.len()`, in
+    /// batches as the plan says (`Plan::prefill`), or token at a time where it says
+    /// so. Computes no logits: run the token after these through a decode step for
+    /// them. Returns once the work is queued.
+    pub fn prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
+        let end = start + tokens.len();
+        if end > self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "positions {start}..{end} pass the end of the context of {} tokens (raise \
+                 LoadOptions::context; the model was trained for {})",
+                self.n_ctx, self.config.context_length
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
+            return Err(Error::Invalid(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab
+            )));
+        }
+        let batched = match &self.plan.prefill {
+            PrefillPlan::Batched(b) => b,
+            PrefillPlan::TokenAtATime { .. } => {
+                for (i, &id) in tokens.iter().enumerate() {
+                    self.step(super::Input::Token(id), start + i)?;
+                }
+                return Ok(());
+            }
+        };
+        let mut state = self.prefill_state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.is_none() {
+            *state = Some(PrefillState::new(self, batched)?);
+        }
+        let state = state.as_ref().expect("made above");
+        for (i, chunk) in tokens.chunks(batched.ubatch as usize).enumerate() {
+            let pos = start + i * batched.ubatch as usize;
+            self.device
+                .upload(state.act.tokens.buffer, 0, bytemuck::cast_slice(chunk))?;
+            let list = self.record_batch(state, batched, chunk.len() as u64, pos as u64)?;
+            self.device.submit(&list)?;
+        }
+        Ok(())
+    }
+
+    /// One batch of `n` tokens at positions `pos..pos + n`, their ids in the batch's
+    /// token buffer:
+    /// x = embed(tokens); per layer: the cache gets rope(Wk·norm(x)), Wv·norm(x), then
+    /// (but for the last layer) x += Wo·attention(rope(Wq·norm(x)), cache) and
+    /// x += W_down·(silu(W_gate·norm(x)) * (W_up·norm(x))).
+    fn record_batch(
+        &self,
+        state: &PrefillState,
+        batched: &BatchedPrefill,
+        n: u64,
+        pos: u64,
+    ) -> Result<CommandList> {
+        let (c, a, ops) = (&self.config, &state.act, &state.ops);
+        let w = Widths::of(c, &self.plan.offsets);
+        let rows = |s: Slice, per_token: u64| Slice::new(s.buffer, s.offset, n * per_token);
+        let q8_row = |k: u64| k.div_ceil(32) * Q8_GROUP_BYTES;
+        let (x, xn, xn_q8) = (
+            rows(a.x, 4 * w.dim),
+            rows(a.xn, 4 * w.dim),
+            rows(a.xn_q8, q8_row(w.dim)),
+        );
+        let out = rows(a.out, 4 * w.dim);
+        let mut list = CommandList::new();
+        for d in ops.embed(&self.embed, (w.dim, n), rows(a.tokens, 4), x) {
+            list.dispatch(d);
+        }
+        let first_norm = self
+            .layers
+            .first()
+            .map_or(self.output_norm, |l| l.attn_norm);
+        list.dispatch(ops.rms_norm((w.dim, n), c.eps, x, first_norm, (xn, xn_q8)));
+        let last = self.layers.len().saturating_sub(1);
+        for (i, (layer, plan)) in self.layers.iter().zip(&batched.layers).enumerate() {
+            let pipelines = &state.matmuls[i];
+            let mut pipeline = pipelines.iter().copied();
+            let mut pipeline = move || pipeline.next().expect("one pipeline per matmul");
+            let qkv = rows(a.qkv, 4 * w.qkv);
+            for (m, launch) in layer.qkv.iter().zip(&plan.qkv) {
+                matmul_into(
+                    &mut list,
+                    m,
+                    launch,
+                    pipeline(),
+                    (xn_q8, q8_row(w.dim)),
+                    (qkv, w.qkv),
+                    n,
+                )?;
+            }
+            let offsets = self.plan.offsets;
+            list.dispatch(batched.attention.rope_kv_batch(
+                &state.attention,
+                pos,
+                n,
+                self.rope,
+                (qkv, w.qkv),
+                (offsets.k_first, offsets.v_first),
+                layer.k_cache,
+                layer.v_cache,
+            ));
+            if i == last {
+                // Only the cache is wanted of the last layer (see the module's comment).
+                break;
+            }
+            let att = rows(a.att, 4 * w.q_dim);
+            let q = Slice::new(qkv.buffer, qkv.offset, qkv.size);
+            for d in batched.attention.dispatches(
+                &state.attention,
+                pos,
+                n,
+                (q, w.qkv),
+                layer.k_cache,
+                layer.v_cache,
+                (att, w.q_dim),
+            )? {
+                list.dispatch(d);
+            }
+            let att_q8 = rows(a.att_q8, q8_row(w.q_dim));
+            list.dispatch(ops.quantize_rows((w.q_dim, n, w.q_dim), att, att_q8));
+            matmul_into(
+                &mut list,
+                &layer.wo,
+                &plan.wo,
+                pipeline(),
+                (att_q8, q8_row(w.q_dim)),
+                (out, w.dim),
+                n,
+            )?;
+            list.dispatch(ops.add_rms_norm(
+                (w.dim, n),
+                c.eps,
+                (x, out),
+                layer.ffn_norm,
+                (xn, xn_q8),
+            ));
+            let gate_up = rows(a.gate_up, 4 * w.gate_up);
+            for (m, launch) in layer.gate_up.iter().zip(&plan.gate_up) {
+                matmul_into(
+                    &mut list,
+                    m,
+                    launch,
+                    pipeline(),
+                    (xn_q8, q8_row(w.dim)),
+                    (gate_up, w.gate_up),
+                    n,
+                )?;
+            }
+            let up_first = offsets.up_first;
+            let up = Slice::new(
+                gate_up.buffer,
+                gate_up.offset + 4 * up_first,
+                gate_up.size - 4 * up_first,
+            );
+            let hidden_q8 = rows(a.hidden_q8, q8_row(w.ffn));
+            list.dispatch(ops.silu_mul_q8((w.ffn, n, w.gate_up), gate_up, up, hidden_q8));
+            matmul_into(
+                &mut list,
+                &layer.down,
+                &plan.down,
+                pipeline(),
+                (hidden_q8, q8_row(w.ffn)),
+                (out, w.dim),
+                n,
+            )?;
+            let next_norm = self.layers[i + 1].attn_norm;
+            list.dispatch(ops.add_rms_norm((w.dim, n), c.eps, (x, out), next_norm, (xn, xn_q8)));
+        }
+        Ok(list)
+    }
+}
+
+/// y rows (`y_stride` floats a token, this matrix's from its `out_first`) = W · x rows
+/// (quantized, `x_stride` bytes a token) for `n` tokens.
+fn matmul_into(
+    list: &mut CommandList,
+    w: &Matrix,
+    launch: &MatmulLaunch,
+    pipeline: PipelineId,
+    (x, x_stride): (Slice, u64),
+    (y, y_stride): (Slice, u64),
+    n: u64,
+) -> Result<()> {
+    for d in launch.dispatches(
+        pipeline,
+        &w.parts,
+        x,
+        x_stride,
+        y,
+        (w.plan.out_first, y_stride),
+        n,
+    )? {
+        list.dispatch(d);
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! Batched prefill against token-at-a-time decode on the same model and device: the
+//! KV cache a batch writes gives the next decode step the logits token-at-a-time gives,
+//! within f32 reordering (both round activations to int8 the same way), greedy output
+//! is unchanged, every pipeline prefill creates is dispatched, and bad calls are
+//! refused before anything runs.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use brass::device::Device;
+use brass::kernels::attention::KvType;
+use brass::kernels::matvec::Family;
+use brass::model::{default_model_path, Input, LoadOptions, Model, PrefillPlan, Session};
+use brass::router::{Force, Overrides};
+
+fn load(path: &Path, ubatch: Option<usize>, force: Option<Force>) -> Model {
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        context: Some(160),
+        ubatch,
+        routing: Overrides {
+            force,
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    };
+    Model::load(device, path, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn synthetic() -> std::path::PathBuf {
+    common::reference_path("synkq_q4_k_m.gguf")
+}
+
+/// Deterministic ids spread over the vocabulary.
+fn ids(n: usize, vocab: usize) -> Vec<u32> {
+    let mut rng = common::Rng::new(n as u64);
+    (0..n)
+        .map(|_| (rng.next_u64() % vocab as u64) as u32)
+        .collect()
+}
+
+/// The logits of the decode step after the prompt: prefill of all but the last token
+/// (batched, or token at a time as the model's plan says), then the last as a step.
+fn logits_after(model: &Model, prompt: &[u32], start: usize) -> Vec<f32> {
+    let (last, rest) = prompt.split_last().unwrap();
+    model.prefill(rest, start).unwrap();
+    model
+        .forward_logits(Input::Token(*last), start + rest.len())
+        .unwrap()
+}
+
+/// Largest |a - b| over the logits, and it over the logits' range.
+fn max_diff(a: &[f32], b: &[f32]) -> (f32, f32) {
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    let (lo, hi) = a
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+    (diff, diff / (hi - lo))
+}
+
+fn argmax(v: &[f32]) -> usize {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    prompt_ids: Vec<u32>,
+    steps: Vec<Step>,
+    generated: Vec<u32>,
+}
+
+#[derive(serde::Deserialize)]
+struct Step {
+    top: Vec<(u32, f32)>,
+}
+
+/// The synthetic Q4_K_M model teacher-forced along its exact-math (f64) reference: at
+/// each position checked, the cache is written by batched prefill (batches of 8: several full and a
+/// partial one) and its logits by the decode step after it: every top-5 logit within
+/// the int8 route's bound that decode meets (`tests/decode_reference.rs`, 0.05), and
+/// the same top-1 wherever the reference's gap exceeds 0.1.
+#[test]
+fn batched_prefill_matches_exact_math() {
+    let text = std::fs::read_to_string(common::reference_path("synkq_q4_k_m_f64.json")).unwrap();
+    let r: Reference = serde_json::from_str(&text).unwrap();
+    let mut seq = r.prompt_ids.clone();
+    seq.extend(&r.generated[..r.generated.len() - 1]);
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        context: Some(64),
+        kv: KvType::F32,
+        ubatch: Some(8),
+        ..LoadOptions::default()
+    };
+    let model = Model::load(device, synthetic(), &options).unwrap();
+    assert!(
+        matches!(model.plan().prefill, PrefillPlan::Batched(_)),
+        "{}",
+        model.plan().prefill
+    );
+    let mut worst = 0f32;
+    // Every third position: prompts that end mid-batch, on a batch's end (16), and
+    // after several batches, at a third of the cost of all of them on lavapipe.
+    let positions: Vec<usize> = (1..r.steps.len()).step_by(3).collect();
+    for &p in &positions {
+        let step = &r.steps[p];
+        let logits = logits_after(&model, &seq[..=p], 0);
+        for &(id, want) in &step.top {
+            let err = (logits[id as usize] - want).abs();
+            worst = worst.max(err);
+            assert!(
+                err <= 0.05,
+                "pos {p}: logit of {id} is {}, reference {want}",
+                logits[id as usize]
+            );
+        }
+        if step.top[0].1 - step.top[1].1 > 0.1 {
+            assert_eq!(argmax(&logits), step.top[0].0 as usize, "pos {p}: top-1");
+        }
+    }
+    eprintln!("positions {positions:?}: worst top-5 logit error {worst:.4}");
+    let ledger = model.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+}
+
+/// Batches of 32 over 100 tokens (three full, one partial), then a second prompt
+/// continuing the cache at position 100 (a batch that starts mid-context): the next
+/// step's logits match token at a time on the synthetic Q4_K_M model, within twice the
+/// route's bound against exact math (each is within it).
+#[test]
+fn batched_prefill_matches_token_at_a_time() {
+    let path = synthetic();
+    let batched = load(&path, Some(32), None);
+    let single = load(&path, Some(1), None);
+    assert!(
+        matches!(batched.plan().prefill, PrefillPlan::Batched(ref b) if b.ubatch == 32),
+        "{}",
+        batched.plan().prefill
+    );
+    assert!(matches!(
+        single.plan().prefill,
+        PrefillPlan::TokenAtATime { .. }
+    ));
+    let vocab = batched.config().vocab;
+    let first = ids(100, vocab);
+    let second = ids(45, vocab);
+    for (prompt, start) in [(&first, 0), (&second, first.len())] {
+        let a = logits_after(&batched, prompt, start);
+        let b = logits_after(&single, prompt, start);
+        let (diff, rel) = max_diff(&b, &a);
+        eprintln!("start {start}: max |logit diff| {diff:.3e} ({rel:.2e} of the range)");
+        assert!(
+            diff <= 0.1,
+            "start {start}: logits differ by {diff} ({rel} of the range)"
+        );
+    }
+    let ledger = batched.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+}
+
+/// The default model's greedy reply is the same batched and token at a time, and a
+/// session's prompt goes through prefill.
+#[test]
+fn default_model_greedy_output_is_unchanged_by_batching() {
+    let path = default_model_path().unwrap();
+    let mut replies = Vec::new();
+    for ubatch in [Some(16), Some(1)] {
+        let device: Arc<dyn Device> = Arc::new(common::gpu());
+        let options = LoadOptions {
+            context: Some(160),
+            ubatch,
+            ..LoadOptions::default()
+        };
+        let mut session = Session::load(device, &path, &options).unwrap();
+        let prompt: Vec<u32> = session.tokenizer().encode(
+            "The quick brown fox jumps over the lazy dog, and then the fox runs into the \
+             forest, where",
+            true,
+            true,
+        );
+        assert!(prompt.len() > 16, "{} prompt tokens", prompt.len());
+        replies.push(session.greedy(&prompt, 6).unwrap());
+    }
+    assert_eq!(replies[0], replies[1], "batched vs token at a time");
+}
+
+/// A route without matmuls (coop, exact activations) prefills token at a time and says
+/// why; a prefill past the context or with an id outside the vocabulary is refused.
+#[test]
+fn prefill_routes_and_refusals() {
+    let path = synthetic();
+    let coop = load(&path, None, Some(Force::Family(Family::Coop)));
+    match &coop.plan().prefill {
+        PrefillPlan::TokenAtATime { reason } => assert!(reason.contains("coop"), "{reason}"),
+        other => panic!("coop route planned {other}"),
+    }
+    let model = load(&path, Some(32), None);
+    let vocab = model.config().vocab;
+    let err = model.prefill(&ids(10, vocab), 155).unwrap_err().to_string();
+    assert!(err.contains("context"), "{err}");
+    let err = model
+        .prefill(&[1, vocab as u32], 0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("vocabulary"), "{err}");
+}
