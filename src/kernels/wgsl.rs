@@ -104,6 +104,7 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "ops/silu_mul.wgsl",
     "ops/silu_mul_q8.wgsl",
     "ops/write_f32.wgsl",
+    "probe/dot4_peak.wgsl",
     "probe/fill.wgsl",
     "probe/stream_read.wgsl",
 ];
