@@ -80,22 +80,21 @@ impl Widths {
 
     /// Bytes per token of each batch buffer, in the order `BatchActivations` makes them.
     fn buffer_bytes(&self) -> [(&'static str, u64); 9] {
-        let q8 = |n: u64| n.div_ceil(32) * Q8_GROUP_BYTES;
         [
             ("prefill tokens", 4),
             ("prefill x", 4 * self.dim),
             ("prefill norm(x)", 4 * self.dim),
-            ("prefill norm(x) as q8", q8(self.dim)),
+            ("prefill norm(x) as q8", q8_row(self.dim)),
             ("prefill q, k, v", 4 * self.qkv),
             ("prefill attention out", 4 * self.q_dim),
-            ("prefill attention out as q8", q8(self.q_dim)),
+            ("prefill attention out as q8", q8_row(self.q_dim)),
             ("prefill block out", 4 * self.dim),
             ("prefill ffn gate, up", 4 * self.gate_up),
         ]
     }
 
     fn hidden_q8_bytes(&self) -> u64 {
-        self.ffn.div_ceil(32) * Q8_GROUP_BYTES
+        q8_row(self.ffn)
     }
 
     /// Device bytes of the batch buffers per token of the batch.
@@ -377,7 +376,6 @@ impl Model {
         let (c, a, ops) = (&self.config, &state.act, &state.ops);
         let w = Widths::of(c, &self.plan.offsets);
         let rows = |s: Slice, per_token: u64| Slice::new(s.buffer, s.offset, n * per_token);
-        let q8_row = |k: u64| k.div_ceil(32) * Q8_GROUP_BYTES;
         let (x, xn, xn_q8) = (
             rows(a.x, 4 * w.dim),
             rows(a.xn, 4 * w.dim),
@@ -426,12 +424,11 @@ impl Model {
                 break;
             }
             let att = rows(a.att, 4 * w.q_dim);
-            let q = Slice::new(qkv.buffer, qkv.offset, qkv.size);
             for d in batched.attention.dispatches(
                 &state.attention,
                 pos,
                 n,
-                (q, w.qkv),
+                (qkv, w.qkv),
                 layer.k_cache,
                 layer.v_cache,
                 (att, w.q_dim),
@@ -490,6 +487,11 @@ impl Model {
         }
         Ok(list)
     }
+}
+
+/// Bytes of `k` values quantized as the matmuls take them.
+fn q8_row(k: u64) -> u64 {
+    k.div_ceil(32) * Q8_GROUP_BYTES
 }
 
 /// y rows (`y_stride` floats a token, this matrix's from its `out_first`) = W · x rows
