@@ -1,13 +1,14 @@
 //! Every matmul kernel over the synthetic presets' shapes at prompt-sized token counts:
 //! GPU-timestamped, weight copies rotated, reported as median µs, TFLOP/s (2·M·K·N) and
 //! % of the device's own int8 dot4 rate (the compute probe), beside the weight bytes'
-//! GB/s, as a table and as JSON.
+//! GB/s, as a table and as JSON. Each case runs on dot4 and, where the adapter has
+//! them, on cooperative matrices.
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k] [--tokens 64,512]
 //!     [--iters 10] [--json out.json] [--adapter INDEX|NAME]
 
 use brass::device::{int8_compute_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::matmul::{MatmulLaunch, MATMUL_KERNELS};
+use brass::kernels::matmul::{MatmulEngine, MatmulLaunch, MATMUL_KERNELS};
 use brass::kernels::matvec::{self, Family};
 use brass::kernels::timing::{time_matmul, Effort};
 use brass::kernels::PipelineCache;
@@ -84,9 +85,14 @@ fn run(args: &Args) -> brass::Result<()> {
     let device = WgpuDevice::open(&choice)?;
     let profile = device.profile().clone();
     let probe = int8_compute_probe(&device, 5, 20.0)?;
+    let mut engines = vec![MatmulEngine::route(&profile, Some(false))?.0];
+    match MatmulEngine::route(&profile, Some(true)) {
+        Ok((coop, _)) => engines.push(coop),
+        Err(e) => println!("{e}"),
+    }
     println!("{}\n{probe}\n", profile.name);
     println!(
-        "{:<40} {:<20} {:>6} {:>10} {:>10} {:>8} {:>8} {:>9}",
+        "{:<40} {:<44} {:>6} {:>10} {:>10} {:>8} {:>8} {:>9}",
         "shape", "kernel", "tokens", "median µs", "min µs", "TFLOP/s", "% int8", "weight GB/s"
     );
     let effort = Effort {
@@ -127,35 +133,37 @@ fn run(args: &Args) -> brass::Result<()> {
                     ..Overrides::default()
                 };
                 let matvec = route_matvec(&profile, &query, &overrides)?.launch().clone();
-                let launch = MatmulLaunch::of(&matvec, &profile)?;
-                for &n in &args.tokens {
-                    let t = time_matmul(&device, &cache, &matvec, &launch, n, effort)?;
-                    let tflops = launch.flops(n) as f64 / t.median_us / 1e6;
-                    let case = Case {
-                        shape: format!("{preset} {matrix} {m}x{k}"),
-                        kernel: kernel.name.to_string(),
-                        m,
-                        k,
-                        n_tokens: n,
-                        k_groups: launch.k_groups(),
-                        median_us: t.median_us,
-                        min_us: t.min_us,
-                        tflops,
-                        pct_of_int8_probe: 100.0 * tflops / probe.int8_tops,
-                        weight_gbps: matvec.weight_bytes() as f64 / t.median_us / 1e3,
-                    };
-                    println!(
-                        "{:<40} {:<20} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:>9.0}",
-                        case.shape,
-                        case.kernel,
-                        n,
-                        case.median_us,
-                        case.min_us,
-                        case.tflops,
-                        case.pct_of_int8_probe,
-                        case.weight_gbps
-                    );
-                    cases.push(case);
+                for &engine in &engines {
+                    let launch = MatmulLaunch::of(&matvec, engine)?;
+                    for &n in &args.tokens {
+                        let t = time_matmul(&device, &cache, &matvec, &launch, n, effort)?;
+                        let tflops = launch.flops(n) as f64 / t.median_us / 1e6;
+                        let case = Case {
+                            shape: format!("{preset} {matrix} {m}x{k}"),
+                            kernel: launch.pipeline_key(),
+                            m,
+                            k,
+                            n_tokens: n,
+                            k_groups: engine.k_groups(),
+                            median_us: t.median_us,
+                            min_us: t.min_us,
+                            tflops,
+                            pct_of_int8_probe: 100.0 * tflops / probe.int8_tops,
+                            weight_gbps: matvec.weight_bytes() as f64 / t.median_us / 1e3,
+                        };
+                        println!(
+                            "{:<40} {:<44} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:>9.0}",
+                            case.shape,
+                            case.kernel,
+                            n,
+                            case.median_us,
+                            case.min_us,
+                            case.tflops,
+                            case.pct_of_int8_probe,
+                            case.weight_gbps
+                        );
+                        cases.push(case);
+                    }
                 }
             }
         }

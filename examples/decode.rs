@@ -70,6 +70,10 @@ struct Args {
     /// matrices of at least 8 MB).
     #[arg(long)]
     glu_q8: Option<bool>,
+    /// Whether prefill matmuls multiply on cooperative matrices: true (refused where the
+    /// adapter has none), false for dot4 (default: where the adapter has them).
+    #[arg(long)]
+    coop_matrix: Option<bool>,
     /// KV-cache positions, checked against the device's memory up front (default: the
     /// model's trained context where it fits, else the largest that does).
     #[arg(long)]
@@ -190,6 +194,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
             force,
             x_q8: args.x_q8,
             glu_q8: args.glu_q8,
+            coop_matrix: args.coop_matrix,
             ..Overrides::default()
         },
         ubatch: args.ubatch,

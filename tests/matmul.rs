@@ -2,12 +2,14 @@
 //! at subgroup sizes 4, 8 and 16 via LP_NATIVE_VECTOR_WIDTH): token counts 1, 2, 7, 64
 //! and 300 (partial tiles of tokens), rows that leave a partial tile, K steps that
 //! leave a partial step, weights split across bindings, and outputs written side by
-//! side into a wider y.
+//! side into a wider y. The cooperative-matrix kernels run the same cases
+//! where the adapter has cooperative matrices (the H200 here; lavapipe has none, and
+//! says so in the output), and are translated to SPIR-V and MSL by tests/spirv.rs.
 
 mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile};
-use brass::kernels::matmul::{self, cpu_reference, MatmulLaunch, MATMUL_KERNELS};
+use brass::kernels::matmul::{self, cpu_reference, MatmulEngine, MatmulLaunch, MATMUL_KERNELS};
 use brass::kernels::matvec::{self, quantize_x_q8, Family, MatvecLaunch, Q8_GROUP_BYTES};
 use brass::kernels::PipelineCache;
 use brass::quant::{dequantize, random_blocks, GgmlType};
@@ -60,9 +62,31 @@ struct Case {
     y_stride: u64,
 }
 
-/// Runs `case` with `launch` and checks every output against the CPU reference, and
-/// that nothing outside the outputs was written.
-fn check(device: &dyn Device, cache: &PipelineCache, launch: &MatvecLaunch, case: &Case) {
+/// The engine `coop` asks for on the device under test, or None (with a note) where it
+/// has no cooperative matrices.
+fn engine(device: &dyn Device, coop: bool) -> Option<MatmulEngine> {
+    match MatmulEngine::route(device.profile(), Some(coop)) {
+        Ok((engine, _)) => Some(engine),
+        Err(e) if coop => {
+            eprintln!(
+                "cooperative-matrix matmuls not run on {}: {e}",
+                device.profile().name
+            );
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs `case` with `launch` on `engine` and checks every output against the CPU
+/// reference, and that nothing outside the outputs was written.
+fn check(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    launch: &MatvecLaunch,
+    engine: MatmulEngine,
+    case: &Case,
+) {
     let Case {
         ty,
         m,
@@ -71,8 +95,8 @@ fn check(device: &dyn Device, cache: &PipelineCache, launch: &MatvecLaunch, case
         y_first,
         y_stride,
     } = *case;
-    let what = format!("{ty} {m} x {k}, {n_tokens} tokens");
-    let mm = MatmulLaunch::of(launch, device.profile()).unwrap();
+    let mm = MatmulLaunch::of(launch, engine).unwrap();
+    let what = format!("{} {m} x {k}, {n_tokens} tokens", mm.pipeline_key());
     let seed = m * 7919 + k * 31 + n_tokens;
     let w = random_blocks(ty, (m * k) as usize / ty.block_size(), seed);
     let mut rng = common::Rng::new(seed);
@@ -137,9 +161,14 @@ fn check(device: &dyn Device, cache: &PipelineCache, launch: &MatvecLaunch, case
                 continue;
             }
             let (r, want) = (r as usize, expected[t][r as usize]);
-            // The kernel's integer sums are exact; what remains is f32 rounding of the
-            // scaled group sums, a few ulps of the terms' magnitude per group.
-            let tol = 1e-5 * scale[r] + 1e-6;
+            let tol = match engine {
+                // The kernel's integer sums are exact; what remains is f32 rounding of
+                // the scaled group sums, a few ulps of the terms' magnitude per group.
+                MatmulEngine::Dot4 { .. } => 1e-5 * scale[r] + 1e-6,
+                // Weights and x are rounded to f16 (2^-11 each) before they multiply:
+                // at most 2^-10 of each product's magnitude, plus f32 accumulation.
+                MatmulEngine::CoopMatrix { .. } => 2f64.powi(-10) * scale[r] + 1e-5,
+            };
             assert!(
                 (v as f64 - want as f64).abs() <= tol,
                 "{what}: token {t} row {r}: {v}, reference {want} (tol {tol:.2e})"
@@ -160,7 +189,19 @@ fn k_of(ty: GgmlType) -> u64 {
 
 #[test]
 fn every_matmul_matches_its_cpu_reference() {
+    every_kernel_matches(false);
+}
+
+#[test]
+fn every_coop_matrix_matmul_matches_its_cpu_reference() {
+    every_kernel_matches(true);
+}
+
+fn every_kernel_matches(coop: bool) {
     let device = common::gpu();
+    let Some(engine) = engine(&device, coop) else {
+        return;
+    };
     let cache = PipelineCache::new();
     for kernel in MATMUL_KERNELS {
         let (m, k) = (70, k_of(kernel.ty));
@@ -174,7 +215,7 @@ fn every_matmul_matches_its_cpu_reference() {
                 y_first: 0,
                 y_stride: m,
             };
-            check(&device, &cache, &launch, &case);
+            check(&device, &cache, &launch, engine, &case);
         }
         eprintln!("{}: ok", kernel.name);
     }
@@ -186,7 +227,8 @@ fn every_matmul_matches_its_cpu_reference() {
 fn matmul_over_split_weights_writes_side_by_side() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    for kernel in MATMUL_KERNELS {
+    let engines = [engine(&device, false), engine(&device, true)];
+    for (kernel, engine) in MATMUL_KERNELS.iter().zip(engines.iter().flatten().cycle()) {
         let (m, k) = (45, k_of(kernel.ty));
         let mut profile = device.profile().clone();
         profile.max_binding_bytes = 16 * kernel.ty.bytes_for(k).unwrap() + 8;
@@ -200,8 +242,37 @@ fn matmul_over_split_weights_writes_side_by_side() {
             y_first: 5,
             y_stride: m + 12,
         };
-        check(&device, &cache, &launch, &case);
+        check(&device, &cache, &launch, *engine, &case);
     }
+}
+
+/// The router's clause: cooperative matrices where the adapter has them and a batch
+/// fills the device with their tiles, dot4 otherwise or when asked; asked for where
+/// there are none, a clear refusal.
+#[test]
+fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let (coop, why) = MatmulEngine::route(&h200, None).unwrap();
+    assert!(matches!(coop, MatmulEngine::CoopMatrix { .. }), "{coop:?}");
+    assert!(why.contains("cooperative matrices"), "{why}");
+    // 4,096 rows at 512 tokens: 32 x 4 tiles of 128; 1,024 rows: 8 x 4.
+    assert_eq!(coop.for_matrix(&h200, 4096, 512).unwrap(), coop);
+    assert!(matches!(
+        coop.for_matrix(&h200, 1024, 512).unwrap(),
+        MatmulEngine::Dot4 { .. }
+    ));
+    let (off, why) = MatmulEngine::route(&h200, Some(false)).unwrap();
+    assert!(matches!(off, MatmulEngine::Dot4 { k_groups: 4 }), "{off:?}");
+    assert!(why.contains("off, as asked"), "{why}");
+
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let (dot4, why) = MatmulEngine::route(&lavapipe, None).unwrap();
+    assert!(matches!(dot4, MatmulEngine::Dot4 { .. }), "{dot4:?}");
+    assert!(why.contains("no cooperative matrix"), "{why}");
+    let err = MatmulEngine::route(&lavapipe, Some(true))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cooperative matrices asked for"), "{err}");
 }
 
 /// Every quant type with a dot4 matvec has a matmul reading its weights, and the
@@ -218,6 +289,7 @@ fn matmuls_cover_the_dot4_matvecs() {
     let profile = DeviceProfile::preset("lavapipe").unwrap();
     let coop =
         matvec::MatvecLaunch::canonical(matvec::find(GgmlType::F16, Family::Coop).unwrap(), false);
-    let err = MatmulLaunch::of(&coop, &profile).unwrap_err().to_string();
+    let (dot4, _) = MatmulEngine::route(&profile, None).unwrap();
+    let err = MatmulLaunch::of(&coop, dot4).unwrap_err().to_string();
     assert!(err.contains("dot4"), "{err}");
 }

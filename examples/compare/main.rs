@@ -65,6 +65,10 @@ struct Args {
     /// `router::Overrides::glu_q8`).
     #[arg(long)]
     glu_q8: Option<bool>,
+    /// Whether prefill matmuls multiply on cooperative matrices: true (refused where the
+    /// adapter has none), false for dot4 (default: where the adapter has them).
+    #[arg(long)]
+    coop_matrix: Option<bool>,
     /// Also decode with this many tokens already in the KV cache (comma-separated),
     /// as llama-bench's `-d`.
     #[arg(long, value_delimiter = ',')]
@@ -292,6 +296,7 @@ fn measure_device(
             x_q8: args.x_q8,
             glu_q8: args.glu_q8,
             attention_workgroups: args.attention_workgroups,
+            coop_matrix: args.coop_matrix,
             ..Overrides::default()
         },
         ubatch: args.ubatch,

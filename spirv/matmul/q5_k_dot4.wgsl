@@ -1,26 +1,11 @@
 const K_GROUPS: u32 = 2u;
 
-// Matmul driver, integer family: Y[t, row] = dot(W[row, :], X[t, :]) for a batch of
-// tokens t (prompt processing), where the matvecs take one token at a time.
-//
-// A workgroup computes a tile of TILE_M rows by TILE_N tokens. It walks K in steps of
-// K_GROUPS groups of 32: each step decodes the tile's weight groups once into workgroup
-// memory as int8 quants with their scales, copies the tokens' x groups (already
-// quantized to int8 per 32, q8_x.wgsl's layout, as the dot4 matvecs round them), and
-// then every invocation multiplies its 4 rows by its 4 tokens on dot4I8Packed. So a
-// weight is read and decoded once per TILE_N tokens rather than once per token, and
-// each decoded group feeds TILE_N dot products.
-//
-// The per-type file, which includes this one, defines
+// A matmul's bindings and its weight decoders' contract, shared by the drivers
+// (dot4.wgsl, coopmat.wgsl) and the per-type decoders (<type>.wgsl), which define
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
-//   const BLOCK: u32          weights per block
 //   fn weight_group(row_byte: u32, g: u32) -> WGroup
 // group g (weights 32g .. 32g + 32) of the row starting at byte `row_byte`, reading the
 // layout its dot4 matvec uploads (the two share the weight buffers).
-//
-// The host prepends K_GROUPS (groups per step: its workgroup memory is 6 KiB per group).
-// Workgroups: x over token tiles, y over row tiles, so that the workgroups running at
-// once share their weight rows and read them from DRAM about once.
 
 struct Params {
     m: u32,          // rows in this dispatch (its weight part)
@@ -49,6 +34,24 @@ struct WGroup {
     offset: i32,
     min: f32,
 }
+// Matmul driver, integer family: Y[t, row] = dot(W[row, :], X[t, :]) for a batch of
+// tokens t (prompt processing), where the matvecs take one token at a time.
+//
+// A workgroup computes a tile of TILE_M rows by TILE_N tokens. It walks K in steps of
+// K_GROUPS groups of 32: each step decodes the tile's weight groups once into workgroup
+// memory as int8 quants with their scales, copies the tokens' x groups (already
+// quantized to int8 per 32, q8_x.wgsl's layout, as the dot4 matvecs round them), and
+// then every invocation multiplies its 4 rows by its 4 tokens on dot4I8Packed. So a
+// weight is read and decoded once per TILE_N tokens rather than once per token, and
+// each decoded group feeds TILE_N dot products.
+//
+// The kernel file (`<type>_dot4.wgsl`) includes this and its type's decoder
+// (`<type>.wgsl`, over io.wgsl).
+//
+// The host prepends K_GROUPS (groups per step: its workgroup memory is 6 KiB per group).
+// Workgroups: x over token tiles, y over row tiles, so that the workgroups running at
+// once share their weight rows and read them from DRAM about once.
+
 
 const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;

@@ -18,7 +18,7 @@ pub use ledger::{LedgerEntry, LedgerReport};
 pub use probe::{
     bandwidth_probe, int8_compute_probe, probe_sources, ComputeProbe, ProbeResult, StreamRead,
 };
-pub use profile::{Backend, DeviceProfile, Tuning, Vendor, PRESETS};
+pub use profile::{Backend, CoopInput, CoopMatrix, DeviceProfile, Tuning, Vendor, PRESETS};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice, UPLOAD_CHUNK};
 
 use std::sync::{Arc, Mutex};

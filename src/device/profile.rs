@@ -73,9 +73,71 @@ pub struct DeviceProfile {
     /// report them, so a live profile takes them from the preset of the same adapter.
     #[serde(default)]
     pub compute_units: Option<u32>,
+    /// The cooperative-matrix shape matmuls multiply on, where the adapter has one
+    /// ([`CoopMatrix::pick`]).
+    #[serde(default)]
+    pub coop_matrix: Option<CoopMatrix>,
     /// The router's measured thresholds and launch sizes for this device.
     #[serde(default)]
     pub tuning: Tuning,
+}
+
+/// A cooperative-matrix multiply the adapter does in hardware (wgpu's
+/// `EXPERIMENTAL_COOPERATIVE_MATRIX`: NVIDIA's tensor cores through
+/// VK_KHR_cooperative_matrix, Apple's simdgroup matrices): `size` x `size` x `size`,
+/// inputs of `input`, accumulators f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CoopMatrix {
+    pub size: u32,
+    pub input: CoopInput,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CoopInput {
+    F16,
+    F32,
+}
+
+impl CoopInput {
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            CoopInput::F16 => "f16",
+            CoopInput::F32 => "f32",
+        }
+    }
+
+    pub fn bytes(self) -> u64 {
+        match self {
+            CoopInput::F16 => 2,
+            CoopInput::F32 => 4,
+        }
+    }
+}
+
+impl CoopMatrix {
+    /// The configuration matmuls use from those an adapter lists as (M, N, K, input,
+    /// accumulator is f32): square ones only, f16 inputs (half the staging, and where
+    /// NVIDIA's tensor cores are) before f32 where the device has shader f16, then the
+    /// larger size (fewer loads per multiply-add).
+    pub fn pick(offered: &[(u32, u32, u32, CoopInput, bool)], f16: bool) -> Option<CoopMatrix> {
+        offered
+            .iter()
+            .filter(|&&(m, n, k, input, f32_acc)| {
+                m == n
+                    && n == k
+                    && (m == 8 || m == 16)
+                    && f32_acc
+                    && (f16 || input == CoopInput::F32)
+            })
+            .map(|&(size, _, _, input, _)| CoopMatrix { size, input })
+            .max_by_key(|c| (c.input == CoopInput::F16, c.size))
+    }
+}
+
+impl std::fmt::Display for CoopMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{0}x{0} {1}", self.size, self.input.wgsl())
+    }
 }
 
 /// The numbers the router's clauses compare against, as data per device rather than
@@ -110,10 +172,20 @@ pub struct Tuning {
     /// a few per compute unit.
     #[serde(default = "h200_attention_workgroups")]
     pub attention_workgroups: u64,
+    /// A prefill matmul multiplies on cooperative matrices (where the adapter has
+    /// them) when a batch makes at least this many of its 8S x 8S tiles; fewer leave
+    /// the device idle, and dot4's smaller tiles do better. On the H200, 32 tiles
+    /// (1,024 rows at 512 tokens) ran at half dot4's speed and 128 at 1.5x.
+    #[serde(default = "h200_coop_min_workgroups")]
+    pub coop_min_workgroups: u64,
 }
 
 fn h200_attention_workgroups() -> u64 {
     Tuning::H200.attention_workgroups
+}
+
+fn h200_coop_min_workgroups() -> u64 {
+    Tuning::H200.coop_min_workgroups
 }
 
 impl Tuning {
@@ -128,6 +200,7 @@ impl Tuning {
         norm_q8_min_bytes: 128_000_000,
         glu_q8_min_bytes: 8_000_000,
         attention_workgroups: 512,
+        coop_min_workgroups: 64,
     };
     const H200_COMPUTE_UNITS: u64 = 132;
 
@@ -143,6 +216,7 @@ impl Tuning {
             persistent_workgroups: scale(Self::H200.persistent_workgroups),
             dot4_min_workgroups: scale(Self::H200.dot4_min_workgroups),
             attention_workgroups: scale(Self::H200.attention_workgroups),
+            coop_min_workgroups: scale(Self::H200.coop_min_workgroups),
             ..Self::H200
         }
     }
@@ -187,6 +261,7 @@ impl DeviceProfile {
             vendor_peak_gbps: None,
             memory_bytes: None,
             compute_units: None,
+            coop_matrix: None,
             tuning: Tuning::H200,
         };
         let profile = match name {
@@ -204,6 +279,11 @@ impl DeviceProfile {
                 vendor_peak_gbps: Some(546.0),
                 memory_bytes: Some(128 * GIB),
                 compute_units: Some(40),
+                // wgpu's Metal backend lists 8x8 simdgroup matrices, f16 into f32.
+                coop_matrix: Some(CoopMatrix {
+                    size: 8,
+                    input: CoopInput::F16,
+                }),
                 tuning: Tuning::scaled_from_h200(40),
                 ..base
             },
@@ -228,6 +308,11 @@ impl DeviceProfile {
                 max_binding_bytes: 2 * GIB - 4,
                 max_buffer_bytes: 4 * GIB,
                 storage_offset_alignment: 32,
+                // As the NVIDIA driver (580.159) lists them through wgpu.
+                coop_matrix: Some(CoopMatrix {
+                    size: 16,
+                    input: CoopInput::F16,
+                }),
                 vendor_peak_gbps: Some(4800.0),
                 memory_bytes: Some(141 * 1_000_000_000),
                 compute_units: Some(132),
@@ -297,6 +382,10 @@ impl std::fmt::Display for DeviceProfile {
             self.max_invocations_per_workgroup
         )?;
         writeln!(f, "  max binding      {} MiB", self.max_binding_bytes / MIB)?;
+        match self.coop_matrix {
+            Some(c) => writeln!(f, "  coop matrix      {c}")?,
+            None => writeln!(f, "  coop matrix      none")?,
+        }
         write!(f, "  max buffer       {} MiB", self.max_buffer_bytes / MIB)?;
         match self.memory_bytes {
             Some(bytes) => write!(

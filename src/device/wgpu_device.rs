@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use super::ledger::Ledger;
 use super::{
-    Access, Backend, BufferId, BufferUse, Command, CommandList, Device, DeviceProfile,
-    LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, Tuning, Vendor,
+    Access, Backend, BufferId, BufferUse, Command, CommandList, CoopInput, CoopMatrix, Device,
+    DeviceProfile, LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing,
+    Tuning, Vendor,
 };
 use crate::{Error, Result};
 
@@ -353,11 +354,34 @@ impl WgpuDevice {
         } else {
             wanted
         };
+        let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        let coop_matrix = if adapter
+            .features()
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        {
+            CoopMatrix::pick(&coop_matrix_offers(&adapter), f16)
+        } else {
+            None
+        };
+        let wanted = if coop_matrix.is_some() {
+            wanted | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+        } else {
+            wanted
+        };
         let features = adapter.features() & wanted;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("brass"),
             required_features: features,
             required_limits: limits.clone(),
+            // SAFETY: the one experimental feature brass asks for is cooperative
+            // matrices, and only where the adapter lists a configuration the matmuls
+            // use (`CoopMatrix::pick`); their results are checked against the CPU
+            // reference on such an adapter (tests/matmul.rs).
+            experimental_features: if coop_matrix.is_some() {
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
             ..Default::default()
         }))
         .map_err(|e| Error::Device(format!("request_device on {}: {e}", info.name)))?;
@@ -394,6 +418,7 @@ impl WgpuDevice {
             vendor_peak_gbps: None,
             memory_bytes: device_memory_bytes(&adapter),
             compute_units: None,
+            coop_matrix,
             tuning: Tuning::default(),
         };
         // wgpu reports no compute-unit count: a known adapter's comes from its preset,
@@ -1242,4 +1267,22 @@ impl Device for WgpuDevice {
     fn ledger(&self) -> LedgerReport {
         lock(&self.state).ledger.report()
     }
+}
+
+/// The adapter's cooperative-matrix configurations as (M, N, K, input, whether the
+/// accumulator is f32), those of an input type brass stages.
+fn coop_matrix_offers(adapter: &wgpu::Adapter) -> Vec<(u32, u32, u32, CoopInput, bool)> {
+    adapter
+        .cooperative_matrix_properties()
+        .iter()
+        .filter_map(|p| {
+            let input = match p.ab_type {
+                wgpu::CooperativeScalarType::F16 => CoopInput::F16,
+                wgpu::CooperativeScalarType::F32 => CoopInput::F32,
+                _ => return None,
+            };
+            let f32_acc = p.cr_type == wgpu::CooperativeScalarType::F32;
+            Some((p.m_size, p.n_size, p.k_size, input, f32_acc))
+        })
+        .collect()
 }

@@ -4,26 +4,28 @@
 //!
 //! A matmul reads the same weight buffers as the matrix's matvec: [`MatmulLaunch::of`]
 //! makes one from a dot4 [`MatvecLaunch`], with its row parts and layout, so prefill
-//! costs no second copy of the weights. Each kernel is `wgsl/matmul/<type>_dot4.wgsl`,
-//! which decodes a group of 32 weights into int8 quants and scales, over the driver
-//! `wgsl/matmul/dot4.wgsl`, which tiles rows by tokens in workgroup memory.
+//! costs no second copy of the weights. A kernel is a driver, which tiles rows by
+//! tokens in workgroup memory, over its type's decoder `wgsl/matmul/<type>.wgsl`, which
+//! decodes a group of 32 weights into int8 quants and scales. There are two drivers
+//! ([`MatmulEngine`]): `matmul/dot4.wgsl` multiplies the int8 values on dot4I8Packed,
+//! `matmul/coopmat.wgsl` their values (f16) on the adapter's cooperative matrices.
 
 use serde::Serialize;
 
 use super::matvec::{Family, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES};
 use super::wgsl::{compose, WgslConst};
 use super::{PipelineCache, PipelineTemplate};
-use crate::device::{Access, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::device::{
+    Access, CoopInput, CoopMatrix, Device, DeviceProfile, Dispatch, PipelineId, Slice,
+};
 use crate::quant::{dequantize, GgmlType};
 use crate::{Error, Result};
 
-/// Rows of a workgroup's tile.
-pub const TILE_ROWS: u64 = 64;
-/// Tokens of a workgroup's tile.
-pub const TILE_TOKENS: u64 = 64;
-/// Workgroup memory per group of 32 staged per K step: 64 rows and 64 tokens of two
-/// 16-byte halves and a 16-byte tail each.
-pub const WORKGROUP_BYTES_PER_GROUP: u64 = (TILE_ROWS + TILE_TOKENS) * 48;
+/// Rows and tokens of a dot4 workgroup's tile.
+pub const DOT4_TILE: u64 = 64;
+/// A dot4 workgroup's memory per group of 32 staged per K step: 64 rows and 64 tokens
+/// of two 16-byte halves and a 16-byte tail each.
+pub const WORKGROUP_BYTES_PER_GROUP: u64 = 2 * DOT4_TILE * 48;
 
 const PARAMS_BYTES: u32 = 32;
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
@@ -33,31 +35,173 @@ pub struct MatmulKernel {
     pub ty: GgmlType,
     /// `matmul/<type>_dot4`, also the WGSL file's path under `wgsl/`.
     pub name: &'static str,
+    /// `matmul/<type>_coopmat`: the same weights on cooperative matrices.
+    pub coopmat: &'static str,
     /// The dot4 matvec whose uploaded weights it reads.
     pub matvec: &'static str,
 }
 
 macro_rules! matmul {
-    ($ty:ident, $file:literal) => {
+    ($ty:ident, $stem:literal) => {
         MatmulKernel {
             ty: GgmlType::$ty,
-            name: concat!("matmul/", $file),
-            matvec: concat!("matvec/", $file),
+            name: concat!("matmul/", $stem, "_dot4"),
+            coopmat: concat!("matmul/", $stem, "_coopmat"),
+            matvec: concat!("matvec/", $stem, "_dot4"),
         }
     };
 }
 
 /// Every matmul kernel brass has, one per quant type with a dot4 matvec.
 pub const MATMUL_KERNELS: &[MatmulKernel] = &[
-    matmul!(Q8_0, "q8_0_dot4"),
-    matmul!(Q4_0, "q4_0_dot4"),
-    matmul!(Q4_1, "q4_1_dot4"),
-    matmul!(Q5_0, "q5_0_dot4"),
-    matmul!(Q5_1, "q5_1_dot4"),
-    matmul!(Q4_K, "q4_k_dot4"),
-    matmul!(Q5_K, "q5_k_dot4"),
-    matmul!(Q6_K, "q6_k_dot4"),
+    matmul!(Q8_0, "q8_0"),
+    matmul!(Q4_0, "q4_0"),
+    matmul!(Q4_1, "q4_1"),
+    matmul!(Q5_0, "q5_0"),
+    matmul!(Q5_1, "q5_1"),
+    matmul!(Q4_K, "q4_k"),
+    matmul!(Q5_K, "q5_k"),
+    matmul!(Q6_K, "q6_k"),
 ];
+
+/// How a matmul multiplies: int8 on dot4I8Packed, or the weights' and x's values on
+/// the adapter's cooperative matrices (f32 accumulators either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum MatmulEngine {
+    Dot4 {
+        /// Groups of 32 staged per K step.
+        k_groups: u32,
+    },
+    CoopMatrix {
+        shape: CoopMatrix,
+        /// Workgroups are [`COOP_SUBGROUPS`] subgroups of this (the adapter's largest) size.
+        subgroup_max: u32,
+        k_groups: u32,
+    },
+}
+
+impl MatmulEngine {
+    /// The router's clause for matmuls: cooperative matrices where the adapter offers
+    /// a shape ([`CoopMatrix::pick`]), has subgroups and the tile fits, unless `coop`
+    /// says otherwise; else dot4 with as many groups per K step as fit, up to 4. The
+    /// reason is printed in the plan.
+    pub fn route(profile: &DeviceProfile, coop: Option<bool>) -> Result<(MatmulEngine, String)> {
+        let coop_engine = || {
+            let shape = profile.coop_matrix.ok_or(
+                "the adapter offers no cooperative matrix brass stages (f16 or f32 in, f32 out)",
+            )?;
+            if !profile.subgroups {
+                return Err("the adapter has no subgroups");
+            }
+            let subgroup_max = profile.subgroup_max;
+            if COOP_SUBGROUPS * subgroup_max > profile.max_invocations_per_workgroup {
+                return Err("8 subgroups exceed the workgroup's invocations");
+            }
+            let k_groups = [4u32, 2, 1]
+                .into_iter()
+                .find(|&g| coop_workgroup_bytes(shape, g) <= profile.workgroup_storage_bytes as u64)
+                .ok_or("a cooperative-matrix tile exceeds the workgroup memory")?;
+            Ok(MatmulEngine::CoopMatrix {
+                shape,
+                subgroup_max,
+                k_groups,
+            })
+        };
+        let coop_route = coop_engine();
+        match (coop, coop_route) {
+            (Some(false), _) => {}
+            (Some(true), Ok(engine)) => {
+                return Ok((engine, "cooperative matrices, as asked".into()))
+            }
+            (None, Ok(engine)) => {
+                return Ok((engine, "cooperative matrices, the adapter's".into()))
+            }
+            (Some(true), Err(why)) => {
+                return Err(Error::Invalid(format!(
+                    "cooperative matrices asked for: {why}"
+                )))
+            }
+            (None, Err(_)) => {}
+        }
+        let why = match (coop, coop_engine()) {
+            (Some(false), _) => "dot4: cooperative matrices off, as asked".to_string(),
+            (_, Err(why)) => format!("dot4: {why}"),
+            (_, Ok(_)) => "dot4".to_string(),
+        };
+        Ok((Self::dot4(profile)?, why))
+    }
+
+    /// dot4 with as many groups per K step as the workgroup memory holds, up to 4.
+    pub fn dot4(profile: &DeviceProfile) -> Result<MatmulEngine> {
+        let fits = profile.workgroup_storage_bytes as u64 / WORKGROUP_BYTES_PER_GROUP;
+        let k_groups = [4u32, 2, 1]
+            .into_iter()
+            .find(|&g| g as u64 <= fits)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "a matmul tile needs {WORKGROUP_BYTES_PER_GROUP} bytes of workgroup memory, \
+                     the device has {}",
+                    profile.workgroup_storage_bytes
+                ))
+            })?;
+        Ok(MatmulEngine::Dot4 { k_groups })
+    }
+
+    /// The engine for one matrix of `m` rows in batches of `ubatch` tokens: the routed
+    /// one, except that a cooperative-matrix route that the batch splits into fewer
+    /// than [`Tuning::coop_min_workgroups`](crate::device::Tuning) tiles goes to dot4.
+    pub fn for_matrix(self, profile: &DeviceProfile, m: u64, ubatch: u64) -> Result<MatmulEngine> {
+        let tiles = m.div_ceil(self.tile()) * ubatch.div_ceil(self.tile());
+        match self {
+            MatmulEngine::CoopMatrix { .. } if tiles < profile.tuning.coop_min_workgroups => {
+                Self::dot4(profile)
+            }
+            engine => Ok(engine),
+        }
+    }
+
+    /// Rows (and tokens) of a workgroup's tile.
+    pub fn tile(&self) -> u64 {
+        match self {
+            MatmulEngine::Dot4 { .. } => DOT4_TILE,
+            MatmulEngine::CoopMatrix { shape, .. } => 8 * shape.size as u64,
+        }
+    }
+
+    pub fn k_groups(&self) -> u32 {
+        match *self {
+            MatmulEngine::Dot4 { k_groups } | MatmulEngine::CoopMatrix { k_groups, .. } => k_groups,
+        }
+    }
+}
+
+/// Subgroups of a cooperative-matrix workgroup.
+pub const COOP_SUBGROUPS: u32 = 8;
+
+/// A cooperative-matrix workgroup's memory: the tile's weights and x staged as the
+/// input type (rows padded by 8 elements), and each subgroup's f32 matrix going out.
+fn coop_workgroup_bytes(shape: CoopMatrix, k_groups: u32) -> u64 {
+    let size = shape.size as u64;
+    let tile = 8 * size;
+    let ld = 32 * k_groups as u64 + 8;
+    2 * tile * ld * shape.input.bytes() + COOP_SUBGROUPS as u64 * size * size * 4
+}
+
+/// `coop_mat<S>x<S><T, role>` for the shapes [`CoopMatrix::pick`] allows.
+fn coop_type(shape: CoopMatrix, role: char) -> &'static str {
+    match (shape.size, shape.input, role) {
+        (16, CoopInput::F16, 'A') => "coop_mat16x16<f16, A>",
+        (16, CoopInput::F16, 'B') => "coop_mat16x16<f16, B>",
+        (16, CoopInput::F32, 'A') => "coop_mat16x16<f32, A>",
+        (16, CoopInput::F32, 'B') => "coop_mat16x16<f32, B>",
+        (16, _, _) => "coop_mat16x16<f32, C>",
+        (_, CoopInput::F16, 'A') => "coop_mat8x8<f16, A>",
+        (_, CoopInput::F16, 'B') => "coop_mat8x8<f16, B>",
+        (_, CoopInput::F32, 'A') => "coop_mat8x8<f32, A>",
+        (_, CoopInput::F32, 'B') => "coop_mat8x8<f32, B>",
+        _ => "coop_mat8x8<f32, C>",
+    }
+}
 
 /// The matmul that reads the weights `matvec` uploads, if there is one.
 pub fn for_matvec(matvec: &MatvecKernel) -> Option<&'static MatmulKernel> {
@@ -81,8 +225,7 @@ pub struct MatmulLaunch {
     k: u64,
     row_bytes: u64,
     parts: Vec<MatmulPart>,
-    /// Groups of 32 staged per K step.
-    k_groups: u32,
+    engine: MatmulEngine,
 }
 
 fn kernel_name<S: serde::Serializer>(k: &&'static MatmulKernel, s: S) -> Result<S::Ok, S::Error> {
@@ -90,10 +233,10 @@ fn kernel_name<S: serde::Serializer>(k: &&'static MatmulKernel, s: S) -> Result<
 }
 
 impl MatmulLaunch {
-    /// The matmul over `matvec`'s weights (same parts, same layout), staging as many
-    /// groups per K step as the device's workgroup memory holds, up to 4. An error
-    /// names why there is none: the matvec is not dot4, or its type has no matmul.
-    pub fn of(matvec: &MatvecLaunch, profile: &DeviceProfile) -> Result<MatmulLaunch> {
+    /// The matmul over `matvec`'s weights (same parts, same layout) on `engine` (from
+    /// [`MatmulEngine::route`]). An error names why there is none: the matvec is not
+    /// dot4, or its type has no matmul.
+    pub fn of(matvec: &MatvecLaunch, engine: MatmulEngine) -> Result<MatmulLaunch> {
         let mv = matvec.kernel();
         if mv.family != Family::Dot4 {
             return Err(Error::Invalid(format!(
@@ -104,17 +247,6 @@ impl MatmulLaunch {
         let kernel = for_matvec(mv).ok_or_else(|| {
             Error::Invalid(format!("{}: no matmul kernel for {}", mv.name, mv.ty))
         })?;
-        let fits = profile.workgroup_storage_bytes as u64 / WORKGROUP_BYTES_PER_GROUP;
-        let k_groups = [4u32, 2, 1]
-            .into_iter()
-            .find(|&g| g as u64 <= fits)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{}: a matmul tile needs {WORKGROUP_BYTES_PER_GROUP} bytes of workgroup \
-                     memory, the device has {}",
-                    kernel.name, profile.workgroup_storage_bytes
-                ))
-            })?;
         Ok(MatmulLaunch {
             kernel,
             m: matvec.m(),
@@ -128,7 +260,7 @@ impl MatmulLaunch {
                     rows: p.rows,
                 })
                 .collect(),
-            k_groups,
+            engine,
         })
     }
 
@@ -148,8 +280,16 @@ impl MatmulLaunch {
         &self.parts
     }
 
-    pub fn k_groups(&self) -> u32 {
-        self.k_groups
+    pub fn engine(&self) -> MatmulEngine {
+        self.engine
+    }
+
+    /// The WGSL file (`matmul/<type>_dot4` or `_coopmat`).
+    pub fn kernel_name(&self) -> &'static str {
+        match self.engine {
+            MatmulEngine::Dot4 { .. } => self.kernel.name,
+            MatmulEngine::CoopMatrix { .. } => self.kernel.coopmat,
+        }
     }
 
     /// Bytes of quantized x per token ([`Q8_GROUP_BYTES`] per 32 values).
@@ -162,19 +302,56 @@ impl MatmulLaunch {
         2 * self.m * self.k * n_tokens
     }
 
-    pub fn constants(&self) -> Vec<WgslConst> {
-        vec![WgslConst::u32("K_GROUPS", self.k_groups)]
+    /// The `enable` directives its WGSL needs.
+    pub fn enables(&self) -> Vec<&'static str> {
+        match self.engine {
+            MatmulEngine::Dot4 { .. } => vec![],
+            MatmulEngine::CoopMatrix { shape, .. } => match shape.input {
+                CoopInput::F16 => vec!["f16", "wgpu_cooperative_matrix"],
+                CoopInput::F32 => vec!["wgpu_cooperative_matrix"],
+            },
+        }
     }
 
-    /// The pipeline's ledger name: the kernel and its K step.
+    pub fn constants(&self) -> Vec<WgslConst> {
+        match self.engine {
+            MatmulEngine::Dot4 { k_groups } => vec![WgslConst::u32("K_GROUPS", k_groups)],
+            MatmulEngine::CoopMatrix {
+                shape,
+                subgroup_max,
+                k_groups,
+            } => vec![
+                WgslConst::u32("S", shape.size),
+                WgslConst::alias("CT", shape.input.wgsl()),
+                WgslConst::alias("MatA", coop_type(shape, 'A')),
+                WgslConst::alias("MatB", coop_type(shape, 'B')),
+                WgslConst::alias("MatC", coop_type(shape, 'C')),
+                WgslConst::u32("SUBGROUP_MAX", subgroup_max),
+                WgslConst::u32("K_GROUPS", k_groups),
+            ],
+        }
+    }
+
+    /// The pipeline's ledger name: the kernel and its configuration.
     pub fn pipeline_key(&self) -> String {
-        format!("{} k_groups{}", self.kernel.name, self.k_groups)
+        match self.engine {
+            MatmulEngine::Dot4 { k_groups } => format!("{} k_groups{k_groups}", self.kernel.name),
+            MatmulEngine::CoopMatrix {
+                shape,
+                subgroup_max,
+                k_groups,
+            } => format!(
+                "{} {shape} wg{} k_groups{k_groups}",
+                self.kernel.coopmat,
+                COOP_SUBGROUPS * subgroup_max
+            ),
+        }
     }
 
     pub fn source(&self) -> Result<String> {
         compose(
-            &format!("{}.wgsl", self.kernel.name),
-            &[],
+            &format!("{}.wgsl", self.kernel_name()),
+            &self.enables(),
             &self.constants(),
         )
     }
@@ -237,7 +414,8 @@ impl MatmulLaunch {
         let u32_of = |v: u64, what: &str| {
             u32::try_from(v).map_err(|_| Error::Invalid(format!("matmul {what} {v} exceeds u32")))
         };
-        let token_tiles = u32_of(n_tokens.div_ceil(TILE_TOKENS), "token tiles")?;
+        let tile = self.engine.tile();
+        let token_tiles = u32_of(n_tokens.div_ceil(tile), "token tiles")?;
         self.parts
             .iter()
             .zip(weights)
@@ -255,33 +433,48 @@ impl MatmulLaunch {
                         0,
                     ],
                     storage: vec![*w, x, y],
-                    workgroups: [
-                        token_tiles,
-                        u32_of(p.rows.div_ceil(TILE_ROWS), "row tiles")?,
-                        1,
-                    ],
+                    workgroups: [token_tiles, u32_of(p.rows.div_ceil(tile), "row tiles")?, 1],
                     bytes_read: p.rows * self.row_bytes + n_tokens * self.x_bytes_per_token(),
                 })
             })
             .collect()
     }
-
-    /// The kernel in one configuration (two groups per K step), for the SPIR-V catalog.
-    fn canonical_source(kernel: &MatmulKernel) -> Result<String> {
-        compose(
-            &format!("{}.wgsl", kernel.name),
-            &[],
-            &[WgslConst::u32("K_GROUPS", 2)],
-        )
-    }
 }
 
-/// Every matmul kernel as (name, complete WGSL) in its canonical configuration.
+/// Every matmul kernel as (name, complete WGSL) in its canonical configurations: dot4
+/// with two groups per K step; cooperative matrices 16x16 f16 (NVIDIA's, as
+/// `<name>_16x16`) and 8x8 f16 (Metal's, `<name>_8x8`) with subgroups of 32.
 pub fn sources() -> Result<Vec<(String, String)>> {
-    MATMUL_KERNELS
-        .iter()
-        .map(|k| Ok((k.name.to_string(), MatmulLaunch::canonical_source(k)?)))
-        .collect()
+    let mut out = Vec::new();
+    for kernel in MATMUL_KERNELS {
+        let launch = |engine| MatmulLaunch {
+            kernel,
+            m: 0,
+            k: 0,
+            row_bytes: 0,
+            parts: Vec::new(),
+            engine,
+        };
+        out.push((
+            kernel.name.to_string(),
+            launch(MatmulEngine::Dot4 { k_groups: 2 }).source()?,
+        ));
+        for size in [16, 8] {
+            let engine = MatmulEngine::CoopMatrix {
+                shape: CoopMatrix {
+                    size,
+                    input: CoopInput::F16,
+                },
+                subgroup_max: 32,
+                k_groups: 2,
+            };
+            out.push((
+                format!("{}_{size}x{size}", kernel.coopmat),
+                launch(engine).source()?,
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// x as the matmul reads it, back to floats: each int8 value times its group's scale.

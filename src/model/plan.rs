@@ -173,7 +173,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         &offsets,
         (options.kv, n_ctx),
         profile,
-        options.ubatch,
+        (options.ubatch, options.routing.coop_matrix),
     )?;
     Ok(Plan {
         device: profile.name.clone(),

@@ -15,7 +15,7 @@ use super::plan::{LayerPlan, Offsets, PlannedMatrix};
 use super::{Config, Matrix, Model};
 use crate::device::{BufferUse, CommandList, DeviceProfile, OwnedBuffers, PipelineId, Slice};
 use crate::kernels::attention::{PrefillAttention, PrefillPipelines};
-use crate::kernels::matmul::MatmulLaunch;
+use crate::kernels::matmul::{MatmulEngine, MatmulLaunch};
 use crate::kernels::matvec::Q8_GROUP_BYTES;
 use crate::kernels::ops::BatchOps;
 use crate::{Error, Result};
@@ -41,6 +41,9 @@ pub struct BatchedPrefill {
     pub ubatch: u64,
     /// Why the batch is `ubatch` tokens.
     pub ubatch_reason: String,
+    /// How the matmuls multiply, and why.
+    pub engine: MatmulEngine,
+    pub engine_reason: String,
     pub attention: PrefillAttention,
     pub layers: Vec<LayerMatmuls>,
 }
@@ -129,14 +132,49 @@ pub fn plan_prefill(
     offsets: &Offsets,
     (kv, n_ctx): (crate::kernels::attention::KvType, usize),
     profile: &DeviceProfile,
-    asked: Option<usize>,
+    (asked, coop_matrix): (Option<usize>, Option<bool>),
 ) -> Result<PrefillPlan> {
     let token_at_a_time = |reason: String| Ok(PrefillPlan::TokenAtATime { reason });
     if asked == Some(1) {
         return token_at_a_time("a batch of 1 token was asked for".into());
     }
+    let (engine, engine_reason) = match MatmulEngine::route(profile, coop_matrix) {
+        Ok(e) => e,
+        Err(e) if coop_matrix == Some(true) => return Err(e),
+        Err(e) => return token_at_a_time(format!("matmuls: {e}")),
+    };
+    let attention = match PrefillAttention::new(config.heads(), kv, profile) {
+        Ok(a) => a,
+        Err(e) => return token_at_a_time(format!("attention: {e}")),
+    };
+    let widths = Widths::of(config, offsets);
+    let by_binding = profile.usable_binding_bytes() / widths.widest_row().max(1);
+    let wanted = asked.unwrap_or(DEFAULT_UBATCH) as u64;
+    let ubatch = wanted.min(by_binding).min(n_ctx as u64);
+    if ubatch < 2 {
+        return token_at_a_time(format!(
+            "a batch row of {} bytes leaves room for {by_binding} tokens in a binding of {}",
+            widths.widest_row(),
+            profile.usable_binding_bytes()
+        ));
+    }
+    // Forced cooperative matrices take every matrix; routed ones, those they fill.
+    let engine_of = |m: u64| match coop_matrix {
+        Some(true) => Ok(engine),
+        _ => engine.for_matrix(profile, m, ubatch),
+    };
+    let engine_reason = match engine {
+        MatmulEngine::CoopMatrix { .. } if coop_matrix.is_none() => format!(
+            "{engine_reason}, for matrices a batch splits into at least {} tiles of {}",
+            profile.tuning.coop_min_workgroups,
+            engine.tile()
+        ),
+        _ => engine_reason,
+    };
     let matmul = |m: &PlannedMatrix| {
-        MatmulLaunch::of(m.route.launch(), profile).map_err(|e| format!("`{}`: {e}", m.name()))
+        engine_of(m.route.launch().m())
+            .and_then(|e| MatmulLaunch::of(m.route.launch(), e))
+            .map_err(|e| format!("`{}`: {e}", m.name()))
     };
     let mut planned = Vec::with_capacity(layers.len());
     for l in layers {
@@ -153,21 +191,6 @@ pub fn plan_prefill(
             Ok(layer) => planned.push(layer),
             Err(reason) => return token_at_a_time(reason),
         }
-    }
-    let attention = match PrefillAttention::new(config.heads(), kv, profile) {
-        Ok(a) => a,
-        Err(e) => return token_at_a_time(format!("attention: {e}")),
-    };
-    let widths = Widths::of(config, offsets);
-    let by_binding = profile.usable_binding_bytes() / widths.widest_row().max(1);
-    let wanted = asked.unwrap_or(DEFAULT_UBATCH) as u64;
-    let ubatch = wanted.min(by_binding).min(n_ctx as u64);
-    if ubatch < 2 {
-        return token_at_a_time(format!(
-            "a batch row of {} bytes leaves room for {by_binding} tokens in a binding of {}",
-            widths.widest_row(),
-            profile.usable_binding_bytes()
-        ));
     }
     let ubatch_reason = if ubatch == wanted {
         match asked {
@@ -187,6 +210,8 @@ pub fn plan_prefill(
     Ok(PrefillPlan::Batched(BatchedPrefill {
         ubatch,
         ubatch_reason,
+        engine,
+        engine_reason,
         attention,
         layers: planned,
     }))
@@ -224,10 +249,11 @@ impl std::fmt::Display for PrefillPlan {
                 }
                 write!(
                     f,
-                    "batches of {} ({}); matmuls {}; attention {}",
+                    "batches of {} ({}); matmuls {} ({}); attention {}",
                     b.ubatch,
                     b.ubatch_reason,
                     kernels.join(", "),
+                    b.engine_reason,
                     b.attention.pipeline_key()
                 )
             }

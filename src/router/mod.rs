@@ -104,6 +104,10 @@ pub struct Overrides {
     /// Workgroups decode attention spreads a long context over, in place of
     /// [`Tuning::attention_workgroups`].
     pub attention_workgroups: Option<u64>,
+    /// Whether prefill matmuls multiply on cooperative matrices: yes (refused where the
+    /// adapter has none), no (dot4), or (None) where the adapter has them
+    /// ([`crate::kernels::matmul::MatmulEngine::route`]).
+    pub coop_matrix: Option<bool>,
 }
 
 /// A matvec's launch and why.

@@ -1,0 +1,265 @@
+enable f16;
+enable wgpu_cooperative_matrix;
+const S: u32 = 8u;
+alias CT = f16;
+alias MatA = coop_mat8x8<f16, A>;
+alias MatB = coop_mat8x8<f16, B>;
+alias MatC = coop_mat8x8<f32, C>;
+const SUBGROUP_MAX: u32 = 32u;
+const K_GROUPS: u32 = 2u;
+
+// A matmul's bindings and its weight decoders' contract, shared by the drivers
+// (dot4.wgsl, coopmat.wgsl) and the per-type decoders (<type>.wgsl), which define
+//   alias W                   the weight binding's element (u32 or vec4<u32>)
+//   fn weight_group(row_byte: u32, g: u32) -> WGroup
+// group g (weights 32g .. 32g + 32) of the row starting at byte `row_byte`, reading the
+// layout its dot4 matvec uploads (the two share the weight buffers).
+
+struct Params {
+    m: u32,          // rows in this dispatch (its weight part)
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // output element of row 0 of this dispatch within a token's row of y
+    n_tokens: u32,
+    x_stride: u32,   // vec4s per token in x (3 per group of 32)
+    y_stride: u32,   // floats per token in y
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<W>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// 32 weights: int8 quants q (lo: weights 0..16, four per word, hi: 16..32), value
+// scale[h] * (q + offset) + min for the weights of half h. Every type fits this form:
+// Q4_0 and Q5_0 (offset -8, -16), Q4_1 and Q5_1 (min), Q8_0, the K-quants' sub-block
+// scales and minimums, and Q6_K's 16-weight scales (a scale per half, offset -32).
+struct WGroup {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    scale: vec2<f32>,
+    offset: i32,
+    min: f32,
+}
+// Matmul driver, cooperative-matrix family: Y[t, row] = dot(W[row, :], X[t, :]) on the
+// adapter's matrix units (NVIDIA's tensor cores through VK_KHR_cooperative_matrix,
+// Apple's simdgroup matrices), where dot4.wgsl multiplies on dot4I8Packed.
+//
+// A workgroup of 8 subgroups computes a tile of TILE rows by TILE tokens (8 S: 128 at
+// S = 16), so that each staged value feeds many multiplies. It walks K in steps of
+// K_GROUPS groups of 32: each step decodes the tile's weight groups once into workgroup
+// memory as CT (f16, or f32 where the adapter multiplies only f32), and the tokens' x
+// groups, int8 per 32 as the dot4 kernels take them, as their values q * d. Subgroup s
+// then multiplies its part of the tile (a 2 x 4 grid of parts, 4 x 2 matrices of S x S
+// each), accumulating in f32 across the whole of K. Each matrix goes out through the
+// subgroup's own S x S of workgroup memory, so partial tiles store only what is inside
+// the matrix.
+//
+// The kernel file (`<type>_coopmat.wgsl`) includes this and its type's decoder
+// (`<type>.wgsl`, over io.wgsl). The host prepends the `f16` and
+// `wgpu_cooperative_matrix` enables and
+//   const S: u32              the matrix size the adapter offers (8 or 16)
+//   alias CT                  the multiplied element: f16 or f32
+//   alias MatA, MatB, MatC    coop_mat<S>x<S><CT, A>, <CT, B> and <f32, C>
+//   const SUBGROUP_MAX: u32   the adapter's largest subgroup
+//   const K_GROUPS: u32       groups of 32 per K step, as workgroup memory allows
+// The workgroup has 8 subgroups of the largest size, so at least 8 of whatever size
+// runs. Where more run, the parts are computed twice over (cooperative operations
+// must be in uniform control flow, so no subgroup can sit them out) and stored alike.
+
+
+const SUBGROUPS: u32 = 8u;
+// A subgroup's part: BR x BT matrices; the parts: 2 (rows) x 4 (tokens).
+const BR: u32 = 4u;
+const BT: u32 = 2u;
+const TILE: u32 = 2u * BR * S;
+const WG: u32 = SUBGROUPS * SUBGROUP_MAX;
+const KS: u32 = K_GROUPS * 32u;
+// Staged rows are padded by 16 bytes (of f16) so that the rows a matrix load reads
+// start in different banks.
+const LD: u32 = KS + 8u;
+
+// Per step: weight w[r][k] of the tile at wa[r * LD + k], x[t][k] at xb[t * LD + k].
+// yc: each subgroup's S x S, column-major (token-major, as y), for the matrices going
+// out; zeroed first, where the accumulators start.
+var<workgroup> wa: array<CT, TILE * LD>;
+var<workgroup> xb: array<CT, TILE * LD>;
+var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
+
+// 16 staged values from four words of int8 quants: scale * (q + offset) + min.
+fn put16(to_w: bool, at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
+    for (var i = 0u; i < 4u; i++) {
+        let v = vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min;
+        let c = vec4<CT>(v);
+        let o = at + 4u * i;
+        if (to_w) {
+            wa[o] = c.x;
+            wa[o + 1u] = c.y;
+            wa[o + 2u] = c.z;
+            wa[o + 3u] = c.w;
+        } else {
+            xb[o] = c.x;
+            xb[o + 1u] = c.y;
+            xb[o + 2u] = c.z;
+            xb[o + 3u] = c.w;
+        }
+    }
+}
+
+// Item i below TILE * K_GROUPS is a weight group, the rest x groups. Past the matrix's
+// rows, the batch's tokens or K, groups are zero.
+fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
+    let n_groups = params.k / 32u;
+    let items = TILE * K_GROUPS;
+    for (var i = lid; i < 2u * items; i += WG) {
+        let is_w = i < items;
+        let j = select(i - items, i, is_w);
+        // Neighbouring invocations take neighbouring groups of a row.
+        let r = j / K_GROUPS;
+        let kg = j % K_GROUPS;
+        let g = g0 + kg;
+        let at = r * LD + kg * 32u;
+        var lo = vec4<u32>(0u);
+        var hi = vec4<u32>(0u);
+        var scale = vec2<f32>(0.0);
+        var offset = 0;
+        var min = 0.0;
+        if (is_w) {
+            if (row0 + r < params.m && g < n_groups) {
+                let q = weight_group((row0 + r) * params.row_bytes, g);
+                lo = q.lo;
+                hi = q.hi;
+                scale = q.scale;
+                offset = q.offset;
+                min = q.min;
+            }
+        } else if (tok0 + r < params.n_tokens && g < n_groups) {
+            let base = (tok0 + r) * params.x_stride + 3u * g;
+            lo = bitcast<vec4<u32>>(x[base]);
+            hi = bitcast<vec4<u32>>(x[base + 1u]);
+            scale = vec2<f32>(x[base + 2u].x);
+        }
+        put16(is_w, at, lo, scale.x, offset, min);
+        put16(is_w, at + 16u, hi, scale.y, offset, min);
+    }
+}
+
+// Matrix (i, j) of the part at (pr, pt) to y, through the subgroup's scratch.
+fn put_out(c: MatC, mine: u32, row: u32, tok: u32, lane: u32, lanes: u32) {
+    workgroupBarrier();
+    coopStore(c, &yc[mine], S);
+    workgroupBarrier();
+    for (var e = lane; e < S * S; e += lanes) {
+        let t = tok + e / S;
+        let r = row + e % S;
+        if (r < params.m && t < params.n_tokens) {
+            y[t * params.y_stride + params.y_offset + r] = yc[mine + e];
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sg: u32,
+        @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(subgroup_size) lanes: u32) {
+    let tok0 = wid.x * TILE;
+    let row0 = wid.y * TILE;
+    let part = sg % SUBGROUPS;
+    // The part's first row and token within the tile.
+    let pr = (part / 4u) * BR * S;
+    let pt = (part % 4u) * BT * S;
+    let mine = part * S * S;
+    for (var i = lid; i < SUBGROUPS * S * S; i += WG) {
+        yc[i] = 0.0;
+    }
+    workgroupBarrier();
+    var c00 = coopLoad<MatC>(&yc[mine], S);
+    var c01 = c00;
+    var c10 = c00;
+    var c11 = c00;
+    var c20 = c00;
+    var c21 = c00;
+    var c30 = c00;
+    var c31 = c00;
+    for (var g0 = 0u; g0 < params.k / 32u; g0 += K_GROUPS) {
+        workgroupBarrier();
+        stage(row0, tok0, g0, lid);
+        workgroupBarrier();
+        for (var kk = 0u; kk < KS; kk += S) {
+            // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
+            // contiguous (column-major).
+            let b0 = coopLoad<MatB>(&xb[pt * LD + kk], LD);
+            let b1 = coopLoad<MatB>(&xb[(pt + S) * LD + kk], LD);
+            let a0 = coopLoadT<MatA>(&wa[pr * LD + kk], LD);
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            c01 = coopMultiplyAdd(a0, b1, c01);
+            let a1 = coopLoadT<MatA>(&wa[(pr + S) * LD + kk], LD);
+            c10 = coopMultiplyAdd(a1, b0, c10);
+            c11 = coopMultiplyAdd(a1, b1, c11);
+            let a2 = coopLoadT<MatA>(&wa[(pr + 2u * S) * LD + kk], LD);
+            c20 = coopMultiplyAdd(a2, b0, c20);
+            c21 = coopMultiplyAdd(a2, b1, c21);
+            let a3 = coopLoadT<MatA>(&wa[(pr + 3u * S) * LD + kk], LD);
+            c30 = coopMultiplyAdd(a3, b0, c30);
+            c31 = coopMultiplyAdd(a3, b1, c31);
+        }
+    }
+    let row = row0 + pr;
+    let tok = tok0 + pt;
+    put_out(c00, mine, row, tok, lane, lanes);
+    put_out(c01, mine, row, tok + S, lane, lanes);
+    put_out(c10, mine, row + S, tok, lane, lanes);
+    put_out(c11, mine, row + S, tok + S, lane, lanes);
+    put_out(c20, mine, row + 2u * S, tok, lane, lanes);
+    put_out(c21, mine, row + 2u * S, tok + S, lane, lanes);
+    put_out(c30, mine, row + 3u * S, tok, lane, lanes);
+    put_out(c31, mine, row + 3u * S, tok + S, lane, lanes);
+}
+// Shared by the dot4 kernels that read their weights as words (alias W = u32): blocks of
+// 18, 22, 34 and 210 bytes leave fields only 2-byte aligned. The alignment of a field
+// differs between neighbouring lanes' blocks, so only the lanes that need a second word
+// load it.
+
+// The 4 bytes at 2-aligned byte offset `byte`.
+fn word_at(byte: u32) -> u32 {
+    let i = byte >> 2u;
+    let lo = w[i];
+    if ((byte & 2u) == 0u) {
+        return lo;
+    }
+    return (lo >> 16u) | (w[i + 1u] << 16u);
+}
+
+// The f16 at 2-aligned byte offset `byte`, widened.
+fn f16_at(byte: u32) -> f32 {
+    return unpack2x16float(w[byte >> 2u] >> (8u * (byte & 2u))).x;
+}
+
+// The 16 bytes at 2-aligned byte offset `byte`.
+fn piece(byte: u32) -> vec4<u32> {
+    let i = byte >> 2u;
+    let a = w[i];
+    let b = w[i + 1u];
+    let c = w[i + 2u];
+    let d = w[i + 3u];
+    if ((byte & 2u) == 0u) {
+        return vec4<u32>(a, b, c, d);
+    }
+    let e = w[i + 4u];
+    return vec4<u32>((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u),
+                     (c >> 16u) | (d << 16u), (d >> 16u) | (e << 16u));
+}
+
+// Q8_0: 32 weights per 34-byte block {d: f16, qs: [i8; 32]}, value d * q: a block is
+// a group. As uploaded for matvec/q8_0_dot4 (the GGUF bytes); blocks are 2-byte aligned.
+
+alias W = u32;
+
+fn weight_group(row_byte: u32, g: u32) -> WGroup {
+    let o = row_byte + g * 34u;
+    let d = f16_at(o);
+    return WGroup(piece(o + 2u), piece(o + 18u), vec2<f32>(d), 0, 0.0);
+}
