@@ -80,30 +80,23 @@ const KS: u32 = K_GROUPS * 32u;
 // start in different banks.
 const LD: u32 = KS + 8u;
 
-// Per step: weight w[r][k] of the tile at wa[r * LD + k], x[t][k] at xb[t * LD + k].
-// yc: each subgroup's S x S, column-major (token-major, as y), for the matrices going
-// out; zeroed first, where the accumulators start.
-var<workgroup> wa: array<CT, TILE * LD>;
-var<workgroup> xb: array<CT, TILE * LD>;
+// Per step: weight w[r][k] of the tile at staged[r * LD + k], x[t][k] after them at
+// staged[X0 + t * LD + k]. yc: each subgroup's S x S, column-major (token-major, as y),
+// for the matrices going out; zeroed first, where the accumulators start.
+const X0: u32 = TILE * LD;
+var<workgroup> staged: array<CT, 2u * TILE * LD>;
 var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
 
 // 16 staged values from four words of int8 quants: scale * (q + offset) + min.
-fn put16(to_w: bool, at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
+fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
     for (var i = 0u; i < 4u; i++) {
         let v = vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min;
         let c = vec4<CT>(v);
         let o = at + 4u * i;
-        if (to_w) {
-            wa[o] = c.x;
-            wa[o + 1u] = c.y;
-            wa[o + 2u] = c.z;
-            wa[o + 3u] = c.w;
-        } else {
-            xb[o] = c.x;
-            xb[o + 1u] = c.y;
-            xb[o + 2u] = c.z;
-            xb[o + 3u] = c.w;
-        }
+        staged[o] = c.x;
+        staged[o + 1u] = c.y;
+        staged[o + 2u] = c.z;
+        staged[o + 3u] = c.w;
     }
 }
 
@@ -119,7 +112,7 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
         let r = j / K_GROUPS;
         let kg = j % K_GROUPS;
         let g = g0 + kg;
-        let at = r * LD + kg * 32u;
+        let at = select(X0, 0u, is_w) + r * LD + kg * 32u;
         var lo = vec4<u32>(0u);
         var hi = vec4<u32>(0u);
         var scale = vec2<f32>(0.0);
@@ -140,12 +133,13 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
             hi = bitcast<vec4<u32>>(x[base + 1u]);
             scale = vec2<f32>(x[base + 2u].x);
         }
-        put16(is_w, at, lo, scale.x, offset, min);
-        put16(is_w, at + 16u, hi, scale.y, offset, min);
+        put16(at, lo, scale.x, offset, min);
+        put16(at + 16u, hi, scale.y, offset, min);
     }
 }
 
-// Matrix (i, j) of the part at (pr, pt) to y, through the subgroup's scratch.
+// One accumulator matrix, whose first row and token are `row` and `tok`, to y through
+// the subgroup's scratch at `mine`.
 fn put_out(c: MatC, mine: u32, row: u32, tok: u32, lane: u32, lanes: u32) {
     workgroupBarrier();
     coopStore(c, &yc[mine], S);
@@ -191,18 +185,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KS; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
             // contiguous (column-major).
-            let b0 = coopLoad<MatB>(&xb[pt * LD + kk], LD);
-            let b1 = coopLoad<MatB>(&xb[(pt + S) * LD + kk], LD);
-            let a0 = coopLoadT<MatA>(&wa[pr * LD + kk], LD);
+            let b0 = coopLoad<MatB>(&staged[X0 + pt * LD + kk], LD);
+            let b1 = coopLoad<MatB>(&staged[X0 + (pt + S) * LD + kk], LD);
+            let a0 = coopLoadT<MatA>(&staged[pr * LD + kk], LD);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
-            let a1 = coopLoadT<MatA>(&wa[(pr + S) * LD + kk], LD);
+            let a1 = coopLoadT<MatA>(&staged[(pr + S) * LD + kk], LD);
             c10 = coopMultiplyAdd(a1, b0, c10);
             c11 = coopMultiplyAdd(a1, b1, c11);
-            let a2 = coopLoadT<MatA>(&wa[(pr + 2u * S) * LD + kk], LD);
+            let a2 = coopLoadT<MatA>(&staged[(pr + 2u * S) * LD + kk], LD);
             c20 = coopMultiplyAdd(a2, b0, c20);
             c21 = coopMultiplyAdd(a2, b1, c21);
-            let a3 = coopLoadT<MatA>(&wa[(pr + 3u * S) * LD + kk], LD);
+            let a3 = coopLoadT<MatA>(&staged[(pr + 3u * S) * LD + kk], LD);
             c30 = coopMultiplyAdd(a3, b0, c30);
             c31 = coopMultiplyAdd(a3, b1, c31);
         }

@@ -83,8 +83,9 @@ pub enum MatmulEngine {
 impl MatmulEngine {
     /// The router's clause for matmuls: cooperative matrices where the adapter offers
     /// a shape ([`CoopMatrix::pick`]), has subgroups and the tile fits, unless `coop`
-    /// says otherwise; else dot4 with as many groups per K step as fit, up to 4. The
-    /// reason is printed in the plan.
+    /// says otherwise (and, unless asked for, only on the matrices they fill:
+    /// [`MatmulEngine::for_matrix`]); else dot4 with as many groups per K step as fit,
+    /// up to 4. The reason is printed in the plan.
     pub fn route(profile: &DeviceProfile, coop: Option<bool>) -> Result<(MatmulEngine, String)> {
         let coop_engine = || {
             let shape = profile.coop_matrix.ok_or(
@@ -107,26 +108,26 @@ impl MatmulEngine {
                 k_groups,
             })
         };
-        let coop_route = coop_engine();
-        match (coop, coop_route) {
-            (Some(false), _) => {}
+        let why = match (coop, coop_engine()) {
+            (Some(false), _) => "dot4: cooperative matrices off, as asked".to_string(),
             (Some(true), Ok(engine)) => {
                 return Ok((engine, "cooperative matrices, as asked".into()))
             }
             (None, Ok(engine)) => {
-                return Ok((engine, "cooperative matrices, the adapter's".into()))
+                let why = format!(
+                    "cooperative matrices, the adapter's, for matrices a batch splits into at \
+                     least {} tiles of {}",
+                    profile.tuning.coop_min_workgroups,
+                    engine.tile()
+                );
+                return Ok((engine, why));
             }
             (Some(true), Err(why)) => {
                 return Err(Error::Invalid(format!(
                     "cooperative matrices asked for: {why}"
                 )))
             }
-            (None, Err(_)) => {}
-        }
-        let why = match (coop, coop_engine()) {
-            (Some(false), _) => "dot4: cooperative matrices off, as asked".to_string(),
-            (_, Err(why)) => format!("dot4: {why}"),
-            (_, Ok(_)) => "dot4".to_string(),
+            (None, Err(why)) => format!("dot4: {why}"),
         };
         Ok((Self::dot4(profile)?, why))
     }
@@ -162,9 +163,9 @@ impl MatmulEngine {
 
     /// Rows (and tokens) of a workgroup's tile.
     pub fn tile(&self) -> u64 {
-        match self {
+        match *self {
             MatmulEngine::Dot4 { .. } => DOT4_TILE,
-            MatmulEngine::CoopMatrix { shape, .. } => 8 * shape.size as u64,
+            MatmulEngine::CoopMatrix { shape, .. } => coop_tile(shape),
         }
     }
 
@@ -178,11 +179,16 @@ impl MatmulEngine {
 /// Subgroups of a cooperative-matrix workgroup.
 pub const COOP_SUBGROUPS: u32 = 8;
 
+/// Rows (and tokens) of a cooperative-matrix tile: 2 x 4 subgroups of 4 x 2 matrices.
+fn coop_tile(shape: CoopMatrix) -> u64 {
+    8 * shape.size as u64
+}
+
 /// A cooperative-matrix workgroup's memory: the tile's weights and x staged as the
 /// input type (rows padded by 8 elements), and each subgroup's f32 matrix going out.
 fn coop_workgroup_bytes(shape: CoopMatrix, k_groups: u32) -> u64 {
     let size = shape.size as u64;
-    let tile = 8 * size;
+    let tile = coop_tile(shape);
     let ld = 32 * k_groups as u64 + 8;
     2 * tile * ld * shape.input.bytes() + COOP_SUBGROUPS as u64 * size * size * 4
 }
@@ -334,15 +340,15 @@ impl MatmulLaunch {
 
     /// The pipeline's ledger name: the kernel and its configuration.
     pub fn pipeline_key(&self) -> String {
+        let name = self.kernel_name();
         match self.engine {
-            MatmulEngine::Dot4 { k_groups } => format!("{} k_groups{k_groups}", self.kernel.name),
+            MatmulEngine::Dot4 { k_groups } => format!("{name} k_groups{k_groups}"),
             MatmulEngine::CoopMatrix {
                 shape,
                 subgroup_max,
                 k_groups,
             } => format!(
-                "{} {shape} wg{} k_groups{k_groups}",
-                self.kernel.coopmat,
+                "{name} {shape} wg{} k_groups{k_groups}",
                 COOP_SUBGROUPS * subgroup_max
             ),
         }

@@ -163,14 +163,6 @@ pub fn plan_prefill(
         Some(true) => Ok(engine),
         _ => engine.for_matrix(profile, m, ubatch),
     };
-    let engine_reason = match engine {
-        MatmulEngine::CoopMatrix { .. } if coop_matrix.is_none() => format!(
-            "{engine_reason}, for matrices a batch splits into at least {} tiles of {}",
-            profile.tuning.coop_min_workgroups,
-            engine.tile()
-        ),
-        _ => engine_reason,
-    };
     let matmul = |m: &PlannedMatrix| {
         engine_of(m.route.launch().m())
             .and_then(|e| MatmulLaunch::of(m.route.launch(), e))
