@@ -284,7 +284,9 @@ fn run(args: Args) -> brass::Result<ExitCode> {
 
 type LogitsRun = (Vec<u32>, String, Stats, Vec<serde_json::Value>);
 
-/// Decodes with full logits after every token, recording the top `k` per step.
+/// Decodes with full logits after every token, recording the top `k` per step: the
+/// prompt's through batched prefill (`Model::prefill_logits`), then a decode step per
+/// generated token.
 fn logits_run(
     model: &Model,
     tokenizer: &Tokenizer,
@@ -295,15 +297,8 @@ fn logits_run(
 ) -> brass::Result<LogitsRun> {
     let mut steps = Vec::new();
     let mut history = ids.to_vec();
-    let mut generated = Vec::new();
-    let t0 = Instant::now();
-    let mut prompt_time = Duration::ZERO;
-    let mut next = 0;
-    let mut pos = 0;
-    while pos < ids.len() + n.saturating_sub(1) {
-        let id = if pos < ids.len() { ids[pos] } else { next };
-        let logits = model.forward_logits(Input::Token(id), pos)?;
-        next = sampler.sample(&logits, &history);
+    let mut record = |pos: usize, logits: &[f32], history: &[u32]| {
+        let next = sampler.sample(logits, history);
         let mut order: Vec<u32> = (0..logits.len() as u32).collect();
         order.sort_by(|&a, &b| {
             logits[b as usize]
@@ -315,16 +310,25 @@ fn logits_run(
             .map(|&i| json!([i, logits[i as usize]]))
             .collect();
         steps.push(json!({"pos": pos, "top": top, "next": next}));
-        if pos + 1 == ids.len() {
-            prompt_time = t0.elapsed();
+        next
+    };
+    let t0 = Instant::now();
+    let mut last = None;
+    model.prefill_logits(ids, 0, |pos, logits| {
+        last = Some(record(pos, logits, ids));
+        Ok(())
+    })?;
+    let prompt_time = t0.elapsed();
+    let mut generated = Vec::new();
+    let mut pos = ids.len();
+    while let Some(token) = last.take() {
+        generated.push(token);
+        history.push(token);
+        if tokenizer.is_eog(token) || pos + 1 >= ids.len() + n {
+            break;
         }
-        if pos + 1 >= ids.len() {
-            generated.push(next);
-            history.push(next);
-            if tokenizer.is_eog(next) {
-                break;
-            }
-        }
+        let logits = model.forward_logits(Input::Token(token), pos)?;
+        last = Some(record(pos, &logits, &history));
         pos += 1;
     }
     // Counted as Session counts, except that an end-of-generation token stays in

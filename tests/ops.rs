@@ -399,12 +399,17 @@ fn silu_mul_q8_writes_the_glu_quantized() {
 #[test]
 fn batch_ops_match_the_decode_ops_row_by_row() {
     let g = setup_with(OpsNeeds {
-        silu_mul: false,
+        silu_mul: true,
         silu_mul_q8: true,
         rms_norm: NormNeeds::Q8,
         add_rms_norm: NormNeeds::Q8,
     });
-    let batch = ops::BatchOps::new(&g.device, &PipelineCache::new()).unwrap();
+    let all = ops::BatchNeeds {
+        silu_mul: true,
+        silu_mul_q8: true,
+        quantize_rows: true,
+    };
+    let batch = ops::BatchOps::new(&g.device, &PipelineCache::new(), all).unwrap();
     let bits = |v: Vec<f32>| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     let rows = 5usize;
     for n in [576usize, 1000] {
@@ -505,13 +510,20 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             ups_b,
             q8,
         )]);
+        let glu = g.zeros(rows * n);
+        g.run(vec![batch.silu_mul(
+            (n as u64, rows as u64, stride as u64),
+            wide_b,
+            ups_b,
+            glu,
+        )]);
         let qx = g.zeros(rows * groups * 12);
         g.run(vec![batch.quantize_rows(
             (n as u64, rows as u64, stride as u64),
             wide_b,
             qx,
         )]);
-        let (got_glu, got_x) = (g.get(q8), g.get(qx));
+        let (got_glu, got_x, got_glu_f32) = (g.get(q8), g.get(qx), g.get(glu));
         for r in 0..rows {
             let gate = &wide[r * stride..][..n];
             let up = &ups[r * stride..][..n];
@@ -523,6 +535,13 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
                 bits(g.get(one)),
                 bits(glu_q8.to_vec()),
                 "silu_mul_q8 {what}"
+            );
+            let one = g.zeros(n);
+            g.run(vec![g.ops.silu_mul(n as u64, gb, ub, one)]);
+            assert_eq!(
+                bits(g.get(one)),
+                bits(got_glu_f32[r * n..][..n].to_vec()),
+                "silu_mul {what}"
             );
             assert_q8_near(
                 &format!("quantize_rows {what}"),

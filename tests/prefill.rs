@@ -12,7 +12,9 @@ use std::sync::Arc;
 use brass::device::Device;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::{default_model_path, Input, LoadOptions, Model, PrefillPlan, Session};
+use brass::model::{
+    default_model_path, Input, LoadOptions, Model, PrefillPlan, PromptLogits, Session,
+};
 use brass::router::{Force, Overrides};
 
 fn load(path: &Path, ubatch: Option<usize>, force: Option<Force>) -> Model {
@@ -80,6 +82,26 @@ struct Step {
     top: Vec<(u32, f32)>,
 }
 
+/// Position `p`'s logits against the reference's step: every top-5 logit within the
+/// int8 route's bound that decode meets (`tests/decode_reference.rs`, 0.05), and the
+/// same top-1 wherever the reference's gap exceeds 0.1. Returns the worst error.
+fn check_step(p: usize, logits: &[f32], step: &Step) -> f32 {
+    let mut worst = 0f32;
+    for &(id, want) in &step.top {
+        let err = (logits[id as usize] - want).abs();
+        worst = worst.max(err);
+        assert!(
+            err <= 0.05,
+            "pos {p}: logit of {id} is {}, reference {want}",
+            logits[id as usize]
+        );
+    }
+    if step.top[0].1 - step.top[1].1 > 0.1 {
+        assert_eq!(argmax(logits), step.top[0].0 as usize, "pos {p}: top-1");
+    }
+    worst
+}
+
 /// The synthetic Q4_K_M model teacher-forced along its exact-math (f64) reference: at
 /// each position checked, the cache is written by batched prefill (batches of 8: several full and a
 /// partial one) and its logits by the decode step after it: every top-5 logit within
@@ -109,20 +131,8 @@ fn batched_prefill_matches_exact_math() {
     // after several batches, at a third of the cost of all of them on lavapipe.
     let positions: Vec<usize> = (1..r.steps.len()).step_by(3).collect();
     for &p in &positions {
-        let step = &r.steps[p];
         let logits = logits_after(&model, &seq[..=p], 0);
-        for &(id, want) in &step.top {
-            let err = (logits[id as usize] - want).abs();
-            worst = worst.max(err);
-            assert!(
-                err <= 0.05,
-                "pos {p}: logit of {id} is {}, reference {want}",
-                logits[id as usize]
-            );
-        }
-        if step.top[0].1 - step.top[1].1 > 0.1 {
-            assert_eq!(argmax(&logits), step.top[0].0 as usize, "pos {p}: top-1");
-        }
+        worst = worst.max(check_step(p, &logits, &r.steps[p]));
     }
     eprintln!("positions {positions:?}: worst top-5 logit error {worst:.4}");
     let ledger = model.audit();
@@ -209,4 +219,95 @@ fn prefill_routes_and_refusals() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("vocabulary"), "{err}");
+}
+
+/// Every position's logits from `prefill_logits`, in order.
+fn prompt_logits(model: &Model, tokens: &[u32], start: usize) -> Vec<Vec<f32>> {
+    let mut all = Vec::new();
+    model
+        .prefill_logits(tokens, start, |pos, logits| {
+            assert_eq!(pos, start + all.len(), "positions in order");
+            all.push(logits.to_vec());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(all.len(), tokens.len());
+    all
+}
+
+/// `prefill_logits` on the synthetic Q4_K_M model along its exact-math reference, in
+/// batches of 8 (three full, one partial), then the last position as a decode step
+/// on the cache they wrote: every position's top-5 logits within the int8 route's
+/// bound (0.05, as above) and its top-1 wherever the reference's gap exceeds 0.1. One
+/// call gives what the test above needs a prefill per position for.
+#[test]
+fn prompt_logits_from_the_batch_match_exact_math() {
+    let text = std::fs::read_to_string(common::reference_path("synkq_q4_k_m_f64.json")).unwrap();
+    let r: Reference = serde_json::from_str(&text).unwrap();
+    let mut seq = r.prompt_ids.clone();
+    seq.extend(&r.generated[..r.generated.len() - 1]);
+    let model = load(&synthetic(), Some(8), None);
+    match &model.plan().prefill {
+        PrefillPlan::Batched(b) => assert!(
+            matches!(b.logits, PromptLogits::Batched { tokens: 8, .. }),
+            "{}",
+            b.logits
+        ),
+        other => panic!("planned {other}"),
+    }
+    let n = r.steps.len() - 1;
+    let mut all = prompt_logits(&model, &seq[..n], 0);
+    all.push(model.forward_logits(Input::Token(seq[n]), n).unwrap());
+    let mut worst = 0f32;
+    for (p, (logits, step)) in all.iter().zip(&r.steps).enumerate() {
+        worst = worst.max(check_step(p, logits, step));
+    }
+    eprintln!(
+        "{} positions: worst top-5 logit error {worst:.4}",
+        all.len()
+    );
+    let ledger = model.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+}
+
+/// Batches of 100 take the lm-head in runs of 64 and 36: 150 positions, then 9 more
+/// continuing at 150, match token at a time within the bound of the test above that
+/// compares the next step's logits, and the cache they leave gives the same next step.
+#[test]
+fn prompt_logits_in_runs_match_token_at_a_time() {
+    let path = synthetic();
+    let batched = load(&path, Some(100), None);
+    let single = load(&path, Some(1), None);
+    assert!(matches!(
+        single.plan().prefill,
+        PrefillPlan::TokenAtATime { .. }
+    ));
+    let vocab = batched.config().vocab;
+    let first = ids(150, vocab);
+    let second = ids(9, vocab);
+    let mut worst = 0f32;
+    for (prompt, start) in [(&first, 0), (&second, first.len())] {
+        let a = prompt_logits(&batched, prompt, start);
+        let b = prompt_logits(&single, prompt, start);
+        for (p, (a, b)) in a.iter().zip(&b).enumerate() {
+            let (diff, _) = max_diff(b, a);
+            worst = worst.max(diff);
+            assert!(
+                diff <= 0.1,
+                "position {}: logits differ by {diff}",
+                start + p
+            );
+        }
+    }
+    let next = Input::Token(1);
+    let pos = first.len() + second.len();
+    let (a, b) = (
+        batched.forward_logits(next, pos).unwrap(),
+        single.forward_logits(next, pos).unwrap(),
+    );
+    let (diff, _) = max_diff(&b, &a);
+    eprintln!("worst |logit diff| over the prompts {worst:.3e}; the next step's {diff:.3e}");
+    assert!(diff <= 0.1, "the next step's logits differ by {diff}");
+    let ledger = batched.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
 }

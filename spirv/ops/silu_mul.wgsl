@@ -1,10 +1,12 @@
-// SwiGLU's elementwise part: out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g).
+// SwiGLU's elementwise part: out[r * n + i] = silu(gate[r * stride + i]) * up[r * stride + i]
+// for rows r and i < n, silu(g) = g / (1 + e^-g). Decode passes one row; a prefill batch
+// passes its rows, gate and up read out of the rows of the gate-and-up matmuls' output.
 
 struct Params {
     n: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    rows: u32,
+    stride: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -14,8 +16,10 @@ struct Params {
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += groups.x * 256u) {
-        let g = gate[i];
-        out[i] = g / (1.0 + exp(-g)) * up[i];
+    let total = params.n * params.rows;
+    for (var i = gid.x; i < total; i += groups.x * 256u) {
+        let at = (i / params.n) * params.stride + i % params.n;
+        let g = gate[at];
+        out[i] = g / (1.0 + exp(-g)) * up[at];
     }
 }

@@ -341,7 +341,7 @@ impl Ops {
             pipeline: self
                 .silu_mul
                 .expect("ops created without silu_mul (OpsNeeds)"),
-            params: vec![n as u32, 0, 0, 0],
+            params: vec![n as u32, 1, n as u32, 0],
             storage: vec![gate, up, out],
             workgroups: groups_for(n, 256),
             bytes_read: n * 8,
@@ -410,25 +410,43 @@ impl Ops {
 
 /// The ops of a prefill batch, one row per token: the decode ops' WGSL (the same
 /// pipelines where decode dispatches them too) over many rows at once, the norms always
-/// writing q8 for the matmuls, and the quantization of the attention output. Created at
-/// a model's first prefill, so a model that never prefills holds none of them.
+/// writing q8 as well for the matmuls that take it, and the quantization of the
+/// attention output. Created at a model's first prefill, so a model that never
+/// prefills holds none of them.
 #[derive(Clone, Copy, Debug)]
 pub struct BatchOps {
     embed: PipelineId,
     rms_norm_q8: PipelineId,
     add_rms_norm_q8: PipelineId,
-    silu_mul_q8: PipelineId,
-    quantize_rows: PipelineId,
+    silu_mul: Option<PipelineId>,
+    silu_mul_q8: Option<PipelineId>,
+    quantize_rows: Option<PipelineId>,
+}
+
+/// Which of the optional batch ops a model's matmuls need: each x in the form its
+/// matrices take (f32 for the float matmuls, q8 for the quantized), so no pipeline is
+/// made that its prefill never dispatches.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchNeeds {
+    /// The FFN's hidden rows as f32 (a float down projection).
+    pub silu_mul: bool,
+    /// ... as q8 (a quantized one).
+    pub silu_mul_q8: bool,
+    /// The attention output as q8 (a quantized output projection).
+    pub quantize_rows: bool,
 }
 
 impl BatchOps {
-    pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<BatchOps> {
+    pub fn new(device: &dyn Device, cache: &PipelineCache, needs: BatchNeeds) -> Result<BatchOps> {
+        let optional =
+            |needed: bool, spec: &OpSpec| needed.then(|| get(device, cache, spec)).transpose();
         Ok(BatchOps {
             embed: get(device, cache, &EMBED)?,
             rms_norm_q8: get(device, cache, &RMS_NORM_Q8)?,
             add_rms_norm_q8: get(device, cache, &ADD_RMS_NORM_Q8)?,
-            silu_mul_q8: get(device, cache, &SILU_MUL_Q8)?,
-            quantize_rows: get(device, cache, &QUANTIZE_ROWS)?,
+            silu_mul: optional(needs.silu_mul, &SILU_MUL)?,
+            silu_mul_q8: optional(needs.silu_mul_q8, &SILU_MUL_Q8)?,
+            quantize_rows: optional(needs.quantize_rows, &QUANTIZE_ROWS)?,
         })
     }
 
@@ -490,7 +508,26 @@ impl BatchOps {
     }
 
     /// silu(gate) * up of `rows` rows of `n` elements, row r at element r * `stride` of
-    /// `gate` and of `up`, written quantized row after row.
+    /// `gate` and of `up`, written row after row.
+    pub fn silu_mul(
+        &self,
+        (n, rows, stride): (u64, u64, u64),
+        gate: Slice,
+        up: Slice,
+        out: Slice,
+    ) -> Dispatch {
+        Dispatch {
+            pipeline: self
+                .silu_mul
+                .expect("batch ops created without silu_mul (BatchNeeds)"),
+            params: vec![n as u32, rows as u32, stride as u32, 0],
+            storage: vec![gate, up, out],
+            workgroups: groups_for(rows * n, 256),
+            bytes_read: rows * n * 8,
+        }
+    }
+
+    /// [`BatchOps::silu_mul`] written quantized row after row.
     pub fn silu_mul_q8(
         &self,
         (n, rows, stride): (u64, u64, u64),
@@ -499,7 +536,9 @@ impl BatchOps {
         out_q8: Slice,
     ) -> Dispatch {
         Dispatch {
-            pipeline: self.silu_mul_q8,
+            pipeline: self
+                .silu_mul_q8
+                .expect("batch ops created without silu_mul_q8 (BatchNeeds)"),
             params: vec![n as u32, rows as u32, stride as u32, 0],
             storage: vec![gate, up, out_q8],
             workgroups: groups_for(rows * n.div_ceil(32), 8),
@@ -516,7 +555,9 @@ impl BatchOps {
         out_q8: Slice,
     ) -> Dispatch {
         Dispatch {
-            pipeline: self.quantize_rows,
+            pipeline: self
+                .quantize_rows
+                .expect("batch ops created without quantize_rows (BatchNeeds)"),
             params: vec![n as u32, rows as u32, stride as u32, 0],
             storage: vec![x, out_q8],
             workgroups: groups_for(rows * n.div_ceil(32), 8),

@@ -22,7 +22,7 @@ pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 use non_finite::Probes;
 pub use plan::{plan, LayerPlan, Offsets, Plan, PlannedMatrix};
-pub use prefill::{BatchedPrefill, LayerMatmuls, PrefillPlan, DEFAULT_UBATCH};
+pub use prefill::{BatchedPrefill, LayerMatmuls, PrefillPlan, PromptLogits, DEFAULT_UBATCH};
 pub use session::{Generate, Prompt, Session, Stats, Token};
 
 use std::path::Path;
@@ -342,6 +342,7 @@ impl Model {
                 &config,
                 &plan.offsets,
                 plan.prefill.ubatch(),
+                plan.prefill.logits_tokens(),
             ))?
             .check_fits(device.profile(), &config, n_ctx, plan.kv)?;
         for m in plan.matrices() {

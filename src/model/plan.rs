@@ -116,6 +116,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         &config,
         &offsets,
         options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64,
+        super::prefill::LOGITS_RUN,
     );
     let (n_ctx, context_reason) = context(&config, file, profile, options, prefill_bytes)?;
     let attention = route_attention(
@@ -169,7 +170,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
     let output = planner.matrix(output_name, config.vocab as u64, dim, XInput::Norm)?;
     let prefill = plan_prefill(
         &config,
-        &layers,
+        (&layers, &output),
         &offsets,
         (options.kv, n_ctx),
         profile,

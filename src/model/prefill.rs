@@ -5,24 +5,34 @@
 //! prompt's last token then runs as a decode step, which gives its logits, so prefill
 //! computes no output head and skips the last layer's attention output and FFN.
 //!
+//! [`Model::prefill_logits`] is the exception, for callers that want every prompt
+//! position's logits (`decode --top-logits`, teacher-forced references): it runs the
+//! last layer in full and the lm-head's matmul over the batch, a run of tokens at a time.
+//!
 //! [`PrefillPlan`] is part of the model's plan (pure, device-free); the pipelines and
-//! batch buffers are made at the model's first prefill, so a model that never prefills
-//! holds none.
+//! batch buffers are made at the model's first prefill (the lm-head's at its first
+//! `prefill_logits`), so a model that never prefills holds none.
 
 use serde::Serialize;
 
 use super::plan::{LayerPlan, Offsets, PlannedMatrix};
+use super::Input;
 use super::{Config, Matrix, Model};
 use crate::device::{BufferUse, CommandList, DeviceProfile, OwnedBuffers, PipelineId, Slice};
 use crate::kernels::attention::{PrefillAttention, PrefillPipelines};
 use crate::kernels::matmul::{MatmulEngine, MatmulLaunch};
 use crate::kernels::matvec::Q8_GROUP_BYTES;
-use crate::kernels::ops::BatchOps;
+use crate::kernels::ops::{BatchNeeds, BatchOps};
 use crate::{Error, Result};
 
 /// Tokens per prefill batch unless `LoadOptions::ubatch` says otherwise (llama.cpp's
 /// default ubatch).
 pub const DEFAULT_UBATCH: usize = 512;
+
+/// Prompt positions per lm-head matmul in [`Model::prefill_logits`]: their logits are
+/// read back between runs, so this bounds the buffer (64 x 128,256 vocab x 4 bytes is
+/// 33 MB) rather than the speed.
+pub const LOGITS_RUN: u64 = 64;
 
 /// How a prompt is processed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -46,6 +56,22 @@ pub struct BatchedPrefill {
     pub engine_reason: String,
     pub attention: PrefillAttention,
     pub layers: Vec<LayerMatmuls>,
+    /// How [`Model::prefill_logits`] gets the prompt's logits.
+    pub logits: PromptLogits,
+}
+
+/// Every prompt position's logits: the lm-head's matmul over runs of `tokens`
+/// positions of the batch, or each position as a decode step, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "route", rename_all = "snake_case")]
+pub enum PromptLogits {
+    Batched {
+        head: Box<MatmulLaunch>,
+        tokens: u64,
+    },
+    TokenAtATime {
+        reason: String,
+    },
 }
 
 /// A layer's matmuls, one per planned matrix, over the same weights.
@@ -116,11 +142,13 @@ impl Widths {
     }
 }
 
-/// Device bytes prefill's batch buffers take for batches of `ubatch` tokens.
-pub fn batch_bytes(config: &Config, offsets: &Offsets, ubatch: u64) -> u64 {
+/// Device bytes prefill's batch buffers take for batches of `ubatch` tokens, with the
+/// logits of a run of `logits_tokens` (0 where prompt logits come token at a time).
+pub fn batch_bytes(config: &Config, offsets: &Offsets, ubatch: u64, logits_tokens: u64) -> u64 {
     Widths::of(config, offsets)
         .bytes_per_token()
         .saturating_mul(ubatch)
+        .saturating_add(logits_tokens.saturating_mul(4 * config.vocab as u64))
 }
 
 /// Plans prefill: batched where every layer matrix has a matmul over its route's
@@ -128,7 +156,7 @@ pub fn batch_bytes(config: &Config, offsets: &Offsets, ubatch: u64) -> u64 {
 /// the first reason it cannot be batched. Pure: a preset's plan is a device's.
 pub fn plan_prefill(
     config: &Config,
-    layers: &[LayerPlan],
+    (layers, output): (&[LayerPlan], &PlannedMatrix),
     offsets: &Offsets,
     (kv, n_ctx): (crate::kernels::attention::KvType, usize),
     profile: &DeviceProfile,
@@ -184,6 +212,30 @@ pub fn plan_prefill(
             Err(reason) => return token_at_a_time(reason),
         }
     }
+    let vocab_bytes = 4 * config.vocab as u64;
+    let logits_tokens = ubatch
+        .min(LOGITS_RUN)
+        .min(profile.usable_binding_bytes() / vocab_bytes);
+    let logits = match logits_tokens {
+        0 => PromptLogits::TokenAtATime {
+            reason: format!(
+                "a token's {vocab_bytes} bytes of logits exceed a binding of {}",
+                profile.usable_binding_bytes()
+            ),
+        },
+        tokens => match engine
+            .for_matrix(profile, config.vocab as u64, tokens)
+            .and_then(|e| MatmulLaunch::of(output.route.launch(), e))
+        {
+            Ok(head) => PromptLogits::Batched {
+                head: Box::new(head),
+                tokens,
+            },
+            Err(e) => PromptLogits::TokenAtATime {
+                reason: format!("`{}`: {e}", output.name()),
+            },
+        },
+    };
     let ubatch_reason = if ubatch == wanted {
         match asked {
             Some(_) => format!("{ubatch} tokens, as asked"),
@@ -206,6 +258,7 @@ pub fn plan_prefill(
         engine_reason,
         attention,
         layers: planned,
+        logits,
     }))
 }
 
@@ -215,6 +268,28 @@ impl PrefillPlan {
         match self {
             PrefillPlan::Batched(b) => b.ubatch,
             PrefillPlan::TokenAtATime { .. } => 1,
+        }
+    }
+
+    /// Positions per lm-head matmul of `prefill_logits`, 0 where they are decode steps.
+    pub fn logits_tokens(&self) -> u64 {
+        match self {
+            PrefillPlan::Batched(BatchedPrefill {
+                logits: PromptLogits::Batched { tokens, .. },
+                ..
+            }) => *tokens,
+            _ => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for PromptLogits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PromptLogits::Batched { head, tokens } => {
+                write!(f, "{} in runs of {tokens} tokens", head.pipeline_key())
+            }
+            PromptLogits::TokenAtATime { reason } => write!(f, "token at a time: {reason}"),
         }
     }
 }
@@ -241,12 +316,14 @@ impl std::fmt::Display for PrefillPlan {
                 }
                 write!(
                     f,
-                    "batches of {} ({}); matmuls {} ({}); attention {}",
+                    "batches of {} ({}); matmuls {} ({}); attention {}; prompt logits (when \
+                     asked for) {}",
                     b.ubatch,
                     b.ubatch_reason,
                     kernels.join(", "),
                     b.engine_reason,
-                    b.attention.pipeline_key()
+                    b.attention.pipeline_key(),
+                    b.logits
                 )
             }
         }
@@ -260,7 +337,9 @@ pub(super) struct PrefillState {
     /// Per layer, qkv, then wo, gate_up and down, as `LayerMatmuls` lists them.
     matmuls: Vec<Vec<PipelineId>>,
     act: BatchActivations,
-    _buffers: OwnedBuffers<'static>,
+    /// The lm-head's pipeline and a run's logits, made at the first `prefill_logits`.
+    head: Option<(PipelineId, Slice)>,
+    buffers: OwnedBuffers<'static>,
 }
 
 /// The batch's buffers, a row per token.
@@ -326,12 +405,42 @@ impl PrefillState {
             })
             .collect::<Result<Vec<Vec<PipelineId>>>>()?;
         Ok(PrefillState {
-            ops: BatchOps::new(dev, cache)?,
+            ops: BatchOps::new(
+                dev,
+                cache,
+                BatchNeeds {
+                    silu_mul: false,
+                    silu_mul_q8: true,
+                    quantize_rows: true,
+                },
+            )?,
             attention: batched.attention.pipelines(dev, cache)?,
             matmuls,
             act,
-            _buffers: buffers,
+            head: None,
+            buffers,
         })
+    }
+
+    fn head(
+        &mut self,
+        model: &Model,
+        head: &MatmulLaunch,
+        tokens: u64,
+    ) -> Result<(PipelineId, Slice)> {
+        if let Some(made) = self.head {
+            return Ok(made);
+        }
+        let bytes = tokens * 4 * model.config.vocab as u64;
+        let logits = self
+            .buffers
+            .create("prefill logits", bytes, BufferUse::Storage)?;
+        let made = (
+            head.pipeline(model.device.as_ref(), &model.pipelines)?,
+            Slice::new(logits, 0, bytes),
+        );
+        self.head = Some(made);
+        Ok(made)
     }
 }
 
@@ -341,6 +450,112 @@ impl Model {
     /// so. Computes no logits: run the token after these through a decode step for
     /// them. Returns once the work is queued.
     pub fn prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
+        self.check_prompt(tokens, start)?;
+        let batched = match &self.plan.prefill {
+            PrefillPlan::Batched(b) => b,
+            PrefillPlan::TokenAtATime { .. } => {
+                for (i, &id) in tokens.iter().enumerate() {
+                    self.step(Input::Token(id), start + i)?;
+                }
+                return Ok(());
+            }
+        };
+        let mut state = self.prefill_state(batched)?;
+        let state = state.as_mut().expect("made by prefill_state");
+        for (i, chunk) in tokens.chunks(batched.ubatch as usize).enumerate() {
+            let pos = start + i * batched.ubatch as usize;
+            self.device
+                .upload(state.act.tokens.buffer, 0, bytemuck::cast_slice(chunk))?;
+            let list = self.record_batch(state, batched, chunk.len() as u64, pos as u64, false)?;
+            self.device.submit(&list)?;
+        }
+        Ok(())
+    }
+
+    /// Like [`Model::prefill`], and hands `each` every position's logits in order
+    /// (position, logits): the lm-head's matmul over the batch where the plan has one
+    /// (`PromptLogits`), else a decode step per token. `Error::NonFinite` names the
+    /// first position with a NaN or infinite logit. Waits for each run of logits.
+    pub fn prefill_logits(
+        &self,
+        tokens: &[u32],
+        start: usize,
+        mut each: impl FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        let vocab = self.config.vocab;
+        let (batched, head, run) = match &self.plan.prefill {
+            PrefillPlan::Batched(
+                b @ BatchedPrefill {
+                    logits: PromptLogits::Batched { head, tokens },
+                    ..
+                },
+            ) => (b, head, *tokens),
+            _ => {
+                self.check_prompt(tokens, start)?;
+                for (i, &id) in tokens.iter().enumerate() {
+                    each(
+                        start + i,
+                        &self.forward_logits(Input::Token(id), start + i)?,
+                    )?;
+                }
+                return Ok(());
+            }
+        };
+        self.check_prompt(tokens, start)?;
+        let mut state = self.prefill_state(batched)?;
+        let state = state.as_mut().expect("made by prefill_state");
+        let (pipeline, logits) = state.head(self, head, run)?;
+        let w = Widths::of(&self.config, &self.plan.offsets);
+        for (i, chunk) in tokens.chunks(batched.ubatch as usize).enumerate() {
+            let pos = start + i * batched.ubatch as usize;
+            self.device
+                .upload(state.act.tokens.buffer, 0, bytemuck::cast_slice(chunk))?;
+            let mut list =
+                self.record_batch(state, batched, chunk.len() as u64, pos as u64, true)?;
+            for first in (0..chunk.len() as u64).step_by(run as usize) {
+                let n = run.min(chunk.len() as u64 - first);
+                let x_row = q8_row(w.dim);
+                let x = Slice::new(
+                    state.act.xn_q8.buffer,
+                    state.act.xn_q8.offset + first * x_row,
+                    n * x_row,
+                );
+                let y = Slice::new(logits.buffer, logits.offset, n * 4 * vocab as u64);
+                matmul_into(
+                    &mut list,
+                    &self.output,
+                    head,
+                    pipeline,
+                    (x, x_row),
+                    (y, vocab as u64),
+                    n,
+                )?;
+                self.device.submit(&list)?;
+                list = CommandList::new();
+                let values = crate::device::read_f32(
+                    self.device.as_ref(),
+                    logits.buffer,
+                    logits.offset,
+                    n as usize * vocab,
+                )?;
+                for (j, row) in values.chunks_exact(vocab).enumerate() {
+                    let at = pos + first as usize + j;
+                    let bad = row.iter().filter(|v| !v.is_finite()).count();
+                    if bad > 0 {
+                        return Err(Error::NonFinite(format!(
+                            "non-finite logits at prompt position {at}: {bad} of {vocab} are NaN \
+                             or infinite (batched prefill; --ubatch 1 runs the prompt as decode \
+                             steps, which name the op that first gives them)"
+                        )));
+                    }
+                    each(at, row)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_prompt(&self, tokens: &[u32], start: usize) -> Result<()> {
         let end = start + tokens.len();
         if end > self.n_ctx {
             return Err(Error::Invalid(format!(
@@ -355,41 +570,35 @@ impl Model {
                 self.config.vocab
             )));
         }
-        let batched = match &self.plan.prefill {
-            PrefillPlan::Batched(b) => b,
-            PrefillPlan::TokenAtATime { .. } => {
-                for (i, &id) in tokens.iter().enumerate() {
-                    self.step(super::Input::Token(id), start + i)?;
-                }
-                return Ok(());
-            }
-        };
+        Ok(())
+    }
+
+    /// The prefill state, made on first use.
+    fn prefill_state(
+        &self,
+        batched: &BatchedPrefill,
+    ) -> Result<std::sync::MutexGuard<'_, Option<PrefillState>>> {
         let mut state = self.prefill_state.lock().unwrap_or_else(|e| e.into_inner());
         if state.is_none() {
             *state = Some(PrefillState::new(self, batched)?);
         }
-        let state = state.as_ref().expect("made above");
-        for (i, chunk) in tokens.chunks(batched.ubatch as usize).enumerate() {
-            let pos = start + i * batched.ubatch as usize;
-            self.device
-                .upload(state.act.tokens.buffer, 0, bytemuck::cast_slice(chunk))?;
-            let list = self.record_batch(state, batched, chunk.len() as u64, pos as u64)?;
-            self.device.submit(&list)?;
-        }
-        Ok(())
+        Ok(state)
     }
 
     /// One batch of `n` tokens at positions `pos..pos + n`, their ids in the batch's
     /// token buffer:
     /// x = embed(tokens); per layer: the cache gets rope(Wk·norm(x)), Wv·norm(x), then
-    /// (but for the last layer) x += Wo·attention(rope(Wq·norm(x)), cache) and
-    /// x += W_down·(silu(W_gate·norm(x)) * (W_up·norm(x))).
+    /// (but for the last layer, unless `to_output_norm`)
+    /// x += Wo·attention(rope(Wq·norm(x)), cache) and
+    /// x += W_down·(silu(W_gate·norm(x)) * (W_up·norm(x))); with `to_output_norm` the
+    /// batch's norm rows end as output_norm(x), the lm-head's input.
     fn record_batch(
         &self,
         state: &PrefillState,
         batched: &BatchedPrefill,
         n: u64,
         pos: u64,
+        to_output_norm: bool,
     ) -> Result<CommandList> {
         let (c, a, ops) = (&self.config, &state.act, &state.ops);
         let w = Widths::of(c, &self.plan.offsets);
@@ -437,7 +646,7 @@ impl Model {
                 layer.k_cache,
                 layer.v_cache,
             ));
-            if i == last {
+            if i == last && !to_output_norm {
                 // Only the cache is wanted of the last layer (see the module's comment).
                 break;
             }
@@ -500,7 +709,10 @@ impl Model {
                 (out, w.dim),
                 n,
             )?;
-            let next_norm = self.layers[i + 1].attn_norm;
+            let next_norm = self
+                .layers
+                .get(i + 1)
+                .map_or(self.output_norm, |l| l.attn_norm);
             list.dispatch(ops.add_rms_norm((w.dim, n), c.eps, (x, out), next_norm, (xn, xn_q8)));
         }
         Ok(list)
