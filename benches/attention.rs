@@ -11,7 +11,7 @@
 //!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention};
+use brass::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention, RopeStyle};
 use brass::kernels::timing::{time_attention, time_prefill_attention, time_stream_read, Effort};
 use brass::kernels::PipelineCache;
 use brass::model::synthetic::{SyntheticSpec, PRESETS};
@@ -106,6 +106,7 @@ fn run(args: &Args) -> brass::Result<()> {
             n_kv_heads: spec.kv_heads,
             head_dim: hd,
             rope_dim: hd,
+            rope: RopeStyle::Normal,
         };
         shapes.push((*name, heads));
     }

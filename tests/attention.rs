@@ -8,7 +8,7 @@ mod common;
 use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, PipelineId, Slice};
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, AttentionLaunch, AttentionPipelines, DecodeKernel, Heads,
-    KvType, PrefillAttention,
+    KvType, PrefillAttention, RopeStyle,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -115,13 +115,31 @@ impl Gpu {
 }
 
 fn heads(n_heads: usize, n_kv: usize, head_dim: usize, rope_dim: usize) -> Heads {
+    heads_with(n_heads, n_kv, head_dim, rope_dim, RopeStyle::Normal)
+}
+
+fn heads_with(
+    n_heads: usize,
+    n_kv: usize,
+    head_dim: usize,
+    rope_dim: usize,
+    rope: RopeStyle,
+) -> Heads {
     Heads {
         n_heads: n_heads as u64,
         n_kv_heads: n_kv as u64,
         head_dim: head_dim as u64,
         rope_dim: rope_dim as u64,
+        rope,
     }
 }
+
+/// Every (rope mode, with biases) case rope_kv takes: llama's (no bias), qwen2's.
+const ROPE_CASES: [(RopeStyle, bool); 3] = [
+    (RopeStyle::Normal, false),
+    (RopeStyle::Neox, true),
+    (RopeStyle::Neox, false),
+];
 
 fn assert_close(what: &str, expected: &[f32], actual: &[f32], tol: f32) {
     assert_eq!(expected.len(), actual.len(), "{what}: length");
@@ -151,15 +169,19 @@ fn qkv_buffer(q: &[f32], k: &[f32], v: &[f32], pad: usize) -> (Vec<f32>, (u64, u
     (all, (k_first as u64, v_first as u64))
 }
 
-/// rope_kv rotates q in place and k into the key cache as the f64 reference does, and
-/// copies v into the value cache, in each format: full and partial rotation, GQA, k and
-/// v right after q or after padding (the model aligns them for binding), the first and
-/// a late row.
+/// rope_kv adds the biases and rotates q in place and k into the key cache as the f64
+/// reference does (adjacent pairs and NEOX halves), and copies v (plus its bias) into
+/// the value cache, in each format: full and partial rotation, GQA, k and v right
+/// after q or after padding (the model aligns them for binding; the padding is NaN in
+/// q, k, v and the bias, so reading it would show), the first and a late row.
 #[test]
-fn rope_kv_matches_adjacent_pair_reference() {
+fn rope_kv_matches_the_rope_reference() {
     let g = Gpu::new();
     let base = 100_000.0;
-    for kv in KvType::ALL {
+    for (kv, (rope, biased)) in KvType::ALL
+        .into_iter()
+        .flat_map(|kv| ROPE_CASES.map(|case| (kv, case)))
+    {
         // (heads, kv heads, head_dim, rope_dim, padding between q, k and v)
         for (n_heads, n_kv, head_dim, rope_dim, pad) in [
             (9usize, 3usize, 64usize, 64usize, 0usize),
@@ -169,7 +191,7 @@ fn rope_kv_matches_adjacent_pair_reference() {
         ] {
             let n_pos = 300;
             let kv_dim = n_kv * head_dim;
-            let h = heads(n_heads, n_kv, head_dim, rope_dim);
+            let h = heads_with(n_heads, n_kv, head_dim, rope_dim, rope);
             let launch = AttentionLaunch::portable(h, kv, n_pos as u64, 8).unwrap();
             let p = g.pipelines(&launch);
             let table = g.buf(&rope_table(base, rope_dim, n_pos));
@@ -180,28 +202,44 @@ fn rope_kv_matches_adjacent_pair_reference() {
                     rng.vec(kv_dim),
                     rng.vec(kv_dim),
                 );
+                let (bq, bk, bv) = match biased {
+                    true => (rng.vec(q.len()), rng.vec(kv_dim), rng.vec(kv_dim)),
+                    false => (vec![0.0; q.len()], vec![0.0; kv_dim], vec![0.0; kv_dim]),
+                };
                 let (all, firsts) = qkv_buffer(&q, &k, &v, pad);
+                let (bias, _) = qkv_buffer(&bq, &bk, &bv, pad);
                 let qkv = g.buf(&all);
                 let (kc, vc) = (g.zeros(launch.cache_bytes()), g.zeros(launch.cache_bytes()));
-                g.run(vec![
-                    launch.rope_kv(&p, pos as u64, table, qkv, firsts, kc, vc)
-                ]);
+                g.run(vec![launch.rope_kv(
+                    &p,
+                    pos as u64,
+                    table,
+                    (qkv, g.buf(&bias)),
+                    firsts,
+                    kc,
+                    vc,
+                )]);
                 let ctx = format!(
-                    "rope_kv {kv} {n_heads}/{n_kv}x{head_dim}/{rope_dim} pad {pad} pos {pos}"
+                    "rope_kv {kv} {rope:?} bias {biased} {n_heads}/{n_kv}x{head_dim}/{rope_dim} \
+                     pad {pad} pos {pos}"
                 );
                 let out = g.get(qkv);
-                let expected_q = rope_ref(&q, n_heads, head_dim, rope_dim, pos, base);
+                let plus = |x: &[f32], b: &[f32]| {
+                    x.iter().zip(b).map(|(x, b)| x + b).collect::<Vec<f32>>()
+                };
+                let (q, k, v) = (plus(&q, &bq), plus(&k, &bk), plus(&v, &bv));
+                let expected_q = rope_ref(&q, n_heads, head_dim, rope_dim, rope, pos, base);
                 assert_close(&format!("{ctx}: q"), &expected_q, &out[..q.len()], 1e-6);
                 // k and v themselves are left as they were.
                 assert_eq!(
                     &out[firsts.0 as usize..firsts.0 as usize + kv_dim],
-                    &k[..],
+                    &all[firsts.0 as usize..firsts.0 as usize + kv_dim],
                     "{ctx}"
                 );
                 let all_rows = |c: Slice| g.read_cache(kv, c, n_pos * kv_dim);
                 let row = |c: Slice| all_rows(c)[pos * kv_dim..(pos + 1) * kv_dim].to_vec();
                 let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
-                let expected_k = stored(&rope_ref(&k, n_kv, head_dim, rope_dim, pos, base));
+                let expected_k = stored(&rope_ref(&k, n_kv, head_dim, rope_dim, rope, pos, base));
                 // f32 within a rounding of the rotation; f16 within one f16 step of it.
                 let tol = if kv == KvType::F16 { 1e-3 } else { 1e-6 };
                 assert_close(&format!("{ctx}: k row"), &expected_k, &row(kc), tol);
@@ -328,7 +366,8 @@ fn rope_kv_then_attention_matches() {
                 let range = pos * kv_dim..(pos + 1) * kv_dim;
                 let (all, firsts) = qkv_buffer(&step_q, &k_all[range.clone()], &v_all[range], 0);
                 let qkv = g.buf(&all);
-                ds.push(append.rope_kv(&p, pos as u64, table, qkv, firsts, kc, vc));
+                let bias = g.zeros(all.len() as u64 * 4);
+                ds.push(append.rope_kv(&p, pos as u64, table, (qkv, bias), firsts, kc, vc));
                 q_last = Some(qkv);
             }
             g.run(ds);
@@ -336,7 +375,7 @@ fn rope_kv_then_attention_matches() {
             let k_rotated: Vec<f32> = (0..n_pos)
                 .flat_map(|pos| {
                     let k = &k_all[pos * kv_dim..(pos + 1) * kv_dim];
-                    rope_ref(k, n_kv, hd, hd, pos, base)
+                    rope_ref(k, n_kv, hd, hd, RopeStyle::Normal, pos, base)
                 })
                 .collect();
             let ctx = format!("{kv} {n_heads}/{n_kv}x{hd} over {n_pos}");
@@ -351,7 +390,7 @@ fn rope_kv_then_attention_matches() {
                 tol,
             );
             assert_eq!(cached_v, stored(&v_all), "{ctx}: v cache");
-            let q_expected = rope_ref(&q, n_heads, hd, hd, n_pos - 1, base);
+            let q_expected = rope_ref(&q, n_heads, hd, hd, RopeStyle::Normal, n_pos - 1, base);
             // Against the values the cache holds (the kernel's own rounding of k).
             let expected =
                 attention_ref(&q_expected, &cached_k, &cached_v, n_heads, n_kv, hd, n_pos);
@@ -421,23 +460,31 @@ fn prefill_launches(g: &Gpu, h: Heads, kv: KvType) -> Vec<PrefillAttention> {
 }
 
 /// rope_kv_batch leaves q, the K cache and the V cache with the same bits as one
-/// rope_kv per token (and q rotated as the f64 reference does), in each format: full
-/// and partial rotation, GQA, q/k/v rows padded apart, at the start of the cache and
-/// after a thousand rows already written.
+/// rope_kv per token (and q rotated as the f64 reference does), in each format and
+/// rope mode, with and without biases: full and partial rotation, GQA, q/k/v rows
+/// padded apart, at the start of the cache and after a thousand rows already written.
 #[test]
 fn rope_kv_batch_matches_rope_kv_token_by_token() {
     let g = Gpu::new();
     let base = 10_000.0;
-    for kv in KvType::ALL {
+    for (kv, (rope, biased)) in KvType::ALL
+        .into_iter()
+        .flat_map(|kv| ROPE_CASES.map(|case| (kv, case)))
+    {
         // (heads, kv heads, head_dim, rope_dim, padding after each of q, k, v)
         for (n_heads, n_kv, head_dim, rope_dim, pad) in [
             (9usize, 3usize, 64usize, 64usize, 0usize),
             (7, 1, 80, 80, 6),
             (4, 2, 18, 10, 3),
         ] {
-            let h = heads(n_heads, n_kv, head_dim, rope_dim);
+            let h = heads_with(n_heads, n_kv, head_dim, rope_dim, rope);
             let (q_dim, kv_dim) = (n_heads * head_dim, n_kv * head_dim);
             let row_stride = q_dim + kv_dim * 2 + 3 * pad;
+            let bias_values = match biased {
+                true => common::Rng::new(head_dim as u64).vec(row_stride),
+                false => vec![0.0; row_stride],
+            };
+            let bias = g.buf(&bias_values);
             let firsts = ((q_dim + pad) as u64, (q_dim + kv_dim + 2 * pad) as u64);
             let batch = PrefillAttention::new(h, kv, g.device.profile()).unwrap();
             let bp = batch.pipelines(&g.device, &g.cache).unwrap();
@@ -468,6 +515,7 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                     n_tokens as u64,
                     table,
                     (qkv, row_stride as u64),
+                    bias,
                     firsts,
                     kb,
                     vb,
@@ -480,13 +528,13 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                     .iter()
                     .enumerate()
                     .map(|(t, &row)| {
-                        single.rope_kv(&sp, (start + t) as u64, table, row, firsts, ks, vs)
+                        single.rope_kv(&sp, (start + t) as u64, table, (row, bias), firsts, ks, vs)
                     })
                     .collect();
                 g.run(ds);
                 let ctx = format!(
-                    "rope_kv_batch {kv} {n_heads}/{n_kv}x{head_dim}/{rope_dim} pad {pad}, \
-                     {n_tokens} tokens from {start}"
+                    "rope_kv_batch {kv} {rope:?} bias {biased} {n_heads}/{n_kv}x{head_dim}/\
+                     {rope_dim} pad {pad}, {n_tokens} tokens from {start}"
                 );
                 let batch_rows = g.get(qkv);
                 for (t, &row) in token_rows.iter().enumerate() {
@@ -494,8 +542,13 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                     let of_batch = &batch_rows[t * row_stride..(t + 1) * row_stride];
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(of_batch), bits(&one), "{ctx}: token {t}'s q, k, v");
-                    let q = &rows[t * row_stride..][..q_dim];
-                    let expected = rope_ref(q, n_heads, head_dim, rope_dim, start + t, base);
+                    let q: Vec<f32> = rows[t * row_stride..][..q_dim]
+                        .iter()
+                        .zip(&bias_values)
+                        .map(|(x, b)| x + b)
+                        .collect();
+                    let pos = start + t;
+                    let expected = rope_ref(&q, n_heads, head_dim, rope_dim, rope, pos, base);
                     assert_close(
                         &format!("{ctx}: token {t}'s q"),
                         &expected,

@@ -35,6 +35,56 @@ pub struct Heads {
     pub head_dim: u64,
     /// Dimensions of each head RoPE rotates.
     pub rope_dim: u64,
+    /// Which of a head's values RoPE rotates together.
+    pub rope: RopeStyle,
+}
+
+/// How RoPE pairs a head's values: llama.cpp's rope modes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RopeStyle {
+    /// Adjacent values (2i, 2i + 1): llama files, whose converter permuted Q and K to
+    /// match.
+    #[default]
+    Normal,
+    /// Value i with i + rope_dim / 2: qwen2 and gemma3 files.
+    Neox,
+}
+
+impl RopeStyle {
+    /// The two values of a head that rotated pair `i` of `rope_dim / 2` takes.
+    pub fn pair(self, i: usize, rope_dim: usize) -> (usize, usize) {
+        match self {
+            RopeStyle::Normal => (2 * i, 2 * i + 1),
+            RopeStyle::Neox => (i, i + rope_dim / 2),
+        }
+    }
+}
+
+/// The RoPE + append pipeline at `root` (`rope_kv` or `rope_kv_batch` in a cache
+/// format) for `heads`' rope mode: its ledger name and WGSL.
+fn rope_kv_source(root: &str, rope: RopeStyle) -> Result<(String, String)> {
+    let stem = root.trim_end_matches(".wgsl");
+    let name = match rope {
+        RopeStyle::Normal => stem.to_string(),
+        RopeStyle::Neox => format!("{stem} neox"),
+    };
+    let neox = WgslConst::bool("NEOX", rope == RopeStyle::Neox);
+    Ok((name, compose(root, &[], &[neox])?))
+}
+
+/// The RoPE + append pipeline, created on first use.
+fn rope_kv_pipeline(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    root: &str,
+    rope: RopeStyle,
+    params_bytes: u32,
+) -> Result<PipelineId> {
+    let (name, source) = rope_kv_source(root, rope)?;
+    cache.get_or_create(device, &name, || {
+        Ok((source, template(params_bytes, ROPE_KV_STORAGE)))
+    })
 }
 
 impl Heads {
@@ -443,10 +493,7 @@ impl AttentionLaunch {
         device: &dyn Device,
         cache: &PipelineCache,
     ) -> Result<AttentionPipelines> {
-        let rope_root = self.rope_kv_root();
-        let rope_kv = cache.get_or_create(device, rope_root.trim_end_matches(".wgsl"), || {
-            Ok((compose(rope_root, &[], &[])?, template(32, ROPE_KV_STORAGE)))
-        })?;
+        let rope_kv = rope_kv_pipeline(device, cache, self.rope_kv_root(), self.heads.rope, 32)?;
         let decode = cache.get_or_create(device, &self.pipeline_key(), || {
             Ok((self.source()?, template(32, DECODE_STORAGE)))
         })?;
@@ -463,24 +510,25 @@ impl AttentionLaunch {
         })
     }
 
-    /// RoPE and the KV-cache append of position `pos`: q (at element 0 of `qkv`)
-    /// rotated in place, k (at `k_first`) rotated into row `pos` of `k_cache`, v (at
-    /// `v_first`) copied into row `pos` of `v_cache`. `table` is [`rope_table`]'s
-    /// output on the device.
+    /// RoPE and the KV-cache append of position `pos`, `bias` (laid out as `qkv`,
+    /// zeros for models without) added first: q (at element 0 of `qkv`) rotated in
+    /// place, k (at `k_first`) rotated into row `pos` of `k_cache`, v (at `v_first`)
+    /// copied into row `pos` of `v_cache`. `table` is [`rope_table`]'s output on the
+    /// device.
     #[allow(clippy::too_many_arguments)]
     pub fn rope_kv(
         &self,
         p: &AttentionPipelines,
         pos: u64,
         table: Slice,
-        qkv: Slice,
+        (qkv, bias): (Slice, Slice),
         (k_first, v_first): (u64, u64),
         k_cache: Slice,
         v_cache: Slice,
     ) -> Dispatch {
         let h = self.heads;
         let kv_pairs = h.kv_dim() / 2;
-        let q_pairs = h.n_heads * (h.rope_dim / 2);
+        let q_pairs = h.n_heads * (h.head_dim / 2);
         Dispatch {
             pipeline: p.rope_kv,
             params: vec![
@@ -493,13 +541,13 @@ impl AttentionLaunch {
                 v_first as u32,
                 0,
             ],
-            storage: vec![table, qkv, k_cache, v_cache],
+            storage: vec![table, qkv, bias, k_cache, v_cache],
             workgroups: [
                 (q_pairs + 2 * kv_pairs).div_ceil(64).clamp(1, 65535) as u32,
                 1,
                 1,
             ],
-            bytes_read: (h.n_heads * h.head_dim + 2 * h.kv_dim()) * 4 + h.rope_dim * 4,
+            bytes_read: (h.n_heads * h.head_dim + 2 * h.kv_dim()) * 8 + h.rope_dim * 4,
         }
     }
 
@@ -570,6 +618,7 @@ impl AttentionLaunch {
             n_kv_heads: 8,
             head_dim: 128,
             rope_dim: 128,
+            rope: RopeStyle::Normal,
         };
         let launch = match subgroups {
             true => Self::subgroup(heads, kv, (32, 32), 8192, 512),
@@ -582,6 +631,7 @@ impl AttentionLaunch {
 const ROPE_KV_STORAGE: &[Access] = &[
     Access::Read,
     Access::ReadWrite,
+    Access::Read,
     Access::ReadWrite,
     Access::ReadWrite,
 ];
@@ -625,10 +675,9 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             ));
         }
         let root = AttentionLaunch::canonical(kv, true).rope_kv_root();
-        out.push((
-            root.trim_end_matches(".wgsl").to_string(),
-            compose(root, &[], &[])?,
-        ));
+        out.push(rope_kv_source(root, RopeStyle::Normal)?);
+        let (_, neox) = rope_kv_source(root, RopeStyle::Neox)?;
+        out.push((format!("{}_neox", root.trim_end_matches(".wgsl")), neox));
     }
     out.push((COMBINE_NAME.to_string(), compose(COMBINE_ROOT, &[], &[])?));
     out.extend(PrefillAttention::sources()?);
@@ -650,12 +699,15 @@ pub fn rope_table(base: f64, rope_dim: usize, n_pos: usize) -> Vec<f32> {
     out
 }
 
-/// llama.cpp's normal-mode RoPE on adjacent pairs, in f64.
+/// RoPE of `n_heads` heads in `rope`'s pairing (llama.cpp's normal or NEOX mode), in
+/// f64.
+#[allow(clippy::too_many_arguments)]
 pub fn rope_ref(
     x: &[f32],
     n_heads: usize,
     head_dim: usize,
     rope_dim: usize,
+    rope: RopeStyle,
     pos: usize,
     base: f64,
 ) -> Vec<f32> {
@@ -664,10 +716,11 @@ pub fn rope_ref(
         for i in 0..rope_dim / 2 {
             let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
             let (s, c) = theta.sin_cos();
-            let j = h * head_dim + 2 * i;
-            let (x0, x1) = (x[j] as f64, x[j + 1] as f64);
-            out[j] = (x0 * c - x1 * s) as f32;
-            out[j + 1] = (x0 * s + x1 * c) as f32;
+            let (a, b) = rope.pair(i, rope_dim);
+            let (j0, j1) = (h * head_dim + a, h * head_dim + b);
+            let (x0, x1) = (x[j0] as f64, x[j1] as f64);
+            out[j0] = (x0 * c - x1 * s) as f32;
+            out[j1] = (x0 * s + x1 * c) as f32;
         }
     }
     out

@@ -32,7 +32,9 @@ use crate::device::{
     BufferUse, CommandList, Device, LedgerReport, OwnedBuffers, ReadTicket, Slice,
 };
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::attention::{rope_table, AttentionLaunch, AttentionPipelines, Heads, KvType};
+use crate::kernels::attention::{
+    rope_table, AttentionLaunch, AttentionPipelines, Heads, KvType, RopeStyle,
+};
 use crate::kernels::matvec::{self, XForm};
 use crate::kernels::ops::{
     EmbedPart, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS,
@@ -59,20 +61,47 @@ pub struct Config {
     pub vocab: usize,
     /// The context the model was trained for.
     pub context_length: usize,
+    /// Which of a head's values RoPE rotates together.
+    pub rope: RopeStyle,
+    /// Whether the Q, K and V projections add a bias (`blk.N.attn_{q,k,v}.bias`).
+    pub qkv_bias: bool,
 }
 
-/// Architectures whose tensors and forward pass are llama's.
-const LLAMA_LIKE: &[&str] = &["llama"];
+/// An architecture brass runs: llama's forward pass, with what the family changes.
+struct Family {
+    architecture: &'static str,
+    rope: RopeStyle,
+    qkv_bias: bool,
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        architecture: "llama",
+        rope: RopeStyle::Normal,
+        qkv_bias: false,
+    },
+    // Qwen2 and Qwen2.5: biases on Q, K and V, and RoPE on halves (the converter
+    // leaves Q and K unpermuted).
+    Family {
+        architecture: "qwen2",
+        rope: RopeStyle::Neox,
+        qkv_bias: true,
+    },
+];
 
 impl Config {
     pub fn from_gguf(file: &GgufFile) -> Result<Config> {
         let arch = file.architecture()?.to_string();
-        if !LLAMA_LIKE.contains(&arch.as_str()) {
-            return Err(Error::Invalid(format!(
-                "unsupported architecture `{arch}`: brass runs {}",
-                LLAMA_LIKE.join(", ")
-            )));
-        }
+        let family = FAMILIES
+            .iter()
+            .find(|f| f.architecture == arch)
+            .ok_or_else(|| {
+                let known: Vec<_> = FAMILIES.iter().map(|f| f.architecture).collect();
+                Error::Invalid(format!(
+                    "unsupported architecture `{arch}`: brass runs {}",
+                    known.join(", ")
+                ))
+            })?;
         let key = |k: &str| format!("{arch}.{k}");
         let u = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
         // An optional key is the default only when absent: one of the wrong type fails.
@@ -151,6 +180,8 @@ impl Config {
             vocab: token_embd.rows() as usize,
             context_length: positive("context_length", u_or("context_length", 2048)?)?,
             architecture: arch,
+            rope: family.rope,
+            qkv_bias: family.qkv_bias,
         })
     }
 
@@ -165,6 +196,7 @@ impl Config {
             n_kv_heads: self.n_kv_heads as u64,
             head_dim: self.head_dim as u64,
             rope_dim: self.rope_dim as u64,
+            rope: self.rope,
         }
     }
 }
@@ -201,6 +233,9 @@ struct Layer {
     /// Writes [q; k; v] into `Activations::qkv`: one matrix when the three tensors
     /// share a type and their outputs can sit back to back, else three.
     qkv: Vec<Matrix>,
+    /// The biases of q, k and v, laid out as `qkv` (zeros where the family has none;
+    /// RoPE and the append add it).
+    qkv_bias: Slice,
     wo: Matrix,
     ffn_norm: Slice,
     /// Writes [gate; up] into `Activations::gate_up`, likewise.
@@ -442,6 +477,43 @@ impl Model {
                 bytes,
             ))
         };
+        let qkv_width = v_first + kv_dim;
+        let no_bias = buffers.create_with(
+            "q, k, v bias (none)",
+            &vec![0u8; qkv_width as usize * 4],
+            BufferUse::Storage,
+        )?;
+        let qkv_bias = |i: usize| -> Result<Slice> {
+            if !config.qkv_bias {
+                return Ok(no_bias);
+            }
+            let mut bias = vec![0f32; qkv_width as usize];
+            for (name, first, n) in [
+                ("q", 0, q_dim),
+                ("k", k_first, kv_dim),
+                ("v", v_first, kv_dim),
+            ] {
+                let name = format!("blk.{i}.attn_{name}.bias");
+                let t = tensor(file, &name)?;
+                if t.n_elements() != n {
+                    return Err(Error::Invalid(format!(
+                        "`{name}` has {} elements, expected {n}",
+                        t.n_elements()
+                    )));
+                }
+                let bytes = t.ty.bytes_for(n).filter(|_| t.ty.can_dequantize());
+                let data = bytes.and_then(|b| file.tensor_data(t).get(..b as usize));
+                let data = data.ok_or_else(|| {
+                    Error::UnsupportedType(format!("`{name}`: {} values of {}", n, t.ty))
+                })?;
+                dequantize(t.ty, data, &mut bias[first as usize..][..n as usize])?;
+            }
+            buffers.create_with(
+                &format!("blk.{i} q, k, v bias"),
+                bytemuck::cast_slice(&bias),
+                BufferUse::Storage,
+            )
+        };
         let layers = plan
             .layers
             .iter()
@@ -451,6 +523,7 @@ impl Model {
                 Ok(Layer {
                     attn_norm: vector(&n("attn_norm"), dim)?,
                     qkv: uploads(&l.qkv)?,
+                    qkv_bias: qkv_bias(i)?,
                     wo: upload(&l.wo)?,
                     ffn_norm: vector(&n("ffn_norm"), dim)?,
                     gate_up: uploads(&l.gate_up)?,
@@ -733,7 +806,7 @@ impl Model {
             &self.attention,
             pos,
             self.rope,
-            a.qkv,
+            (a.qkv, l.qkv_bias),
             (first(a.k), first(a.v)),
             l.k_cache,
             l.v_cache,

@@ -642,6 +642,7 @@ impl Model {
                 n,
                 self.rope,
                 (qkv, w.qkv),
+                layer.qkv_bias,
                 (offsets.k_first, offsets.v_first),
                 layer.k_cache,
                 layer.v_cache,

@@ -5,15 +5,16 @@
 // dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
 // it a dispatch's fixed cost.
 //
-// RoPE, llama.cpp's "normal" mode (the one for LLAMA with GGUF-permuted Q/K weights):
-// within each head, the adjacent pair (x[2i], x[2i+1]) is rotated by
-// theta = pos * base^(-2i / rope_dim). Pairs at or beyond rope_dim stay as they are.
+// RoPE: within each head, pair i of values (adjacent, or halves apart: the rope mode,
+// `attention/rope_kv_pair.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
+// Values at or beyond rope_dim stay as they are. The projections' biases (qwen2) are
+// added first.
 //
 // cos/sin come from a table the host computed in f64 at load (cs[pos][i] = (cos, sin)):
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
 // exact. The position is a uniform parameter, so the host can record ahead.
 //
-// One invocation per rotated pair of q, then one per pair of k, then of v
+// One invocation per pair of values of q, then one per pair of k, then of v
 // (`attention/rope_kv_pair.wgsl`).
 
 struct Params {
@@ -31,8 +32,9 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> cs: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<KvWord>;
-@group(0) @binding(4) var<storage, read_write> v_cache: array<KvWord>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k_cache: array<KvWord>;
+@group(0) @binding(5) var<storage, read_write> v_cache: array<KvWord>;
 
 const WG: u32 = 64u;
 
@@ -40,7 +42,7 @@ const WG: u32 = 64u;
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
     let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
-    let per_token = h.n_heads * (h.rope_dim / 2u) + h.n_kv_heads * h.head_dim;
+    let per_token = (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
     for (var t = gid.x; t < per_token; t += groups.x * WG) {
         rope_kv_pair(t, params.pos, 0u, params.k_first, params.v_first, h);
     }

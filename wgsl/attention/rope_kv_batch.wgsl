@@ -28,8 +28,9 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> cs: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<KvWord>;
-@group(0) @binding(4) var<storage, read_write> v_cache: array<KvWord>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k_cache: array<KvWord>;
+@group(0) @binding(5) var<storage, read_write> v_cache: array<KvWord>;
 
 const WG: u32 = 64u;
 
@@ -37,7 +38,7 @@ const WG: u32 = 64u;
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
     let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
-    let per_token = h.n_heads * (h.rope_dim / 2u) + h.n_kv_heads * h.head_dim;
+    let per_token = (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
     for (var token = gid.y; token < params.n_tokens; token += groups.y) {
         let q_first = token * params.row_stride;
         let pos = params.start + token;

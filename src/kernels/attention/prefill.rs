@@ -19,7 +19,7 @@ use crate::{Error, Result};
 
 use super::super::wgsl::{compose, WgslConst, WgslValue};
 use super::super::PipelineCache;
-use super::{template, AttentionLaunch, Heads, KvType, ROPE_KV_STORAGE};
+use super::{rope_kv_pipeline, template, AttentionLaunch, Heads, KvType, RopeStyle};
 
 /// Invocations of a prefill workgroup.
 pub const PREFILL_WG: u32 = 128;
@@ -251,11 +251,13 @@ impl PrefillAttention {
         device: &dyn Device,
         cache: &PipelineCache,
     ) -> Result<PrefillPipelines> {
-        let rope_root = self.rope_kv_batch_root();
-        let rope_kv_batch =
-            cache.get_or_create(device, rope_root.trim_end_matches(".wgsl"), || {
-                Ok((compose(rope_root, &[], &[])?, template(48, ROPE_KV_STORAGE)))
-            })?;
+        let rope_kv_batch = rope_kv_pipeline(
+            device,
+            cache,
+            self.rope_kv_batch_root(),
+            self.heads.rope,
+            48,
+        )?;
         let prefill = cache.get_or_create(device, &self.pipeline_key(), || {
             Ok((self.source()?, template(32, PREFILL_STORAGE)))
         })?;
@@ -279,12 +281,13 @@ impl PrefillAttention {
         n_tokens: u64,
         table: Slice,
         (qkv, row_stride): (Slice, u64),
+        bias: Slice,
         (k_first, v_first): (u64, u64),
         k_cache: Slice,
         v_cache: Slice,
     ) -> Dispatch {
         let h = self.heads;
-        let per_token = h.n_heads * (h.rope_dim / 2) + h.kv_dim();
+        let per_token = (h.n_heads + 2 * h.n_kv_heads) * (h.head_dim / 2);
         let limit = self.max_workgroups_per_dim as u64;
         Dispatch {
             pipeline: p.rope_kv_batch,
@@ -302,13 +305,13 @@ impl PrefillAttention {
                 0,
                 0,
             ],
-            storage: vec![table, qkv, k_cache, v_cache],
+            storage: vec![table, qkv, bias, k_cache, v_cache],
             workgroups: [
                 per_token.div_ceil(ROPE_WG).clamp(1, limit) as u32,
                 n_tokens.clamp(1, limit) as u32,
                 1,
             ],
-            bytes_read: n_tokens * ((h.n_heads * h.head_dim + 2 * h.kv_dim()) * 4 + h.rope_dim * 4),
+            bytes_read: n_tokens * ((h.n_heads * h.head_dim + 2 * h.kv_dim()) * 8 + h.rope_dim * 4),
         }
     }
 
@@ -420,6 +423,7 @@ impl PrefillAttention {
             n_kv_heads: 8,
             head_dim: 128,
             rope_dim: 128,
+            rope: RopeStyle::Normal,
         };
         Self::with_budget(heads, kv, PREFILL_WORKGROUP_BYTES, 65535)
             .expect("the canonical heads are valid")
@@ -433,11 +437,10 @@ impl PrefillAttention {
                 launch.root().trim_end_matches(".wgsl").to_string(),
                 launch.source()?,
             ));
-            let root = launch.rope_kv_batch_root();
-            out.push((
-                root.trim_end_matches(".wgsl").to_string(),
-                compose(root, &[], &[])?,
-            ));
+            out.push(super::rope_kv_source(
+                launch.rope_kv_batch_root(),
+                RopeStyle::Normal,
+            )?);
         }
         Ok(out)
     }

@@ -1,0 +1,164 @@
+const NEOX: bool = true;
+
+// KV cache in f16: a u32 per pair of values (no SHADER_F16 needed). Rounding to f16
+// costs about 2^-11 of each value relative; a value past 65504 becomes infinite, and
+// the logits' non-finite check reports it.
+
+alias KvWord = u32;
+
+fn kv_pair(w: KvWord) -> vec2<f32> {
+    return unpack2x16float(w);
+}
+
+fn kv_word(v: vec2<f32>) -> KvWord {
+    return pack2x16float(v);
+}
+// One pair's share of RoPE and the KV-cache append, shared by `attention/rope_kv.wgsl`
+// (one token) and `attention/rope_kv_batch.wgsl` (many) so both do the same arithmetic
+// in the same order and write the same bits for the same token.
+//
+// Pair `t` of a token at position `pos` whose q, k and v start at elements `q_first`,
+// `k_first` and `v_first` of `qkv`: the first n_heads * head_dim / 2 pairs rotate q in
+// place (rope_dim / 2 per head; the rest of a head's values only take their bias), the
+// next n_kv_heads * head_dim / 2 rotate k into row `pos` of the key cache (one cache
+// word, two adjacent values, each; values at or beyond rope_dim unrotated),
+// the last as many copy v into row `pos` of the value cache. `bias` (laid out as a
+// token's q, k and v in `qkv`, zeros for models without) is added first: qwen2's
+// projections have biases. The includer declares `cs`, `qkv`, `bias`, `k_cache` and
+// `v_cache`; the format include gives KvWord and kv_word; the host sets NEOX.
+//
+// Which values a rotation pairs is llama.cpp's rope mode: NEOX false is its "normal"
+// mode, adjacent values (2i, 2i + 1), for llama files (whose Q/K weights the converter
+// permuted to match); NEOX true pairs value i with i + rope_dim / 2 (qwen2, gemma3).
+
+struct RopeHeads {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    rope_dim: u32,
+}
+
+// The two values of a head that rotated pair i takes.
+fn rope_pair(i: u32, half: u32) -> vec2<u32> {
+    if (NEOX) {
+        return vec2<u32>(i, i + half);
+    }
+    return vec2<u32>(2u * i, 2u * i + 1u);
+}
+
+// The pair (x0, x1) at pair i of a head, rotated for position `pos`.
+fn rope_rotate(x0: f32, x1: f32, i: u32, pos: u32, rope_dim: u32) -> vec2<f32> {
+    let c = cs[pos * (rope_dim / 2u) + i];
+    return vec2<f32>(x0 * c.x - x1 * c.y, x0 * c.y + x1 * c.x);
+}
+
+fn biased(j: u32, q_first: u32) -> f32 {
+    return qkv[j] + bias[j - q_first];
+}
+
+// Value d of the head at element `head` of `qkv`, rotated: each value of a pair alone,
+// by the same expression rope_rotate gives it, so that a cache word's two values can
+// belong to different pairs (NEOX).
+fn rope_value(head: u32, d: u32, pos: u32, q_first: u32, h: RopeHeads) -> f32 {
+    let x = biased(head + d, q_first);
+    if (d >= h.rope_dim) {
+        return x;
+    }
+    let half = h.rope_dim / 2u;
+    var i = d / 2u;
+    if (NEOX) {
+        i = d % half;
+    }
+    let pair = rope_pair(i, half);
+    let c = cs[pos * half + i];
+    if (d == pair.x) {
+        return x * c.x - biased(head + pair.y, q_first) * c.y;
+    }
+    return biased(head + pair.x, q_first) * c.y + x * c.x;
+}
+
+fn rope_kv_pair(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+    let half = h.rope_dim / 2u;
+    let per_head = h.head_dim / 2u;
+    let q_pairs = h.n_heads * per_head;
+    let kv_pairs = h.n_kv_heads * per_head;
+    let row = pos * kv_pairs;
+    if (t < q_pairs) {
+        let i = t % per_head;
+        let head = q_first + (t / per_head) * h.head_dim;
+        if (i < half) {
+            let pair = rope_pair(i, half);
+            let r = rope_rotate(biased(head + pair.x, q_first), biased(head + pair.y, q_first),
+                                i, pos, h.rope_dim);
+            qkv[head + pair.x] = r.x;
+            qkv[head + pair.y] = r.y;
+        } else {
+            // Past rope_dim: only the bias.
+            let d = h.rope_dim + 2u * (i - half);
+            qkv[head + d] = biased(head + d, q_first);
+            qkv[head + d + 1u] = biased(head + d + 1u, q_first);
+        }
+    } else if (t < q_pairs + kv_pairs) {
+        let e = t - q_pairs;
+        let d = (2u * e) % h.head_dim;
+        let head = k_first + 2u * e - d;
+        let value = vec2<f32>(rope_value(head, d, pos, q_first, h),
+                              rope_value(head, d + 1u, pos, q_first, h));
+        k_cache[row + e] = kv_word(value);
+    } else {
+        let e = t - q_pairs - kv_pairs;
+        let first = v_first + 2u * e;
+        v_cache[row + e] = kv_word(vec2<f32>(biased(first, q_first), biased(first + 1u, q_first)));
+    }
+}
+// RoPE and the KV-cache append, in one dispatch because a decode step always needs them
+// together: q rotated in place, k rotated into row `pos` of the key cache, v copied
+// into row `pos` of the value cache (layout [pos][kv_head][head_dim], a KvWord per
+// pair of values in the format the include gives). As two
+// dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
+// it a dispatch's fixed cost.
+//
+// RoPE: within each head, pair i of values (adjacent, or halves apart: the rope mode,
+// `attention/rope_kv_pair.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
+// Values at or beyond rope_dim stay as they are. The projections' biases (qwen2) are
+// added first.
+//
+// cos/sin come from a table the host computed in f64 at load (cs[pos][i] = (cos, sin)):
+// GPU sin/cos are only loosely specified for large arguments, and a table lookup is
+// exact. The position is a uniform parameter, so the host can record ahead.
+//
+// One invocation per pair of values of q, then one per pair of k, then of v
+// (`attention/rope_kv_pair.wgsl`).
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    rope_dim: u32,
+    pos: u32,
+    // Where k and v start in `qkv`, in elements (q starts at 0).
+    k_first: u32,
+    v_first: u32,
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> cs: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k_cache: array<KvWord>;
+@group(0) @binding(5) var<storage, read_write> v_cache: array<KvWord>;
+
+const WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
+    let per_token = (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
+    for (var t = gid.x; t < per_token; t += groups.x * WG) {
+        rope_kv_pair(t, params.pos, 0u, params.k_first, params.v_first, h);
+    }
+}
+
+// attention/rope_kv appending to an f16 KV cache.
