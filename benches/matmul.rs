@@ -1,14 +1,15 @@
 //! Every matmul kernel over the synthetic presets' shapes at prompt-sized token counts:
 //! GPU-timestamped, weight copies rotated, reported as median µs, TFLOP/s (2·M·K·N) and
-//! % of the device's own int8 dot4 rate (the compute probe), beside the weight bytes'
-//! GB/s, as a table and as JSON. Each case runs on dot4 and, where the adapter has
-//! them, on cooperative matrices.
+//! % of the device's own rate for its arithmetic (the compute probes: int8 dot4 for the
+//! quant types, f32 fma for F32 and F16), beside the weight bytes' GB/s, as a table
+//! and as JSON. Each quant case runs on dot4 and, where the adapter has them, on
+//! cooperative matrices; F32 and F16 on fma.
 //!
-//! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k] [--tokens 64,512]
+//! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--tokens 64,512]
 //!     [--iters 10] [--json out.json] [--adapter INDEX|NAME]
 
-use brass::device::{int8_compute_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::matmul::{MatmulEngine, MatmulLaunch, MATMUL_KERNELS};
+use brass::device::{f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice};
+use brass::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch, MATMUL_KERNELS};
 use brass::kernels::matvec::{self, Family};
 use brass::kernels::timing::{time_matmul, Effort};
 use brass::kernels::PipelineCache;
@@ -25,7 +26,7 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
     /// Weight types (default: each preset's own, Q4_K and Q6_K, and Q4_1 and Q8_0 for
-    /// SmolLM2's shapes).
+    /// SmolLM2's shapes; F16 and F32 on asking).
     #[arg(long, value_delimiter = ',')]
     types: Vec<String>,
     /// Tokens per matmul (llama-bench's pp sizes).
@@ -62,10 +63,13 @@ struct Case {
     k: u64,
     n_tokens: u64,
     k_groups: u32,
+    k_step: u32,
     median_us: f64,
     min_us: f64,
     tflops: f64,
-    pct_of_int8_probe: f64,
+    /// % of the int8 probe for the quant types, of the f32 probe for the float ones.
+    pct_of_probe: f64,
+    probe: &'static str,
     weight_gbps: f64,
 }
 
@@ -85,15 +89,16 @@ fn run(args: &Args) -> brass::Result<()> {
     let device = WgpuDevice::open(&choice)?;
     let profile = device.profile().clone();
     let probe = int8_compute_probe(&device, 5, 20.0)?;
+    let f32_probe = f32_compute_probe(&device, 5, 20.0)?;
     let mut engines = vec![MatmulEngine::route(&profile, Some(false))?.0];
     match MatmulEngine::route(&profile, Some(true)) {
         Ok((coop, _)) => engines.push(coop),
         Err(e) => println!("{e}"),
     }
-    println!("{}\n{probe}\n", profile.name);
+    println!("{}\n{probe}\n{f32_probe}\n", profile.name);
     println!(
-        "{:<40} {:<44} {:>6} {:>10} {:>10} {:>8} {:>8} {:>9}",
-        "shape", "kernel", "tokens", "median µs", "min µs", "TFLOP/s", "% int8", "weight GB/s"
+        "{:<40} {:<44} {:>6} {:>10} {:>10} {:>8} {:>13} {:>9}",
+        "shape", "kernel", "tokens", "median µs", "min µs", "TFLOP/s", "% of probe", "weight GB/s"
     );
     let effort = Effort {
         iters: args.iters,
@@ -121,7 +126,13 @@ fn run(args: &Args) -> brass::Result<()> {
                 if !wanted || !k.is_multiple_of(ty.block_size() as u64) {
                     continue;
                 }
-                let mv = matvec::find(ty, Family::Dot4).expect("a dot4 matvec per matmul");
+                // The float matmuls read any of their type's matvecs' weights; coop's
+                // are the ones a GPU with subgroups decodes with.
+                let (family, engines) = match kernel.input {
+                    MatmulInput::Q8 => (Family::Dot4, &engines[..]),
+                    MatmulInput::F32 => (Family::Coop, &[MatmulEngine::Fma][..]),
+                };
+                let mv = matvec::find(ty, family).expect("a matvec per matmul");
                 let query = MatvecQuery {
                     ty,
                     m,
@@ -133,33 +144,40 @@ fn run(args: &Args) -> brass::Result<()> {
                     ..Overrides::default()
                 };
                 let matvec = route_matvec(&profile, &query, &overrides)?.launch().clone();
-                for &engine in &engines {
+                for &engine in engines {
                     let launch = MatmulLaunch::of(&matvec, engine)?;
                     for &n in &args.tokens {
                         let t = time_matmul(&device, &cache, &matvec, &launch, n, effort)?;
                         let tflops = launch.flops(n) as f64 / t.median_us / 1e6;
+                        let (peak, probe_name) = match launch.input() {
+                            MatmulInput::Q8 => (probe.int8_tops, "int8"),
+                            MatmulInput::F32 => (f32_probe.f32_tflops, "f32"),
+                        };
                         let case = Case {
                             shape: format!("{preset} {matrix} {m}x{k}"),
                             kernel: launch.pipeline_key(),
                             m,
                             k,
                             n_tokens: n,
-                            k_groups: engine.k_groups(),
+                            k_groups: launch.engine().k_groups(),
+                            k_step: launch.engine().k_step(),
                             median_us: t.median_us,
                             min_us: t.min_us,
                             tflops,
-                            pct_of_int8_probe: 100.0 * tflops / probe.int8_tops,
+                            pct_of_probe: 100.0 * tflops / peak,
+                            probe: probe_name,
                             weight_gbps: matvec.weight_bytes() as f64 / t.median_us / 1e3,
                         };
                         println!(
-                            "{:<40} {:<44} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:>9.0}",
+                            "{:<40} {:<44} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:<4} {:>9.0}",
                             case.shape,
                             case.kernel,
                             n,
                             case.median_us,
                             case.min_us,
                             case.tflops,
-                            case.pct_of_int8_probe,
+                            case.pct_of_probe,
+                            case.probe,
                             case.weight_gbps
                         );
                         cases.push(case);
@@ -172,6 +190,7 @@ fn run(args: &Args) -> brass::Result<()> {
         let report = serde_json::json!({
             "profile": profile,
             "int8_probe": probe,
+            "f32_probe": f32_probe,
             "cases": cases,
         });
         let text = serde_json::to_string_pretty(&report).expect("plain values");

@@ -5,11 +5,17 @@
 //! side into a wider y. The cooperative-matrix kernels run the same cases
 //! where the adapter has cooperative matrices (the H200 here; lavapipe has none, and
 //! says so in the output), and are translated to SPIR-V and MSL by tests/spirv.rs.
+//! The float kernels (fma, f32 x) run the same cases over each F32/F16 matvec family's
+//! weights, with K that leaves a partial K step and, for F16, odd K (rows only 2-byte
+//! aligned).
 
 mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile};
-use brass::kernels::matmul::{self, cpu_reference, MatmulEngine, MatmulLaunch, MATMUL_KERNELS};
+use brass::kernels::matmul::{
+    self, cpu_reference, cpu_reference_f32x, MatmulEngine, MatmulInput, MatmulKernel, MatmulLaunch,
+    MATMUL_KERNELS,
+};
 use brass::kernels::matvec::{self, quantize_x_q8, Family, MatvecLaunch, Q8_GROUP_BYTES};
 use brass::kernels::PipelineCache;
 use brass::quant::{dequantize, random_blocks, GgmlType};
@@ -18,8 +24,18 @@ use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 const TOKEN_COUNTS: [u64; 5] = [1, 2, 7, 64, 300];
 
 /// The dot4 matvec launch of `ty` for M x K on `profile`, whose weights the matmul reads.
-fn matvec_launch(profile: &DeviceProfile, ty: GgmlType, (m, k): (u64, u64)) -> MatvecLaunch {
-    let kernel = matvec::find(ty, Family::Dot4).unwrap();
+fn matvec_launch(profile: &DeviceProfile, ty: GgmlType, mk: (u64, u64)) -> MatvecLaunch {
+    matvec_launch_of(profile, ty, Family::Dot4, mk)
+}
+
+/// The `family` matvec launch of `ty` for M x K on `profile`.
+fn matvec_launch_of(
+    profile: &DeviceProfile,
+    ty: GgmlType,
+    family: Family,
+    (m, k): (u64, u64),
+) -> MatvecLaunch {
+    let kernel = matvec::find(ty, family).unwrap();
     let query = MatvecQuery {
         ty,
         m,
@@ -101,16 +117,32 @@ fn check(
     let w = random_blocks(ty, (m * k) as usize / ty.block_size(), seed);
     let mut rng = common::Rng::new(seed);
     let xs: Vec<Vec<f32>> = (0..n_tokens).map(|_| rng.vec(k as usize)).collect();
-    let x_q8: Vec<u8> = xs.iter().flat_map(|x| quantize_x_q8(x)).collect();
-    let expected = cpu_reference(ty, &w, (m as usize, k as usize), &x_q8, n_tokens as usize)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mk = (m as usize, k as usize);
+    // x as the kernel takes it, and per token the values it multiplies by.
+    let (x_data, x_values, expected): (Vec<u8>, Vec<Vec<f32>>, _) = match mm.input() {
+        MatmulInput::Q8 => {
+            let x_q8: Vec<u8> = xs.iter().flat_map(|x| quantize_x_q8(x)).collect();
+            let per_token = (k / 32 * Q8_GROUP_BYTES) as usize;
+            let values = (0..n_tokens as usize)
+                .map(|t| matmul::dequantize_x_q8(&x_q8[t * per_token..][..per_token], k as usize))
+                .collect();
+            let expected = cpu_reference(ty, &w, mk, &x_q8, n_tokens as usize);
+            (x_q8, values, expected)
+        }
+        MatmulInput::F32 => {
+            let flat: Vec<f32> = xs.concat();
+            let expected = cpu_reference_f32x(ty, &w, mk, &flat, n_tokens as usize);
+            (bytemuck::cast_slice(&flat).to_vec(), xs, expected)
+        }
+    };
+    let expected = expected.unwrap_or_else(|e| panic!("{what}: {e}"));
 
     let parts = launch.upload_weights(device, "w", &w).unwrap();
-    let x_bytes = x_q8.len() as u64;
+    let x_bytes = x_data.len() as u64;
     let xb = device
         .create_buffer("x", x_bytes, BufferUse::Storage)
         .unwrap();
-    device.upload(xb, 0, &x_q8).unwrap();
+    device.upload(xb, 0, &x_data).unwrap();
     let y_len = n_tokens * y_stride;
     let yb = device
         .create_buffer("y", y_len * 4, BufferUse::Storage)
@@ -143,13 +175,8 @@ fn check(
     device.destroy_buffer(xb).unwrap();
     device.destroy_buffer(yb).unwrap();
 
-    let x_bytes_per_token = (k / 32 * Q8_GROUP_BYTES) as usize;
-    for t in 0..n_tokens as usize {
-        let x = matmul::dequantize_x_q8(
-            &x_q8[t * x_bytes_per_token..][..x_bytes_per_token],
-            k as usize,
-        );
-        let scale = magnitudes(ty, &w, (m as usize, k as usize), &x);
+    for (t, x) in x_values.iter().enumerate() {
+        let scale = magnitudes(ty, &w, mk, x);
         let row = &y[t * y_stride as usize..][..y_stride as usize];
         for (i, &v) in row.iter().enumerate() {
             let r = i as i64 - y_first as i64;
@@ -168,6 +195,13 @@ fn check(
                 // Weights and x are rounded to f16 (2^-11 each) before they multiply:
                 // at most 2^-10 of each product's magnitude, plus f32 accumulation.
                 MatmulEngine::CoopMatrix { .. } => 2f64.powi(-10) * scale[r] + 1e-5,
+                // Weights (f16 widens exactly) and x are the reference's own values, so
+                // all that differs is f32 arithmetic: a dot product of K terms summed
+                // in order in f32 is within K·2^-24 of Σ|w·x| of the exact one (the
+                // classic γ_K bound, fused multiply-adds or not), and the reference's
+                // rounding to f32 adds at most 2^-24 of it. The absolute term covers
+                // outputs whose terms are all tiny.
+                MatmulEngine::Fma => (k + 1) as f64 * 2f64.powi(-24) * scale[r] + 1e-6,
             };
             assert!(
                 (v as f64 - want as f64).abs() <= tol,
@@ -203,7 +237,7 @@ fn every_kernel_matches(coop: bool) {
         return;
     };
     let cache = PipelineCache::new();
-    for kernel in MATMUL_KERNELS {
+    for kernel in quant_kernels() {
         let (m, k) = (70, k_of(kernel.ty));
         let launch = matvec_launch(device.profile(), kernel.ty, (m, k));
         for n_tokens in TOKEN_COUNTS {
@@ -228,7 +262,7 @@ fn matmul_over_split_weights_writes_side_by_side() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let engines = [engine(&device, false), engine(&device, true)];
-    for (kernel, engine) in MATMUL_KERNELS.iter().zip(engines.iter().flatten().cycle()) {
+    for (kernel, engine) in quant_kernels().zip(engines.iter().flatten().cycle()) {
         let (m, k) = (45, k_of(kernel.ty));
         let mut profile = device.profile().clone();
         profile.max_binding_bytes = 16 * kernel.ty.bytes_for(k).unwrap() + 8;
@@ -243,6 +277,83 @@ fn matmul_over_split_weights_writes_side_by_side() {
             y_stride: m + 12,
         };
         check(&device, &cache, &launch, *engine, &case);
+    }
+}
+
+fn quant_kernels() -> impl Iterator<Item = &'static MatmulKernel> {
+    MATMUL_KERNELS.iter().filter(|k| k.input == MatmulInput::Q8)
+}
+
+/// K for the float kernels: 96 (whole K steps), 100 (a partial step, rows 4-byte
+/// aligned for F16) and, for F16, 33 (odd: every other row starts 2-byte aligned, and
+/// its last weight shares a word with the next row's first).
+fn float_ks(ty: GgmlType) -> &'static [u64] {
+    match ty {
+        GgmlType::F16 => &[96, 100, 33],
+        _ => &[96, 100],
+    }
+}
+
+/// The F32 and F16 matmuls over the weights of each of their matvec families (all
+/// upload the GGUF rows), given the quant route's engine, which they do not take.
+#[test]
+fn every_float_matmul_matches_its_cpu_reference() {
+    let device = common::gpu();
+    let routed = engine(&device, false).unwrap();
+    let cache = PipelineCache::new();
+    for kernel in MATMUL_KERNELS
+        .iter()
+        .filter(|k| k.input == MatmulInput::F32)
+    {
+        for family in [Family::Coop, Family::Scalar] {
+            for &k in float_ks(kernel.ty) {
+                let m = 70;
+                let launch = matvec_launch_of(device.profile(), kernel.ty, family, (m, k));
+                for n_tokens in TOKEN_COUNTS {
+                    let case = Case {
+                        ty: kernel.ty,
+                        m,
+                        k,
+                        n_tokens,
+                        y_first: 0,
+                        y_stride: m,
+                    };
+                    check(&device, &cache, &launch, routed, &case);
+                }
+            }
+            eprintln!("{} over {family:?} weights: ok", kernel.name);
+        }
+    }
+}
+
+/// The float matmuls over weights in three bindings (16, 16 and 13 rows; with K = 33
+/// an F16 part is 1,056 bytes), writing side by side into a wider y.
+#[test]
+fn float_matmul_over_split_weights_writes_side_by_side() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let routed = engine(&device, false).unwrap();
+    for (ty, k) in [
+        (GgmlType::F32, 100),
+        (GgmlType::F16, 33),
+        (GgmlType::F16, 100),
+    ] {
+        let m = 45;
+        let mut profile = device.profile().clone();
+        profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
+        let launch = matvec_launch_of(&profile, ty, Family::Coop, (m, k));
+        assert_eq!(launch.parts().len(), 3, "{:?}", launch.parts());
+        for n_tokens in [7, 70] {
+            let case = Case {
+                ty,
+                m,
+                k,
+                n_tokens,
+                y_first: 5,
+                y_stride: m + 12,
+            };
+            check(&device, &cache, &launch, routed, &case);
+        }
     }
 }
 
@@ -275,21 +386,75 @@ fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
     assert!(err.contains("cooperative matrices asked for"), "{err}");
 }
 
-/// Every quant type with a dot4 matvec has a matmul reading its weights, and the
-/// float types, which have none, are refused with the reason.
+/// Every quant type with a dot4 matvec has a matmul reading its weights, and so does
+/// every F32 and F16 matvec, of any family, on the fma engine whatever was routed;
+/// a quant matrix routed to another family is refused with the reason, as is the fma
+/// engine for quant weights.
 #[test]
-fn matmuls_cover_the_dot4_matvecs() {
+fn matmuls_cover_the_dot4_and_float_matvecs() {
     for kernel in matvec::MATVEC_KERNELS
         .iter()
-        .filter(|k| k.family == Family::Dot4)
+        .filter(|k| k.family == Family::Dot4 || matches!(k.ty, GgmlType::F32 | GgmlType::F16))
     {
         let mm = matmul::for_matvec(kernel).unwrap_or_else(|| panic!("{}", kernel.name));
         assert_eq!(mm.ty, kernel.ty);
     }
-    let profile = DeviceProfile::preset("lavapipe").unwrap();
-    let coop =
-        matvec::MatvecLaunch::canonical(matvec::find(GgmlType::F16, Family::Coop).unwrap(), false);
-    let (dot4, _) = MatmulEngine::route(&profile, None).unwrap();
-    let err = MatmulLaunch::of(&coop, dot4).unwrap_err().to_string();
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let engines = [
+        MatmulEngine::route(&lavapipe, None).unwrap().0,
+        MatmulEngine::route(&h200, None).unwrap().0,
+    ];
+    for ty in [GgmlType::F32, GgmlType::F16] {
+        for family in [Family::Coop, Family::Scalar] {
+            let mv = MatvecLaunch::canonical(matvec::find(ty, family).unwrap(), false);
+            for engine in engines {
+                let mm = MatmulLaunch::of(&mv, engine).unwrap();
+                assert_eq!(mm.engine(), MatmulEngine::Fma);
+                assert_eq!(mm.input(), MatmulInput::F32);
+                assert_eq!(mm.x_bytes_per_token(), 4 * mv.k());
+                assert_eq!(
+                    mm.pipeline_key(),
+                    format!("matmul/{}_fma k_step16", ty.name().to_lowercase())
+                );
+            }
+        }
+    }
+    let q4_coop =
+        MatvecLaunch::canonical(matvec::find(GgmlType::Q4_K, Family::Coop).unwrap(), false);
+    let err = MatmulLaunch::of(&q4_coop, engines[0])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("dot4"), "{err}");
+    let q4_dot4 =
+        MatvecLaunch::canonical(matvec::find(GgmlType::Q4_K, Family::Dot4).unwrap(), false);
+    let err = MatmulLaunch::of(&q4_dot4, MatmulEngine::Fma)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("float weights"), "{err}");
+}
+
+/// A float matmul's x is f32 at any 4-byte stride (K = 33 values: 132 bytes), where
+/// q8 x needs 16-byte strides.
+#[test]
+fn float_matmul_x_strides_are_4_byte_multiples() {
+    let profile = DeviceProfile::preset("lavapipe").unwrap();
+    let device = common::gpu();
+    let mv = matvec_launch_of(&profile, GgmlType::F16, Family::Coop, (8, 33));
+    let mm = MatmulLaunch::of(&mv, MatmulEngine::route(&profile, None).unwrap().0).unwrap();
+    let pipeline = mm.pipeline(&device, &PipelineCache::new()).unwrap();
+    let w = brass::device::Slice::new(
+        device.create_buffer("w", 1024, BufferUse::Storage).unwrap(),
+        0,
+        1024,
+    );
+    let xy = device
+        .create_buffer("xy", 4096, BufferUse::Storage)
+        .unwrap();
+    let x = brass::device::Slice::new(xy, 0, 2048);
+    let y = brass::device::Slice::new(xy, 2048, 2048);
+    let ds = mm.dispatches(pipeline, &[w], x, 132, y, (0, 8), 3).unwrap();
+    assert_eq!(ds[0].params[5], 33, "the stride in floats");
+    assert!(mm.dispatches(pipeline, &[w], x, 130, y, (0, 8), 3).is_err());
+    assert!(mm.dispatches(pipeline, &[w], x, 128, y, (0, 8), 3).is_err());
 }

@@ -16,7 +16,8 @@ mod wgpu_device;
 
 pub use ledger::{LedgerEntry, LedgerReport};
 pub use probe::{
-    bandwidth_probe, int8_compute_probe, probe_sources, ComputeProbe, ProbeResult, StreamRead,
+    bandwidth_probe, f32_compute_probe, int8_compute_probe, probe_sources, ComputeProbe,
+    FloatComputeProbe, ProbeResult, StreamRead,
 };
 pub use profile::{Backend, CoopInput, CoopMatrix, DeviceProfile, Tuning, Vendor, PRESETS};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice, UPLOAD_CHUNK};

@@ -11,13 +11,15 @@ use crate::Result;
 const STREAM_READ: &str = include_str!("../../wgsl/probe/stream_read.wgsl");
 const FILL: &str = include_str!("../../wgsl/probe/fill.wgsl");
 const DOT4_PEAK: &str = include_str!("../../wgsl/probe/dot4_peak.wgsl");
+const FMA_PEAK: &str = include_str!("../../wgsl/probe/fma_peak.wgsl");
 
 /// The probes' kernels, for tools that translate every shader.
-pub fn probe_sources() -> [(&'static str, &'static str); 3] {
+pub fn probe_sources() -> [(&'static str, &'static str); 4] {
     [
         ("probe/stream_read", STREAM_READ),
         ("probe/fill", FILL),
         ("probe/dot4_peak", DOT4_PEAK),
+        ("probe/fma_peak", FMA_PEAK),
     ]
 }
 
@@ -195,6 +197,61 @@ impl std::fmt::Display for ComputeProbe {
 /// per invocation over enough workgroups to fill the device, the loop lengthened until
 /// a run takes at least `min_ms`; the best of `runs`.
 pub fn int8_compute_probe(device: &dyn Device, runs: usize, min_ms: f64) -> Result<ComputeProbe> {
+    let (ops, ns) = peak_rate(device, ("probe/dot4_peak", DOT4_PEAK), runs, min_ms)?;
+    Ok(ComputeProbe {
+        adapter: device.profile().name.clone(),
+        int8_tops: ops / ns / 1e3,
+        ns,
+    })
+}
+
+/// The device's f32 multiply-add rate, the yardstick the fma matmuls are held to.
+#[derive(Clone, Debug, Serialize)]
+pub struct FloatComputeProbe {
+    pub adapter: String,
+    /// f32 operations per second (a multiply-add is two), in units of 10^12:
+    /// comparable with a matmul's 2 * M * K * N.
+    pub f32_tflops: f64,
+    pub ns: f64,
+}
+
+impl std::fmt::Display for FloatComputeProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "f32 fma on {}: {:.1} TFLOP/s ({:.2} ms, gpu-timestamps)",
+            self.adapter,
+            self.f32_tflops,
+            self.ns / 1e6
+        )
+    }
+}
+
+/// Measures the f32 multiply-add rate as [`int8_compute_probe`] measures int8's: eight
+/// independent chains of vec4 fma per invocation (`wgsl/probe/fma_peak.wgsl`).
+pub fn f32_compute_probe(
+    device: &dyn Device,
+    runs: usize,
+    min_ms: f64,
+) -> Result<FloatComputeProbe> {
+    let (ops, ns) = peak_rate(device, ("probe/fma_peak", FMA_PEAK), runs, min_ms)?;
+    Ok(FloatComputeProbe {
+        adapter: device.profile().name.clone(),
+        f32_tflops: ops / ns / 1e3,
+        ns,
+    })
+}
+
+/// Runs a peak-rate kernel (eight chains of UNROLL = 4 steps per loop iteration, 8
+/// operations a step, as dot4_peak.wgsl and fma_peak.wgsl both count them) with GPU
+/// timestamps, the loop lengthened until a run takes at least `min_ms`: the best of
+/// `runs`, as (operations, ns).
+fn peak_rate(
+    device: &dyn Device,
+    (name, wgsl): (&str, &str),
+    runs: usize,
+    min_ms: f64,
+) -> Result<(f64, f64)> {
     let profile = device.profile().clone();
     if !profile.timestamps {
         return Err(crate::Error::Device(format!(
@@ -208,8 +265,8 @@ pub fn int8_compute_probe(device: &dyn Device, runs: usize, min_ms: f64) -> Resu
         .min(profile.max_workgroup_size_x)
         .min(profile.max_invocations_per_workgroup);
     let pipeline = device.create_pipeline(&PipelineDesc {
-        name: "probe/dot4_peak",
-        wgsl: DOT4_PEAK,
+        name,
+        wgsl,
         entry: "main",
         constants: &[("WG", wg as f64)],
         params_bytes: 8,
@@ -241,11 +298,6 @@ pub fn int8_compute_probe(device: &dyn Device, runs: usize, min_ms: f64) -> Resu
         .collect::<Result<Vec<f64>>>()?
         .into_iter()
         .fold(ns, f64::min);
-    // Eight chains of UNROLL = 4 steps per iteration (dot4_peak.wgsl), 8 operations each.
     let ops = groups as f64 * wg as f64 * iters as f64 * 32.0 * 8.0;
-    Ok(ComputeProbe {
-        adapter: profile.name,
-        int8_tops: ops / best / 1e3,
-        ns: best,
-    })
+    Ok((ops, best))
 }

@@ -1,18 +1,22 @@
-//! Matmul kernels: Y = X·Wᵀ for a batch of tokens (prompt processing), W stored as its
-//! dot4 matvec uploads it, X already quantized to int8 per 32 values per token
-//! ([`super::matvec::quantize_x_q8`]'s layout, one token after another), Y f32.
+//! Matmul kernels: Y = X·Wᵀ for a batch of tokens (prompt processing), Y f32. For the
+//! quant types W is stored as its dot4 matvec uploads it and X is already quantized to
+//! int8 per 32 values per token ([`super::matvec::quantize_x_q8`]'s layout, one token
+//! after another); for F32 and F16, W is the GGUF rows every F32/F16 matvec uploads and
+//! X is f32 ([`MatmulInput`]).
 //!
 //! A matmul reads the same weight buffers as the matrix's matvec: [`MatmulLaunch::of`]
-//! makes one from a dot4 [`MatvecLaunch`], with its row parts and layout, so prefill
+//! makes one from a [`MatvecLaunch`], with its row parts and layout, so prefill
 //! costs no second copy of the weights. A kernel is a driver, which tiles rows by
-//! tokens in workgroup memory, over its type's decoder `wgsl/matmul/<type>.wgsl`, which
-//! decodes a group of 32 weights into int8 quants and scales. There are two drivers
-//! ([`MatmulEngine`]): `matmul/dot4.wgsl` multiplies the int8 values on dot4I8Packed,
-//! `matmul/coopmat.wgsl` their values (f16) on the adapter's cooperative matrices.
+//! tokens in workgroup memory, over its type's decoder. For the quant types the decoder
+//! is `wgsl/matmul/<type>.wgsl`, which decodes a group of 32 weights into int8 quants
+//! and scales, under one of two drivers ([`MatmulEngine`]): `matmul/dot4.wgsl`
+//! multiplies the int8 values on dot4I8Packed, `matmul/coopmat.wgsl` their values (f16)
+//! on the adapter's cooperative matrices. The float types have a third,
+//! `matmul/fma.wgsl`: f32 multiply-adds, nothing an adapter might lack.
 
 use serde::Serialize;
 
-use super::matvec::{Family, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES};
+use super::matvec::{Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES};
 use super::wgsl::{compose, WgslConst};
 use super::{PipelineCache, PipelineTemplate};
 use crate::device::{
@@ -27,18 +31,38 @@ pub const DOT4_TILE: u64 = 64;
 /// of two 16-byte halves and a 16-byte tail each.
 pub const WORKGROUP_BYTES_PER_GROUP: u64 = 2 * DOT4_TILE * 48;
 
+/// Rows and tokens of an fma workgroup's tile.
+pub const FMA_TILE: u64 = 64;
+/// Weights (and x values) per row an fma workgroup stages per K step. Its workgroup
+/// memory, two tiles of 16 x 65 f32 (8,320 bytes), fits WebGPU's guaranteed 16 KiB, so
+/// the float matmuls need no check against the device.
+pub const FMA_K_STEP: u32 = 16;
+
 const PARAMS_BYTES: u32 = 32;
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+
+/// The form a matmul takes x in, token after token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum MatmulInput {
+    /// int8 per 32 values ([`Q8_GROUP_BYTES`] a group, `quantize_x_q8`'s layout): the
+    /// quant types' kernels.
+    Q8,
+    /// f32 values: the float types' kernels, exact activations as their matvecs take.
+    F32,
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct MatmulKernel {
     pub ty: GgmlType,
-    /// `matmul/<type>_dot4`, also the WGSL file's path under `wgsl/`.
+    /// `matmul/<type>_dot4` (quant types) or `matmul/<type>_fma` (F32, F16), also the
+    /// WGSL file's path under `wgsl/`.
     pub name: &'static str,
-    /// `matmul/<type>_coopmat`: the same weights on cooperative matrices.
-    pub coopmat: &'static str,
-    /// The dot4 matvec whose uploaded weights it reads.
-    pub matvec: &'static str,
+    /// `matmul/<type>_coopmat`: the same weights on cooperative matrices (quant types).
+    pub coopmat: Option<&'static str>,
+    /// The dot4 matvec whose uploaded weights it reads; None for the float kernels,
+    /// which read the GGUF rows that every matvec of their type uploads.
+    pub matvec: Option<&'static str>,
+    pub input: MatmulInput,
 }
 
 macro_rules! matmul {
@@ -46,14 +70,27 @@ macro_rules! matmul {
         MatmulKernel {
             ty: GgmlType::$ty,
             name: concat!("matmul/", $stem, "_dot4"),
-            coopmat: concat!("matmul/", $stem, "_coopmat"),
-            matvec: concat!("matvec/", $stem, "_dot4"),
+            coopmat: Some(concat!("matmul/", $stem, "_coopmat")),
+            matvec: Some(concat!("matvec/", $stem, "_dot4")),
+            input: MatmulInput::Q8,
+        }
+    };
+    ($ty:ident, $stem:literal, fma) => {
+        MatmulKernel {
+            ty: GgmlType::$ty,
+            name: concat!("matmul/", $stem, "_fma"),
+            coopmat: None,
+            matvec: None,
+            input: MatmulInput::F32,
         }
     };
 }
 
-/// Every matmul kernel brass has, one per quant type with a dot4 matvec.
+/// Every matmul kernel brass has: one per quant type with a dot4 matvec, and one per
+/// float type.
 pub const MATMUL_KERNELS: &[MatmulKernel] = &[
+    matmul!(F32, "f32", fma),
+    matmul!(F16, "f16", fma),
     matmul!(Q8_0, "q8_0"),
     matmul!(Q4_0, "q4_0"),
     matmul!(Q4_1, "q4_1"),
@@ -65,7 +102,8 @@ pub const MATMUL_KERNELS: &[MatmulKernel] = &[
 ];
 
 /// How a matmul multiplies: int8 on dot4I8Packed, or the weights' and x's values on
-/// the adapter's cooperative matrices (f32 accumulators either way).
+/// the adapter's cooperative matrices (the quant types' engines, which the router
+/// picks between), or, for float weights, f32 multiply-adds (f32 accumulators all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum MatmulEngine {
     Dot4 {
@@ -78,6 +116,10 @@ pub enum MatmulEngine {
         subgroup_max: u32,
         k_groups: u32,
     },
+    /// Float weights and f32 x, f32 multiply-adds over tiles of [`FMA_TILE`],
+    /// [`FMA_K_STEP`] per K step: what [`MatmulLaunch::of`] gives every F32 and F16
+    /// matrix, whichever engine was routed for the quant ones.
+    Fma,
 }
 
 impl MatmulEngine {
@@ -166,12 +208,24 @@ impl MatmulEngine {
         match *self {
             MatmulEngine::Dot4 { .. } => DOT4_TILE,
             MatmulEngine::CoopMatrix { shape, .. } => coop_tile(shape),
+            MatmulEngine::Fma => FMA_TILE,
         }
     }
 
+    /// Groups of 32 staged per K step; 0 for [`MatmulEngine::Fma`], whose step
+    /// ([`FMA_K_STEP`]) is not whole groups.
     pub fn k_groups(&self) -> u32 {
         match *self {
             MatmulEngine::Dot4 { k_groups } | MatmulEngine::CoopMatrix { k_groups, .. } => k_groups,
+            MatmulEngine::Fma => 0,
+        }
+    }
+
+    /// Weights per row staged per K step.
+    pub fn k_step(&self) -> u32 {
+        match *self {
+            MatmulEngine::Fma => FMA_K_STEP,
+            engine => 32 * engine.k_groups(),
         }
     }
 }
@@ -209,9 +263,13 @@ fn coop_type(shape: CoopMatrix, role: char) -> &'static str {
     }
 }
 
-/// The matmul that reads the weights `matvec` uploads, if there is one.
+/// The matmul that reads the weights `matvec` uploads, if there is one: a quant type's
+/// for its dot4 matvec, a float type's for any of its matvecs that keeps the GGUF rows.
 pub fn for_matvec(matvec: &MatvecKernel) -> Option<&'static MatmulKernel> {
-    MATMUL_KERNELS.iter().find(|k| k.matvec == matvec.name)
+    MATMUL_KERNELS.iter().find(|k| match k.matvec {
+        Some(name) => name == matvec.name,
+        None => k.ty == matvec.ty && matvec.layout == Layout::Gguf,
+    })
 }
 
 /// One dispatch's rows: a weight part of the matvec, in its own binding.
@@ -240,19 +298,35 @@ fn kernel_name<S: serde::Serializer>(k: &&'static MatmulKernel, s: S) -> Result<
 
 impl MatmulLaunch {
     /// The matmul over `matvec`'s weights (same parts, same layout) on `engine` (from
-    /// [`MatmulEngine::route`]). An error names why there is none: the matvec is not
-    /// dot4, or its type has no matmul.
+    /// [`MatmulEngine::route`]) for a quant type; an F32 or F16 matrix, whatever its
+    /// matvec's family, takes [`MatmulEngine::Fma`] whatever `engine` is. An error
+    /// names why there is none: a quant matvec that is not dot4, a float one whose
+    /// weights are not in GGUF rows, or a type with no matmul.
     pub fn of(matvec: &MatvecLaunch, engine: MatmulEngine) -> Result<MatmulLaunch> {
         let mv = matvec.kernel();
-        if mv.family != Family::Dot4 {
+        let float = matches!(mv.ty, GgmlType::F32 | GgmlType::F16);
+        if !float && mv.family != Family::Dot4 {
             return Err(Error::Invalid(format!(
                 "{}: matmuls read the dot4 matvecs' weights, and this matrix is routed to {}",
                 mv.ty, mv.name
             )));
         }
         let kernel = for_matvec(mv).ok_or_else(|| {
-            Error::Invalid(format!("{}: no matmul kernel for {}", mv.name, mv.ty))
+            Error::Invalid(format!(
+                "{}: no matmul kernel for {} weights laid out as {:?}",
+                mv.name, mv.ty, mv.layout
+            ))
         })?;
+        let engine = match (kernel.input, engine) {
+            (MatmulInput::F32, _) => MatmulEngine::Fma,
+            (MatmulInput::Q8, MatmulEngine::Fma) => {
+                return Err(Error::Invalid(format!(
+                    "{}: the fma engine multiplies float weights, not {}",
+                    mv.name, mv.ty
+                )))
+            }
+            (MatmulInput::Q8, engine) => engine,
+        };
         Ok(MatmulLaunch {
             kernel,
             m: matvec.m(),
@@ -290,17 +364,35 @@ impl MatmulLaunch {
         self.engine
     }
 
-    /// The WGSL file (`matmul/<type>_dot4` or `_coopmat`).
+    /// The WGSL file (`matmul/<type>_dot4`, `_coopmat` or `_fma`).
     pub fn kernel_name(&self) -> &'static str {
-        match self.engine {
-            MatmulEngine::Dot4 { .. } => self.kernel.name,
-            MatmulEngine::CoopMatrix { .. } => self.kernel.coopmat,
+        match (self.engine, self.kernel.coopmat) {
+            (MatmulEngine::CoopMatrix { .. }, Some(coopmat)) => coopmat,
+            // `of` pairs a kernel without cooperative matrices with Fma only.
+            _ => self.kernel.name,
         }
     }
 
-    /// Bytes of quantized x per token ([`Q8_GROUP_BYTES`] per 32 values).
+    /// The form x must arrive in.
+    pub fn input(&self) -> MatmulInput {
+        self.kernel.input
+    }
+
+    /// Bytes of x per token: [`Q8_GROUP_BYTES`] per 32 values quantized, or 4 per f32.
     pub fn x_bytes_per_token(&self) -> u64 {
-        self.k / 32 * Q8_GROUP_BYTES
+        match self.input() {
+            MatmulInput::Q8 => self.k / 32 * Q8_GROUP_BYTES,
+            MatmulInput::F32 => self.k * 4,
+        }
+    }
+
+    /// The alignment of a token's x (bytes), which is also the unit the kernel counts
+    /// the stride in: its `vec4<f32>` for q8 groups, its `f32` for floats.
+    fn x_align(&self) -> u64 {
+        match self.input() {
+            MatmulInput::Q8 => 16,
+            MatmulInput::F32 => 4,
+        }
     }
 
     /// Multiply-adds times two for `n_tokens` tokens.
@@ -311,7 +403,7 @@ impl MatmulLaunch {
     /// The `enable` directives its WGSL needs.
     pub fn enables(&self) -> Vec<&'static str> {
         match self.engine {
-            MatmulEngine::Dot4 { .. } => vec![],
+            MatmulEngine::Dot4 { .. } | MatmulEngine::Fma => vec![],
             MatmulEngine::CoopMatrix { shape, .. } => match shape.input {
                 CoopInput::F16 => vec!["f16", "wgpu_cooperative_matrix"],
                 CoopInput::F32 => vec!["wgpu_cooperative_matrix"],
@@ -335,6 +427,7 @@ impl MatmulLaunch {
                 WgslConst::u32("SUBGROUP_MAX", subgroup_max),
                 WgslConst::u32("K_GROUPS", k_groups),
             ],
+            MatmulEngine::Fma => vec![WgslConst::u32("K_STEP", FMA_K_STEP)],
         }
     }
 
@@ -351,6 +444,7 @@ impl MatmulLaunch {
                 "{name} {shape} wg{} k_groups{k_groups}",
                 COOP_SUBGROUPS * subgroup_max
             ),
+            MatmulEngine::Fma => format!("{name} k_step{FMA_K_STEP}"),
         }
     }
 
@@ -380,9 +474,9 @@ impl MatmulLaunch {
     /// The dispatches computing `y[t * y_stride + y_first + i] = (W·x_t)[i]` for the
     /// `n_tokens` tokens t, one per row part.
     ///
-    /// `weights[i]` holds the rows of part i as the matvec uploaded them; token t's
-    /// quantized x starts at byte `t * x_stride` of `x` (a multiple of 16);
-    /// `y_first` and `y_stride` are in elements.
+    /// `weights[i]` holds the rows of part i as the matvec uploaded them; token t's x
+    /// ([`input`](Self::input)) starts at byte `t * x_stride` of `x` (a multiple of 16
+    /// for q8, of 4 for f32); `y_first` and `y_stride` are in elements.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatches(
         &self,
@@ -403,7 +497,11 @@ impl MatmulLaunch {
         }
         let x_need = n_tokens.saturating_sub(1) * x_stride + self.x_bytes_per_token();
         let y_need = (n_tokens.saturating_sub(1) * y_stride + y_first + self.m) * 4;
-        if !x_stride.is_multiple_of(16) || x_stride < self.x_bytes_per_token() || x.size < x_need {
+        let x_align = self.x_align();
+        if !x_stride.is_multiple_of(x_align)
+            || x_stride < self.x_bytes_per_token()
+            || x.size < x_need
+        {
             return Err(Error::Invalid(format!(
                 "matmul x: {} bytes with a stride of {x_stride} for {n_tokens} tokens of {}",
                 x.size,
@@ -434,7 +532,7 @@ impl MatmulLaunch {
                         u32_of(self.row_bytes, "row bytes")?,
                         u32_of(y_first + p.first_row, "first output")?,
                         u32_of(n_tokens, "tokens")?,
-                        u32_of(x_stride / 16, "x stride")?,
+                        u32_of(x_stride / x_align, "x stride")?,
                         u32_of(y_stride, "y stride")?,
                         0,
                     ],
@@ -449,7 +547,7 @@ impl MatmulLaunch {
 
 /// Every matmul kernel as (name, complete WGSL) in its canonical configurations: dot4
 /// with two groups per K step; cooperative matrices 16x16 f16 (NVIDIA's, as
-/// `<name>_16x16`) and 8x8 f16 (Metal's, `<name>_8x8`) with subgroups of 32.
+/// `<name>_16x16`) and 8x8 f16 (Metal's, `<name>_8x8`) with subgroups of 32; fma.
 pub fn sources() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for kernel in MATMUL_KERNELS {
@@ -460,6 +558,10 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             row_bytes: 0,
             parts: Vec::new(),
             engine,
+        };
+        let Some(coopmat) = kernel.coopmat else {
+            out.push((kernel.name.to_string(), launch(MatmulEngine::Fma).source()?));
+            continue;
         };
         out.push((
             kernel.name.to_string(),
@@ -474,10 +576,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
                 subgroup_max: 32,
                 k_groups: 2,
             };
-            out.push((
-                format!("{}_{size}x{size}", kernel.coopmat),
-                launch(engine).source()?,
-            ));
+            out.push((format!("{coopmat}_{size}x{size}"), launch(engine).source()?));
         }
     }
     Ok(out)
@@ -505,23 +604,60 @@ pub fn cpu_reference(
     x_q8: &[u8],
     n_tokens: usize,
 ) -> Result<Vec<Vec<f32>>> {
-    let row_bytes = ty
-        .bytes_for(k as u64)
-        .ok_or_else(|| Error::Invalid(format!("K = {k} is not a whole number of {ty} blocks")))?
-        as usize;
     let x_bytes = k / 32 * Q8_GROUP_BYTES as usize;
-    if weights.len() < m * row_bytes || x_q8.len() < n_tokens * x_bytes {
+    if x_q8.len() < n_tokens * x_bytes {
         return Err(Error::Invalid(format!(
-            "matmul reference: {} weight bytes and {} x bytes for {m} x {k} {ty} and {n_tokens} \
-             tokens",
-            weights.len(),
+            "matmul reference: {} x bytes for {n_tokens} tokens of {k} values",
             x_q8.len()
         )));
     }
     let xs: Vec<Vec<f32>> = (0..n_tokens)
         .map(|t| dequantize_x_q8(&x_q8[t * x_bytes..(t + 1) * x_bytes], k))
         .collect();
-    let mut out = vec![vec![0f32; m]; n_tokens];
+    reference_over(ty, weights, (m, k), &xs)
+}
+
+/// CPU reference for the float kernels' f32 x (`x`, `n_tokens` runs of K values): ggml's
+/// dequantization of each row times x, accumulated in f64.
+pub fn cpu_reference_f32x(
+    ty: GgmlType,
+    weights: &[u8],
+    (m, k): (usize, usize),
+    x: &[f32],
+    n_tokens: usize,
+) -> Result<Vec<Vec<f32>>> {
+    if x.len() < n_tokens * k {
+        return Err(Error::Invalid(format!(
+            "matmul reference: {} x values for {n_tokens} tokens of {k}",
+            x.len()
+        )));
+    }
+    let xs: Vec<Vec<f32>> = x
+        .chunks_exact(k.max(1))
+        .take(n_tokens)
+        .map(<[f32]>::to_vec)
+        .collect();
+    reference_over(ty, weights, (m, k), &xs)
+}
+
+/// `y[t][row]` = ggml's dequantized row times `xs[t]`, in f64.
+fn reference_over(
+    ty: GgmlType,
+    weights: &[u8],
+    (m, k): (usize, usize),
+    xs: &[Vec<f32>],
+) -> Result<Vec<Vec<f32>>> {
+    let row_bytes = ty
+        .bytes_for(k as u64)
+        .ok_or_else(|| Error::Invalid(format!("K = {k} is not a whole number of {ty} blocks")))?
+        as usize;
+    if weights.len() < m * row_bytes {
+        return Err(Error::Invalid(format!(
+            "matmul reference: {} weight bytes for {m} x {k} {ty}",
+            weights.len()
+        )));
+    }
+    let mut out = vec![vec![0f32; m]; xs.len()];
     let mut row = vec![0f32; k];
     for r in 0..m {
         dequantize(ty, &weights[r * row_bytes..(r + 1) * row_bytes], &mut row)?;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
 use crate::kernels::attention::{AttentionLaunch, KvType, PrefillAttention};
-use crate::kernels::matmul::MatmulLaunch;
+use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
 use crate::kernels::PipelineCache;
@@ -242,7 +242,8 @@ pub fn time_prefill_attention(
 }
 
 /// Times `launch` over `n_tokens` tokens on random weights of its type (uploaded as its
-/// matvec `matvec` uploads them, copies rotated as for a matvec) and random quantized x.
+/// matvec `matvec` uploads them, copies rotated as for a matvec) and random x in the
+/// form it takes (quantized or f32).
 pub fn time_matmul(
     device: &dyn Device,
     cache: &PipelineCache,
@@ -279,7 +280,10 @@ pub fn time_matmul(
             (rng >> 40) as f32 / (1u64 << 23) as f32 - 1.0
         })
         .collect();
-    let x_data = matvec::quantize_x_q8(&x_values);
+    let x_data = match launch.input() {
+        MatmulInput::Q8 => matvec::quantize_x_q8(&x_values),
+        MatmulInput::F32 => bytemuck::cast_slice(&x_values).to_vec(),
+    };
     let x = buffers.create_with("x", &x_data, BufferUse::Storage)?;
     let y_bytes = n_tokens * m * 4;
     let y = Slice::new(

@@ -40,6 +40,9 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "attention/rope_kv_pair.wgsl",
     "matmul/coopmat.wgsl",
     "matmul/dot4.wgsl",
+    "matmul/f16_fma.wgsl",
+    "matmul/f32_fma.wgsl",
+    "matmul/fma.wgsl",
     "matmul/io.wgsl",
     "matmul/q4_0.wgsl",
     "matmul/q4_0_coopmat.wgsl",
@@ -124,6 +127,7 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "ops/write_f32.wgsl",
     "probe/dot4_peak.wgsl",
     "probe/fill.wgsl",
+    "probe/fma_peak.wgsl",
     "probe/stream_read.wgsl",
 ];
 
