@@ -311,3 +311,68 @@ fn prompt_logits_in_runs_match_token_at_a_time() {
     let ledger = batched.audit();
     assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
 }
+
+/// A model of F16 matrices prefills in batches on the float matmuls (`matmul/f16_fma`,
+/// x in f32): prompt logits, and the next step on the cache they wrote, match token at
+/// a time on the scalar matvecs, which take x in f32 too (the coop ones stage it as
+/// f16). They differ by f32 summation order, and by where that flips an f16 rounding
+/// of the cache: measured up to 3e-5 of the logits' range; the bound is 2^-12 of it.
+#[test]
+fn float_model_prefills_in_batches() {
+    use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+    use brass::quant::GgmlType;
+    let spec = SyntheticSpec {
+        name: "float".into(),
+        hidden: 256,
+        ffn: 640,
+        layers: 2,
+        heads: 4,
+        kv_heads: 2,
+        vocab: 512,
+        context: 160,
+        rope_base: 10_000.0,
+        mix: QuantMix::Single(GgmlType::F16),
+        lm_head: None,
+        seed: 11,
+    };
+    let dir = std::env::temp_dir().join(format!("brass-prefill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("float.gguf");
+    write_synthetic(&spec, &path, |_, _| {}).unwrap();
+    let scalar = Some(Force::Family(Family::Scalar));
+    let batched = load(&path, Some(16), scalar.clone());
+    let single = load(&path, Some(1), scalar);
+    let plan = batched.plan().prefill.to_string();
+    assert!(
+        plan.contains("matmul/f16_fma") && plan.contains("logits (when asked for) matmul/f16_fma"),
+        "{plan}"
+    );
+    let prompt = ids(40, spec.vocab as usize);
+    let (a, b) = (
+        prompt_logits(&batched, &prompt, 0),
+        prompt_logits(&single, &prompt, 0),
+    );
+    let mut worst = 0f32;
+    for (p, (a, b)) in a.iter().zip(&b).enumerate() {
+        let (diff, rel) = max_diff(b, a);
+        worst = worst.max(rel);
+        assert!(
+            rel <= 1.0 / 4096.0,
+            "position {p}: logits differ by {diff} ({rel} of the range)"
+        );
+    }
+    let next = Input::Token(3);
+    let (a, b) = (
+        batched.forward_logits(next, prompt.len()).unwrap(),
+        single.forward_logits(next, prompt.len()).unwrap(),
+    );
+    let (diff, rel) = max_diff(&b, &a);
+    eprintln!("float model: logits differ by up to {worst:.2e} of their range over the prompt, {rel:.2e} after");
+    assert!(
+        rel <= 1.0 / 512.0,
+        "the next step's logits differ by {diff} ({rel} of the range)"
+    );
+    let ledger = batched.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+    std::fs::remove_dir_all(&dir).ok();
+}

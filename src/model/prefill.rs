@@ -20,7 +20,7 @@ use super::Input;
 use super::{Config, Matrix, Model};
 use crate::device::{BufferUse, CommandList, DeviceProfile, OwnedBuffers, PipelineId, Slice};
 use crate::kernels::attention::{PrefillAttention, PrefillPipelines};
-use crate::kernels::matmul::{MatmulEngine, MatmulLaunch};
+use crate::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::Q8_GROUP_BYTES;
 use crate::kernels::ops::{BatchNeeds, BatchOps};
 use crate::{Error, Result};
@@ -122,21 +122,31 @@ impl Widths {
         ]
     }
 
-    fn hidden_q8_bytes(&self) -> u64 {
-        q8_row(self.ffn)
+    /// The FFN's hidden rows in the two forms a down projection may take: q8 (the
+    /// quant types) and f32 (the float types). Made only for the down projections
+    /// that take them, and counted both.
+    fn hidden_bytes(&self) -> [(&'static str, u64); 2] {
+        [
+            ("prefill ffn hidden as q8", q8_row(self.ffn)),
+            ("prefill ffn hidden", 4 * self.ffn),
+        ]
     }
 
     /// Device bytes of the batch buffers per token of the batch.
     fn bytes_per_token(&self) -> u64 {
-        self.buffer_bytes().iter().map(|(_, b)| b).sum::<u64>() + self.hidden_q8_bytes()
+        self.buffer_bytes()
+            .iter()
+            .chain(&self.hidden_bytes())
+            .map(|(_, b)| b)
+            .sum()
     }
 
     /// The largest row of any batch buffer, which the binding limit caps.
     fn widest_row(&self) -> u64 {
         self.buffer_bytes()
             .iter()
+            .chain(&self.hidden_bytes())
             .map(|&(_, b)| b)
-            .chain([self.hidden_q8_bytes()])
             .max()
             .unwrap_or(4)
     }
@@ -152,7 +162,7 @@ pub fn batch_bytes(config: &Config, offsets: &Offsets, ubatch: u64, logits_token
 }
 
 /// Plans prefill: batched where every layer matrix has a matmul over its route's
-/// weights (the dot4 routes) and the batch holds a token, else token at a time with
+/// weights (the dot4 routes, and every float one) and the batch holds a token, else token at a time with
 /// the first reason it cannot be batched. Pure: a preset's plan is a device's.
 pub fn plan_prefill(
     config: &Config,
@@ -262,6 +272,20 @@ pub fn plan_prefill(
     }))
 }
 
+impl BatchedPrefill {
+    /// The optional batch ops its matmuls' inputs need.
+    pub fn needs(&self) -> BatchNeeds {
+        let takes = |input, of: fn(&LayerMatmuls) -> &MatmulLaunch| {
+            self.layers.iter().any(|l| of(l).input() == input)
+        };
+        BatchNeeds {
+            silu_mul: takes(MatmulInput::F32, |l| &l.down),
+            silu_mul_q8: takes(MatmulInput::Q8, |l| &l.down),
+            quantize_rows: takes(MatmulInput::Q8, |l| &l.wo),
+        }
+    }
+}
+
 impl PrefillPlan {
     /// Tokens per batch: 1 when token at a time.
     pub fn ubatch(&self) -> u64 {
@@ -353,7 +377,8 @@ struct BatchActivations {
     att_q8: Slice,
     out: Slice,
     gate_up: Slice,
-    hidden_q8: Slice,
+    hidden_q8: Option<Slice>,
+    hidden: Option<Slice>,
 }
 
 impl PrefillState {
@@ -364,21 +389,23 @@ impl PrefillState {
         let buffers = OwnedBuffers::new(device.clone());
         let widths = Widths::of(&model.config, &model.plan.offsets);
         let n = batched.ubatch;
+        let needs = batched.needs();
+        let make = |label: &str, per_token: u64| -> Result<Slice> {
+            let bytes = (per_token * n).next_multiple_of(16);
+            Ok(Slice::new(
+                buffers.create(label, bytes, BufferUse::Storage)?,
+                0,
+                bytes,
+            ))
+        };
         let mut made = widths
             .buffer_bytes()
             .into_iter()
-            .chain([("prefill ffn hidden as q8", widths.hidden_q8_bytes())])
-            .map(|(label, per_token)| {
-                let bytes = (per_token * n).next_multiple_of(16);
-                Ok(Slice::new(
-                    buffers.create(label, bytes, BufferUse::Storage)?,
-                    0,
-                    bytes,
-                ))
-            })
+            .map(|(label, per_token)| make(label, per_token))
             .collect::<Result<Vec<Slice>>>()?
             .into_iter();
         let mut next = move || made.next().expect("one slice per batch buffer");
+        let [hidden_q8, hidden] = widths.hidden_bytes();
         let act = BatchActivations {
             tokens: next(),
             x: next(),
@@ -389,7 +416,14 @@ impl PrefillState {
             att_q8: next(),
             out: next(),
             gate_up: next(),
-            hidden_q8: next(),
+            hidden_q8: needs
+                .silu_mul_q8
+                .then(|| make(hidden_q8.0, hidden_q8.1))
+                .transpose()?,
+            hidden: needs
+                .silu_mul
+                .then(|| make(hidden.0, hidden.1))
+                .transpose()?,
         };
         let matmuls = batched
             .layers
@@ -405,15 +439,7 @@ impl PrefillState {
             })
             .collect::<Result<Vec<Vec<PipelineId>>>>()?;
         Ok(PrefillState {
-            ops: BatchOps::new(
-                dev,
-                cache,
-                BatchNeeds {
-                    silu_mul: false,
-                    silu_mul_q8: true,
-                    quantize_rows: true,
-                },
-            )?,
+            ops: BatchOps::new(dev, cache, needs)?,
             attention: batched.attention.pipelines(dev, cache)?,
             matmuls,
             act,
@@ -514,19 +540,14 @@ impl Model {
                 self.record_batch(state, batched, chunk.len() as u64, pos as u64, true)?;
             for first in (0..chunk.len() as u64).step_by(run as usize) {
                 let n = run.min(chunk.len() as u64 - first);
-                let x_row = q8_row(w.dim);
-                let x = Slice::new(
-                    state.act.xn_q8.buffer,
-                    state.act.xn_q8.offset + first * x_row,
-                    n * x_row,
-                );
+                let x = BatchX::both(state.act.xn, state.act.xn_q8, w.dim, first);
                 let y = Slice::new(logits.buffer, logits.offset, n * 4 * vocab as u64);
                 matmul_into(
                     &mut list,
                     &self.output,
                     head,
                     pipeline,
-                    (x, x_row),
+                    x,
                     (y, vocab as u64),
                     n,
                 )?;
@@ -608,6 +629,7 @@ impl Model {
             rows(a.xn, 4 * w.dim),
             rows(a.xn_q8, q8_row(w.dim)),
         );
+        let normed = BatchX::both(xn, xn_q8, w.dim, 0);
         let out = rows(a.out, 4 * w.dim);
         let mut list = CommandList::new();
         for d in ops.embed(&self.embed, (w.dim, n), rows(a.tokens, 4), x) {
@@ -625,15 +647,7 @@ impl Model {
             let mut pipeline = move || pipeline.next().expect("one pipeline per matmul");
             let qkv = rows(a.qkv, 4 * w.qkv);
             for (m, launch) in layer.qkv.iter().zip(&plan.qkv) {
-                matmul_into(
-                    &mut list,
-                    m,
-                    launch,
-                    pipeline(),
-                    (xn_q8, q8_row(w.dim)),
-                    (qkv, w.qkv),
-                    n,
-                )?;
+                matmul_into(&mut list, m, launch, pipeline(), normed, (qkv, w.qkv), n)?;
             }
             let offsets = self.plan.offsets;
             list.dispatch(batched.attention.rope_kv_batch(
@@ -664,13 +678,15 @@ impl Model {
                 list.dispatch(d);
             }
             let att_q8 = rows(a.att_q8, q8_row(w.q_dim));
-            list.dispatch(ops.quantize_rows((w.q_dim, n, w.q_dim), att, att_q8));
+            if plan.wo.input() == MatmulInput::Q8 {
+                list.dispatch(ops.quantize_rows((w.q_dim, n, w.q_dim), att, att_q8));
+            }
             matmul_into(
                 &mut list,
                 &layer.wo,
                 &plan.wo,
                 pipeline(),
-                (att_q8, q8_row(w.q_dim)),
+                BatchX::both(att, att_q8, w.q_dim, 0),
                 (out, w.dim),
                 n,
             )?;
@@ -688,7 +704,7 @@ impl Model {
                     m,
                     launch,
                     pipeline(),
-                    (xn_q8, q8_row(w.dim)),
+                    normed,
                     (gate_up, w.gate_up),
                     n,
                 )?;
@@ -699,14 +715,34 @@ impl Model {
                 gate_up.offset + 4 * up_first,
                 gate_up.size - 4 * up_first,
             );
-            let hidden_q8 = rows(a.hidden_q8, q8_row(w.ffn));
-            list.dispatch(ops.silu_mul_q8((w.ffn, n, w.gate_up), gate_up, up, hidden_q8));
+            // silu(gate) * up in the form this layer's down projection takes.
+            let made = |h: Option<Slice>| {
+                h.ok_or_else(|| Error::Invalid("prefill made no FFN hidden rows".into()))
+            };
+            let hidden = match plan.down.input() {
+                MatmulInput::Q8 => {
+                    let h = rows(made(a.hidden_q8)?, q8_row(w.ffn));
+                    list.dispatch(ops.silu_mul_q8((w.ffn, n, w.gate_up), gate_up, up, h));
+                    BatchX {
+                        f32: None,
+                        q8: Some((h, q8_row(w.ffn))),
+                    }
+                }
+                MatmulInput::F32 => {
+                    let h = rows(made(a.hidden)?, 4 * w.ffn);
+                    list.dispatch(ops.silu_mul((w.ffn, n, w.gate_up), gate_up, up, h));
+                    BatchX {
+                        f32: Some((h, 4 * w.ffn)),
+                        q8: None,
+                    }
+                }
+            };
             matmul_into(
                 &mut list,
                 &layer.down,
                 &plan.down,
                 pipeline(),
-                (hidden_q8, q8_row(w.ffn)),
+                hidden,
                 (out, w.dim),
                 n,
             )?;
@@ -725,17 +761,50 @@ fn q8_row(k: u64) -> u64 {
     k.div_ceil(32) * Q8_GROUP_BYTES
 }
 
+/// A batch's x rows in the forms its matmuls take (`MatmulInput`), each with its
+/// stride in bytes; a form no matmul of the plan takes is not made.
+#[derive(Clone, Copy, Debug)]
+struct BatchX {
+    f32: Option<(Slice, u64)>,
+    q8: Option<(Slice, u64)>,
+}
+
+impl BatchX {
+    /// Rows of `k` values from token `first` on, both forms made.
+    fn both(f32: Slice, q8: Slice, k: u64, first: u64) -> BatchX {
+        let from = |s: Slice, stride: u64| {
+            let skip = (first * stride).min(s.size);
+            (Slice::new(s.buffer, s.offset + skip, s.size - skip), stride)
+        };
+        BatchX {
+            f32: Some(from(f32, 4 * k)),
+            q8: Some(from(q8, q8_row(k))),
+        }
+    }
+}
+
 /// y rows (`y_stride` floats a token, this matrix's from its `out_first`) = W · x rows
-/// (quantized, `x_stride` bytes a token) for `n` tokens.
+/// (in the form the launch takes) for `n` tokens.
 fn matmul_into(
     list: &mut CommandList,
     w: &Matrix,
     launch: &MatmulLaunch,
     pipeline: PipelineId,
-    (x, x_stride): (Slice, u64),
+    x: BatchX,
     (y, y_stride): (Slice, u64),
     n: u64,
 ) -> Result<()> {
+    let (x, x_stride) = match launch.input() {
+        MatmulInput::F32 => x.f32,
+        MatmulInput::Q8 => x.q8,
+    }
+    .ok_or_else(|| {
+        Error::Invalid(format!(
+            "`{}`: the batch has no x in the form {} takes",
+            w.plan.name(),
+            launch.kernel_name()
+        ))
+    })?;
     for d in launch.dispatches(
         pipeline,
         &w.parts,
