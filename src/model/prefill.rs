@@ -162,8 +162,9 @@ pub fn batch_bytes(config: &Config, offsets: &Offsets, ubatch: u64, logits_token
 }
 
 /// Plans prefill: batched where every layer matrix has a matmul over its route's
-/// weights (the dot4 routes, and every float one) and the batch holds a token, else token at a time with
-/// the first reason it cannot be batched. Pure: a preset's plan is a device's.
+/// weights (the dot4 routes, and every float one) and the batch holds a token, else
+/// token at a time with the first reason it cannot be batched. Pure: a preset's plan
+/// is a device's.
 pub fn plan_prefill(
     config: &Config,
     (layers, output): (&[LayerPlan], &PlannedMatrix),
