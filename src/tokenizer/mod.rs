@@ -317,6 +317,9 @@ impl Tokenizer {
         special.sort_by_key(|&id| std::cmp::Reverse(data.tokens[id as usize].len()));
 
         let pieces = decode::Pieces::build(data.model, &data.tokens, &types);
+        let chat_template = data.chat_template.or_else(|| {
+            chat::fallback_template(|text| token_to_id.contains_key(text)).map(String::from)
+        });
         Ok(Tokenizer {
             model: data.model,
             tokens: data.tokens,
@@ -332,7 +335,7 @@ impl Tokenizer {
             add_eos,
             add_space_prefix,
             eog,
-            chat_template: data.chat_template,
+            chat_template,
         })
     }
 
@@ -402,6 +405,20 @@ impl Tokenizer {
         out
     }
 
+    /// Tokenizes a prompt [`Tokenizer::apply_chat_template`] rendered: special tokens
+    /// parsed and BOS / EOS added as the model asks, except that a BOS the template wrote
+    /// itself (Gemma's and Llama 3's do) is not doubled: the prompt starts with one, as
+    /// llama.cpp's chat prompts do.
+    pub fn encode_chat(&self, prompt: &str) -> Vec<u32> {
+        let mut ids = self.encode(prompt, true, true);
+        if let Some(bos) = self.bos.filter(|_| self.add_bos) {
+            if ids.starts_with(&[bos, bos]) && prompt.starts_with(&self.tokens[bos as usize]) {
+                ids.remove(0);
+            }
+        }
+        ids
+    }
+
     /// Cuts special tokens out of `text`, longest token text first, so that e.g.
     /// `<|im_start|>` wins over any shorter special token inside it.
     fn partition<'t>(&self, text: &'t str, parse_special: bool) -> Vec<Fragment<'t>> {
@@ -445,7 +462,9 @@ impl Tokenizer {
 
     /// Renders the model's chat template (`tokenizer.chat_template`) for `messages`,
     /// ending with the assistant's turn header when `add_generation_prompt`. The result
-    /// contains special-token text: encode it with `parse_special = true`.
+    /// contains special-token text: encode it with [`Tokenizer::encode_chat`]. A file
+    /// without a template whose vocabulary has Gemma's `<start_of_turn>` and
+    /// `<end_of_turn>` gets Gemma's turn format.
     pub fn apply_chat_template(
         &self,
         messages: &[ChatMessage],

@@ -1,4 +1,5 @@
-//! Shared by the GPU tests: the device under test and small deterministic inputs.
+//! Shared by the tests: the device under test, small deterministic inputs, and the
+//! reference files.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,60 @@ pub fn reference_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/reference")
         .join(name)
+}
+
+/// A JSON file of `tests/reference/`, parsed.
+pub fn reference_json(name: &str) -> serde_json::Value {
+    let path = reference_path(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A JSON array of token ids.
+pub fn token_ids(value: &serde_json::Value) -> Vec<u32> {
+    let ids = value.as_array().expect("an array of token ids");
+    ids.iter().map(|v| v.as_u64().unwrap() as u32).collect()
+}
+
+/// Every case of the tokenizer cases file `cases_file` (`count` of them, `text` and
+/// llama.cpp's `ids`) encoded as llama.cpp did; returns the cases for more checks.
+pub fn assert_tokenizer_parity(
+    tok: &brass::tokenizer::Tokenizer,
+    cases_file: &str,
+    count: usize,
+) -> Vec<(String, Vec<u32>)> {
+    let cases: Vec<(String, Vec<u32>)> = reference_json(cases_file)["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|case| {
+            (
+                case["text"].as_str().unwrap().to_owned(),
+                token_ids(&case["ids"]),
+            )
+        })
+        .collect();
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(text, expected)| {
+            let got = tok.encode(text, true, true);
+            (&got != expected)
+                .then(|| format!("{text:?}\n   expected {expected:?}\n        got {got:?}"))
+        })
+        .collect();
+    eprintln!(
+        "{cases_file}: {}/{} cases match llama.cpp",
+        cases.len() - failures.len(),
+        cases.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(cases.len(), count);
+    cases
 }
 
 /// The adapter the GPU tests run on: `BRASS_ADAPTER` if set, else the best one wgpu
