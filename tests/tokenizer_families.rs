@@ -3,8 +3,8 @@
 //!
 //! The files come through the known-model registry (`KnownModel::cached_path`): fetched
 //! into the brass cache on first use, as `.ci/run` does before the tests, and verified
-//! by size and SHA-256. Only the tokenizer is read from them: brass cannot run these
-//! architectures yet, and the tokenizer does not need to.
+//! by size and SHA-256. Only the tokenizer is read from them (`tests/families.rs` runs
+//! the qwen2 model; gemma3's forward pass is not in brass yet).
 //!
 //! The cases are `tests/reference/{qwen2,gemma3}_tokenizer_cases.json` (llama.cpp's
 //! `llama_tokenize`, add_special and parse_special on); the chat prompts are the ones

@@ -1,0 +1,135 @@
+//! Model families on their real files: Qwen2.5-Coder-1.5B-Instruct (`qwen2`: Q/K/V
+//! biases, NEOX RoPE) against the exact-math and llama.cpp references in
+//! `tests/reference/` (see its README), on the default (int8) route.
+//!
+//! The file comes through the known-model registry, as `.ci/run` fetches it. Its 41
+//! prompt positions go through batched prefill (`Model::prefill_logits`): one pass over
+//! the 1 GB of weights, where teacher-forcing token by token takes lavapipe minutes.
+
+mod common;
+
+use std::sync::Arc;
+
+use brass::device::Device;
+use brass::model::{Input, KnownModel, LoadOptions, Model};
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    prompt_ids: Vec<u32>,
+    steps: Vec<Step>,
+    generated: Vec<u32>,
+}
+
+#[derive(serde::Deserialize)]
+struct Step {
+    top: Vec<(u32, f32)>,
+}
+
+fn reference(name: &str) -> Reference {
+    let text = std::fs::read_to_string(common::reference_path(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
+}
+
+/// Every |logit - reference| over the reference's top-5 at each of `logits`' positions.
+fn errors(logits: &[Vec<f32>], r: &Reference) -> Vec<f32> {
+    logits
+        .iter()
+        .zip(&r.steps)
+        .flat_map(|(l, step)| {
+            step.top
+                .iter()
+                .map(|&(id, want)| (l[id as usize] - want).abs())
+        })
+        .collect()
+}
+
+/// (median, worst) of `errors`.
+fn median_and_worst(mut errors: Vec<f32>) -> (f32, f32) {
+    errors.sort_by(f32::total_cmp);
+    (errors[errors.len() / 2], *errors.last().unwrap())
+}
+
+/// Along the prompt: top-1 as exact math's wherever its gap exceeds 0.1, and the int8
+/// route's logits no further from exact math than llama.cpp's are (its CPU backend
+/// rounds activations the same way): median no worse, worst within 1.25x (issue 22's
+/// bar). Then greedy continues as exact math does while exact math's gaps exceed 0.1.
+/// Measured on lavapipe: median 0.028 and worst 1.87, where llama.cpp's are 0.068
+/// and 6.38; 40 of 41 top-1 (the other a 0.04 near-tie).
+#[test]
+fn qwen2_matches_exact_math_along_the_prompt_and_greedy() {
+    let path = KnownModel::by_name("qwen2.5-coder-1.5b")
+        .and_then(KnownModel::cached_path)
+        .unwrap_or_else(|e| panic!("{e} (.ci/run fetches it: decode --model qwen2.5-coder-1.5b)"));
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        context: Some(64),
+        ..LoadOptions::default()
+    };
+    let model = Model::load(device, &path, &options).unwrap();
+    assert_eq!(model.config().architecture, "qwen2");
+    let exact = reference("qwen2_prime_f64.json");
+    let llamacpp = reference("qwen2_prime_llamacpp.json");
+    assert_eq!(exact.prompt_ids, llamacpp.prompt_ids);
+    let prompt = &exact.prompt_ids;
+
+    let mut logits = Vec::new();
+    model
+        .prefill_logits(prompt, 0, |_, l| {
+            logits.push(l.to_vec());
+            Ok(())
+        })
+        .unwrap();
+    for (p, (l, step)) in logits.iter().zip(&exact.steps).enumerate() {
+        if step.top[0].1 - step.top[1].1 > 0.1 {
+            assert_eq!(argmax(l), step.top[0].0, "position {p}: top-1");
+        }
+    }
+    let (median, worst) = median_and_worst(errors(&logits, &exact));
+    // llama.cpp's own logits at the same positions, against the same exact math.
+    let theirs: Vec<f32> = llamacpp.steps[..prompt.len()]
+        .iter()
+        .zip(&exact.steps)
+        .flat_map(|(l, e)| {
+            e.top.iter().filter_map(|&(id, want)| {
+                let got = l.top.iter().find(|&&(i, _)| i == id)?;
+                Some((got.1 - want).abs())
+            })
+        })
+        .collect();
+    let (their_median, their_worst) = median_and_worst(theirs);
+    eprintln!(
+        "qwen2 prompt, top-5 logits against exact math: median {median:.3}, worst {worst:.3} \
+         (llama.cpp: {their_median:.3}, {their_worst:.3})"
+    );
+    assert!(
+        median <= their_median,
+        "median {median} > llama.cpp's {their_median}"
+    );
+    assert!(
+        worst <= 1.25 * their_worst,
+        "worst {worst} > 1.25 x llama.cpp's {their_worst}"
+    );
+
+    let mut next = argmax(logits.last().unwrap());
+    let mut greedy = Vec::new();
+    for (i, &want) in exact.generated.iter().enumerate() {
+        let step = &exact.steps[prompt.len() - 1 + i];
+        if step.top[0].1 - step.top[1].1 <= 0.1 {
+            break;
+        }
+        assert_eq!(next, want, "greedy token {i}: {greedy:?} so far");
+        greedy.push(next);
+        next = model.forward(Input::Token(next), prompt.len() + i).unwrap();
+    }
+    eprintln!("greedy: {} tokens as exact math's", greedy.len());
+    assert!(
+        !greedy.is_empty(),
+        "exact math has no confident first token"
+    );
+    let ledger = model.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+}
