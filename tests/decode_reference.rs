@@ -12,26 +12,7 @@ use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
 use brass::model::{default_model_path, Input, LoadOptions, Model};
 use brass::router::{Force, Overrides};
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Reference {
-    prompt_ids: Vec<u32>,
-    steps: Vec<Step>,
-    generated: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct Step {
-    pos: usize,
-    top: Vec<(u32, f32)>,
-}
-
-fn reference(name: &str) -> Reference {
-    let path = common::reference_path(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
+use common::{reference, Reference};
 
 /// Loads a model on the test GPU with every matvec in `family`: `coop` keeps
 /// activations exact (the `_f64` oracle), `dot4` rounds them to int8 as llama.cpp does.

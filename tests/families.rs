@@ -12,23 +12,7 @@ use std::sync::Arc;
 
 use brass::device::Device;
 use brass::model::{Input, KnownModel, LoadOptions, Model};
-
-#[derive(serde::Deserialize)]
-struct Reference {
-    prompt_ids: Vec<u32>,
-    steps: Vec<Step>,
-    generated: Vec<u32>,
-}
-
-#[derive(serde::Deserialize)]
-struct Step {
-    top: Vec<(u32, f32)>,
-}
-
-fn reference(name: &str) -> Reference {
-    let text = std::fs::read_to_string(common::reference_path(name)).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
+use common::{reference, Reference};
 
 fn argmax(v: &[f32]) -> u32 {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32

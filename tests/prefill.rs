@@ -16,6 +16,7 @@ use brass::model::{
     default_model_path, Input, LoadOptions, Model, PrefillPlan, PromptLogits, Session,
 };
 use brass::router::{Force, Overrides};
+use common::{reference, Step};
 
 fn load(path: &Path, ubatch: Option<usize>, force: Option<Force>) -> Model {
     let device: Arc<dyn Device> = Arc::new(common::gpu());
@@ -70,18 +71,6 @@ fn argmax(v: &[f32]) -> usize {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
 }
 
-#[derive(serde::Deserialize)]
-struct Reference {
-    prompt_ids: Vec<u32>,
-    steps: Vec<Step>,
-    generated: Vec<u32>,
-}
-
-#[derive(serde::Deserialize)]
-struct Step {
-    top: Vec<(u32, f32)>,
-}
-
 /// Position `p`'s logits against the reference's step: every top-5 logit within the
 /// int8 route's bound that decode meets (`tests/decode_reference.rs`, 0.05), and the
 /// same top-1 wherever the reference's gap exceeds 0.1. Returns the worst error.
@@ -109,8 +98,7 @@ fn check_step(p: usize, logits: &[f32], step: &Step) -> f32 {
 /// the same top-1 wherever the reference's gap exceeds 0.1.
 #[test]
 fn batched_prefill_matches_exact_math() {
-    let text = std::fs::read_to_string(common::reference_path("synkq_q4_k_m_f64.json")).unwrap();
-    let r: Reference = serde_json::from_str(&text).unwrap();
+    let r = reference("synkq_q4_k_m_f64.json");
     let mut seq = r.prompt_ids.clone();
     seq.extend(&r.generated[..r.generated.len() - 1]);
     let device: Arc<dyn Device> = Arc::new(common::gpu());
@@ -242,8 +230,7 @@ fn prompt_logits(model: &Model, tokens: &[u32], start: usize) -> Vec<Vec<f32>> {
 /// call gives what the test above needs a prefill per position for.
 #[test]
 fn prompt_logits_from_the_batch_match_exact_math() {
-    let text = std::fs::read_to_string(common::reference_path("synkq_q4_k_m_f64.json")).unwrap();
-    let r: Reference = serde_json::from_str(&text).unwrap();
+    let r = reference("synkq_q4_k_m_f64.json");
     let mut seq = r.prompt_ids.clone();
     seq.extend(&r.generated[..r.generated.len() - 1]);
     let model = load(&synthetic(), Some(8), None);

@@ -14,6 +14,29 @@ pub fn reference_path(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A decode reference of `tests/reference/` (its README gives the shape): the prompt,
+/// the top-5 logits after every processed token, and the greedy tokens.
+#[derive(serde::Deserialize)]
+pub struct Reference {
+    pub prompt_ids: Vec<u32>,
+    pub steps: Vec<Step>,
+    pub generated: Vec<u32>,
+}
+
+/// The state after processing the token at `pos`: its top-5 (id, logit).
+#[derive(serde::Deserialize)]
+pub struct Step {
+    pub pos: usize,
+    pub top: Vec<(u32, f32)>,
+}
+
+/// The decode reference `name` of `tests/reference/`, parsed.
+pub fn reference(name: &str) -> Reference {
+    let path = reference_path(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// A JSON file of `tests/reference/`, parsed.
 pub fn reference_json(name: &str) -> serde_json::Value {
     let path = reference_path(name);
