@@ -288,7 +288,7 @@ fn decode_attention_matches_the_reference() {
                             .dispatches(
                                 &p,
                                 || g.combine(),
-                                n_pos as u64,
+                                0..n_pos as u64,
                                 g.buf(&q),
                                 kc,
                                 vc,
@@ -320,6 +320,50 @@ fn decode_attention_matches_the_reference() {
     }
     let kernels = g.launches(heads(4, 4, 64, 64), KvType::F16, 1, 8).len();
     assert_eq!(cases, 2 * 3 * 5 * 2 * kernels);
+}
+
+/// Sliding-window decode attention (Gemma's local layers): the dispatch covers the
+/// cache rows first..n_pos only, against the reference over those rows. Windows of
+/// one position, of a partial chunk, of many chunks, and one as long as the cache;
+/// both kernels, both formats, few workgroups and many.
+#[test]
+fn decode_attention_over_a_window_matches_the_reference() {
+    let g = Gpu::new();
+    let (n_heads, n_kv, hd) = (4usize, 1usize, 256usize);
+    let kv_dim = n_kv * hd;
+    for kv in KvType::ALL {
+        for (n_pos, first) in [(1000usize, 999usize), (600, 88), (9000, 8488), (31, 0)] {
+            let mut rng = common::Rng::new((n_pos * 13 + first) as u64);
+            let k = rng.vec(n_pos * kv_dim);
+            let v = rng.vec(n_pos * kv_dim);
+            let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect();
+            let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
+            let (ks, vs) = (stored(&k), stored(&v));
+            let seen = n_pos - first;
+            let rows = first * kv_dim..;
+            let expected = attention_ref(&q, &ks[rows.clone()], &vs[rows], n_heads, n_kv, hd, seen);
+            let (kc, vc) = (g.cache(kv, &k), g.cache(kv, &v));
+            for target in [8u64, 512] {
+                for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target) {
+                    let p = g.pipelines(&launch);
+                    let (ml, acc) = launch.part_bytes();
+                    let parts = (g.zeros(ml), g.zeros(acc));
+                    let out = g.zeros((n_heads * hd * 4) as u64);
+                    let positions = first as u64..n_pos as u64;
+                    let ds = launch
+                        .dispatches(&p, || g.combine(), positions, g.buf(&q), kc, vc, parts, out)
+                        .unwrap();
+                    g.run(ds);
+                    let ctx = format!(
+                        "{} {kv} window {first}..{n_pos} ({} chunks)",
+                        launch.pipeline_key(),
+                        launch.split(seen as u64).n_chunks
+                    );
+                    assert_close(&ctx, &expected, &g.get(out), 2e-5);
+                }
+            }
+        }
+    }
 }
 
 /// Positions appended one by one through rope_kv, then attended, as decode does; the
@@ -403,7 +447,7 @@ fn rope_kv_then_attention_matches() {
                     .dispatches(
                         &p,
                         || g.combine(),
-                        n_pos as u64,
+                        0..n_pos as u64,
                         q_rotated,
                         kc,
                         vc,

@@ -1,6 +1,7 @@
 //! Model families on their real files: Qwen2.5-Coder-1.5B-Instruct (`qwen2`: Q/K/V
 //! biases, NEOX RoPE) against the exact-math and llama.cpp references in
-//! `tests/reference/` (see its README), on the default (int8) route.
+//! `tests/reference/` (see its README), and Gemma-3-270M (`gemma3`) against llama.cpp's
+//! and brass's exact route, on the default (int8) route.
 //!
 //! The file comes through the known-model registry, as `.ci/run` fetches it. Its 41
 //! prompt positions go through batched prefill (`Model::prefill_logits`): one pass over
@@ -11,7 +12,10 @@ mod common;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::kernels::attention::KvType;
+use brass::kernels::matvec::Family;
 use brass::model::{Input, KnownModel, LoadOptions, Model};
+use brass::router::{Force, Overrides};
 use common::{reference, Reference};
 
 fn argmax(v: &[f32]) -> u32 {
@@ -114,6 +118,138 @@ fn qwen2_matches_exact_math_along_the_prompt_and_greedy() {
         !greedy.is_empty(),
         "exact math has no confident first token"
     );
+    let ledger = model.audit();
+    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+}
+
+/// Gemma-3-270M Q4_K_M (`gemma3`: embeddings times sqrt(dim), q/k norms, post-norms,
+/// GeGLU, heads of 256 on a 640 model, one KV head, local layers on their own RoPE
+/// base), teacher-forced along llama.cpp's own greedy sequence (the prompt and its
+/// first 15 tokens: 32 positions).
+///
+/// The repository has no exact-math reference for this file, so brass's exact route
+/// (`--force coop`: f32 activations, f32 KV cache; on the default model within 0.033
+/// of exact math) stands in for it. The gate is the qwen2 test's: the default (int8)
+/// route no further from it than llama.cpp is (llama.cpp's CPU backend also rounds
+/// activations to int8): median no worse, worst within 1.25x. Top-1 as llama.cpp's at
+/// 90 % of the positions or more (the issue's bar) and wherever llama.cpp's gap exceeds
+/// 0.5. Then greedy decoding gives llama.cpp's tokens until its first gap under 0.1.
+/// Measured on lavapipe: default route to exact route median 0.16, worst 1.32;
+/// llama.cpp to exact route 0.25, 1.37; top-1 30 of 32 on both routes.
+///
+/// The window of its local layers (512) is longer than these positions; the
+/// sliding-window kernels are `tests/attention.rs`'s.
+#[test]
+fn gemma3_agrees_with_llamacpp_and_the_exact_route() {
+    let path = KnownModel::by_name("gemma3-270m")
+        .and_then(KnownModel::cached_path)
+        .unwrap_or_else(|e| panic!("{e} (.ci/run fetches it: decode --model gemma3-270m)"));
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let load = |options: LoadOptions| {
+        let options = LoadOptions {
+            context: Some(64),
+            ..options
+        };
+        Model::load(device.clone(), &path, &options).unwrap()
+    };
+    let llamacpp = reference("gemma3_poem_llamacpp.json");
+    let prompt = &llamacpp.prompt_ids;
+    let forced: Vec<u32> = prompt
+        .iter()
+        .chain(&llamacpp.generated[..15])
+        .copied()
+        .collect();
+    let teacher_forced = |model: &Model| {
+        let mut logits = Vec::new();
+        model
+            .prefill_logits(&forced, 0, |_, l| {
+                logits.push(l.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        logits
+    };
+    let exact_model = load(LoadOptions {
+        kv: KvType::F32,
+        routing: Overrides {
+            force: Some(Force::Family(Family::Coop)),
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    });
+    let exact = teacher_forced(&exact_model);
+    drop(exact_model);
+    let model = load(LoadOptions::default());
+    let config = model.config();
+    assert_eq!(config.architecture, "gemma3");
+    assert_eq!(
+        (config.dim, config.head_dim, config.n_kv_heads),
+        (640, 256, 1)
+    );
+    let logits = teacher_forced(&model);
+
+    let mut agree = 0;
+    for (p, (l, step)) in logits.iter().zip(&llamacpp.steps).enumerate() {
+        let top1 = argmax(l) == step.top[0].0;
+        agree += top1 as usize;
+        if step.top[0].1 - step.top[1].1 > 0.5 {
+            assert!(
+                top1,
+                "position {p}: top-1 {} where llama.cpp's is {:?}",
+                argmax(l),
+                step.top
+            );
+        }
+    }
+    // |logit - exact route's| over llama.cpp's top-5 ids at each position.
+    let from_exact = |logits: &dyn Fn(usize, u32) -> f32| {
+        let errors = exact
+            .iter()
+            .zip(&llamacpp.steps)
+            .enumerate()
+            .flat_map(|(p, (e, step))| step.top.iter().map(move |&(id, _)| (p, id, e[id as usize])))
+            .map(|(p, id, want)| (logits(p, id) - want).abs())
+            .collect();
+        median_and_worst(errors)
+    };
+    let (median, worst) = from_exact(&|p, id| logits[p][id as usize]);
+    let (their_median, their_worst) = from_exact(&|p, id| {
+        let top = &llamacpp.steps[p].top;
+        top.iter().find(|&&(i, _)| i == id).unwrap().1
+    });
+    eprintln!(
+        "gemma3: top-1 as llama.cpp's at {agree} of {} positions; top-5 logits against the \
+         exact route: median {median:.3}, worst {worst:.3} (llama.cpp: {their_median:.3}, \
+         {their_worst:.3})",
+        logits.len()
+    );
+    assert!(
+        agree * 10 >= logits.len() * 9,
+        "top-1 agreement {agree} of {}",
+        logits.len()
+    );
+    assert!(
+        median <= their_median,
+        "median {median} > llama.cpp's {their_median}"
+    );
+    assert!(
+        worst <= 1.25 * their_worst,
+        "worst {worst} > 1.25 x llama.cpp's {their_worst}"
+    );
+
+    let mut next = argmax(&logits[prompt.len() - 1]);
+    let mut greedy = Vec::new();
+    for (i, &want) in llamacpp.generated.iter().enumerate() {
+        let step = &llamacpp.steps[prompt.len() - 1 + i];
+        if step.top[0].1 - step.top[1].1 <= 0.1 {
+            break;
+        }
+        assert_eq!(next, want, "greedy token {i}: {greedy:?} so far");
+        greedy.push(next);
+        next = model.forward(Input::Token(next), prompt.len() + i).unwrap();
+    }
+    eprintln!("greedy: {} tokens as llama.cpp's", greedy.len());
+    assert!(greedy.len() >= 8, "greedy: only {greedy:?} as llama.cpp's");
     let ledger = model.audit();
     assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
 }

@@ -567,6 +567,7 @@ fn dot4_applies_swiglu_while_staging() {
             silu_mul_q8: true,
             rms_norm: NormNeeds::NONE,
             add_rms_norm: NormNeeds::NONE,
+            ..OpsNeeds::F32
         },
     )
     .unwrap();

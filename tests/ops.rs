@@ -5,7 +5,7 @@ mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, Slice};
 use brass::kernels::matvec::{quantize_x_q8, Q8_GROUP_BYTES};
-use brass::kernels::ops::{self, EmbedPart, NormNeeds, Ops, OpsNeeds};
+use brass::kernels::ops::{self, Activation, EmbedPart, NormNeeds, Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
 
 struct Gpu {
@@ -317,6 +317,8 @@ fn q8_norms_also_write_their_output_quantized() {
     let g = setup_with(OpsNeeds {
         silu_mul: false,
         silu_mul_q8: false,
+        activation: Activation::Silu,
+        head_rms_norm: false,
         rms_norm: NormNeeds::Q8,
         add_rms_norm: NormNeeds::Q8,
     });
@@ -366,6 +368,8 @@ fn silu_mul_q8_writes_the_glu_quantized() {
     let g = setup_with(OpsNeeds {
         silu_mul: false,
         silu_mul_q8: true,
+        activation: Activation::Silu,
+        head_rms_norm: false,
         rms_norm: NormNeeds::NONE,
         add_rms_norm: NormNeeds::NONE,
     });
@@ -403,6 +407,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         silu_mul_q8: true,
         rms_norm: NormNeeds::Q8,
         add_rms_norm: NormNeeds::Q8,
+        ..OpsNeeds::F32
     });
     let all = ops::BatchNeeds {
         silu_mul: true,
@@ -583,4 +588,97 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         .flat_map(|&t| ops::embed_ref(&table, dim, t))
         .collect();
     assert_eq!(g.get(out), expected);
+}
+
+/// GELU(gate) * up (Gemma's GeGLU), f32 and quantized, against the f64 tanh form:
+/// gates out to +-40, where tanh saturates (and a naive tanh would overflow to NaN).
+#[test]
+fn gelu_mul_matches_in_f32_and_quantized() {
+    let g = setup_with(OpsNeeds {
+        silu_mul: true,
+        silu_mul_q8: true,
+        activation: Activation::GeluTanh,
+        head_rms_norm: false,
+        rms_norm: NormNeeds::NONE,
+        add_rms_norm: NormNeeds::NONE,
+    });
+    for n in [1usize, 32, 1000, 70_000] {
+        let mut rng = common::Rng::new(n as u64 + 23);
+        let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 40.0).collect();
+        let up = rng.vec(n);
+        let (gb, ub) = (g.buf(&gate), g.buf(&up));
+        let expected = ops::glu_ref(Activation::GeluTanh, &gate, &up);
+        let out = g.zeros(n);
+        g.run(vec![g.ops.silu_mul(n as u64, gb, ub, out)]);
+        assert_close(&format!("gelu_mul n={n}"), &expected, &g.get(out), 1e-6);
+        let q8 = g.zeros(n.div_ceil(32) * 12);
+        g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, q8)]);
+        assert_q8_near(&format!("gelu_mul_q8 n={n}"), &expected, &g.get(q8), 1e-5);
+    }
+    // Small gates, where GELU differs most from silu.
+    let gate: Vec<f32> = (0..64).map(|i| (i as f32 - 32.0) / 8.0).collect();
+    let up = vec![1.0; 64];
+    let out = g.zeros(64);
+    g.run(vec![g.ops.silu_mul(64, g.buf(&gate), g.buf(&up), out)]);
+    let expected = ops::glu_ref(Activation::GeluTanh, &gate, &up);
+    assert_close("gelu_mul near 0", &expected, &g.get(out), 1e-6);
+    assert!(
+        (expected[40] - 0.841_192).abs() < 1e-5,
+        "gelu(1) = {}",
+        expected[40]
+    );
+}
+
+/// Per-head RMSNorm of q and k in place: heads of 64, 128 and 256 values (one
+/// workgroup of 64 each), GQA 1, 4 and 7, k at an aligned offset after q, rows of a
+/// batch `stride` apart; what lies between and around the heads is left as it was.
+#[test]
+fn head_rms_norm_matches_per_head() {
+    let g = setup_with(OpsNeeds {
+        silu_mul: false,
+        silu_mul_q8: false,
+        activation: Activation::Silu,
+        head_rms_norm: true,
+        rms_norm: NormNeeds::NONE,
+        add_rms_norm: NormNeeds::NONE,
+    });
+    for (n_q, n_kv, hd, rows) in [
+        (4usize, 1usize, 256usize, 1usize),
+        (8, 2, 128, 3),
+        (7, 7, 64, 2),
+        (14, 2, 100, 1),
+    ] {
+        let q_dim = n_q * hd;
+        let k_first: usize = (q_dim + 60usize).next_multiple_of(64);
+        let v_first = k_first + n_kv * hd;
+        let stride = if rows == 1 {
+            0
+        } else {
+            v_first + n_kv * hd + 5
+        };
+        let len = stride.max(v_first + n_kv * hd) * rows.max(1);
+        let mut rng = common::Rng::new((n_q * 1000 + hd) as u64);
+        let before: Vec<f32> = rng.vec(len).iter().map(|v| v * 5.0).collect();
+        let w: Vec<f32> = rng.vec(2 * hd);
+        let qkv = g.buf(&before);
+        g.run(vec![g.ops.head_rms_norm(
+            (n_q as u64, n_kv as u64, hd as u64),
+            k_first as u64,
+            1e-6,
+            (rows as u64, stride as u64),
+            qkv,
+            g.buf(&w),
+        )]);
+        let mut expected = before.clone();
+        for r in 0..rows {
+            let row = r * stride;
+            for (first, n, w) in [(0, q_dim, &w[..hd]), (k_first, n_kv * hd, &w[hd..])] {
+                let at = row + first..row + first + n;
+                let normed = ops::head_rms_norm_ref(&before[at.clone()], w, 1e-6);
+                expected[at].copy_from_slice(&normed);
+            }
+        }
+        let what = format!("head_rms_norm {n_q}/{n_kv} heads of {hd}, {rows} rows");
+        assert_close(&what, &expected, &g.get(qkv), 1e-5);
+    }
 }

@@ -23,12 +23,12 @@ fn kv_word(v: vec2<f32>) -> KvWord {
 
 struct Params {
     n_kv_heads: u32,
-    n_pos: u32,   // positions in the cache, this one included
+    n_pos: u32,   // positions in the cache, this one included: keys first..n_pos
     chunk: u32,   // positions per chunk (the last may be shorter)
     n_chunks: u32,
     group: u32,   // query heads per KV head
     scale: f32,
-    _pad0: u32,
+    first: u32,   // the first position attended to (a sliding window's; else 0)
     _pad1: u32,
 }
 
@@ -81,7 +81,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let heads = min(G, params.group - g0);
     let h0 = kvh * params.group + g0;
     let c = wid.x;
-    let p0 = c * params.chunk;
+    let p0 = params.first + c * params.chunk;
     let p1 = min(p0 + params.chunk, params.n_pos);
     let row_pairs = params.n_kv_heads * HALF;
     let kv_base = kvh * HALF;

@@ -1,3 +1,5 @@
+const GELU: bool = false;
+
 // x as the dot4 matvecs take it, "q8 groups": each 32 values as int8 with one scale
 // d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
 // quantizes f32 x this way while staging it, and the norms and ops/silu_mul_q8 can
@@ -147,17 +149,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 }
 
-// SwiGLU's elementwise part, silu(gate) * up, written only quantized, as the dot4
-// down projection and the matmuls take x (ops/q8_rows.wgsl): once per step, where a
-// `glu` down projection computes it in every workgroup while staging. The silu is the
-// staging's (`silu_times`, matvec/q8_x.wgsl), so that the matvec multiplies the x it
-// would have quantized itself.
+// The gated FFN's activation times up, act(a) * b, by the host's GELU: silu (SwiGLU,
+// the dot4 staging's `silu_times`, so both quantize the same values) or GELU's tanh
+// form (GeGLU, as llama.cpp's ggml_gelu).
+//
+// 0.5 a (1 + tanh(u)) is written a / (1 + e^(-2u)): the same value without a tanh
+// whose exponentials overflow to inf / inf for a large u.
+fn gelu_times(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    let u = 0.7978845608028654 * (a + 0.044715 * a * a * a);
+    return a / (1.0 + exp(-2.0 * u)) * b;
+}
+
+fn act_times(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    if (GELU) {
+        return gelu_times(a, b);
+    }
+    return silu_times(a, b);
+}
+
+// The gated FFN's elementwise part, act(gate) * up (ops/glu_act.wgsl), written only
+// quantized, as the dot4 down projection and the matmuls take x (ops/q8_rows.wgsl):
+// once per step, where a `glu` down projection computes silu in every workgroup while
+// staging. The silu is the staging's (`silu_times`, matvec/q8_x.wgsl), so that the
+// matvec multiplies the x it would have quantized itself.
 
 @group(0) @binding(1) var<storage, read> gate: array<f32>;
 @group(0) @binding(2) var<storage, read> up: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out_q8: array<u32>;
 
-// silu(gate) * up over the four elements from e, zeros past n (silu(0) * 0 = 0).
+// act(gate) * up over the four elements from e, zeros past n (act(0) * 0 = 0).
 fn values4(at: u32, e: u32, n: u32) -> vec4<f32> {
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
@@ -167,5 +187,5 @@ fn values4(at: u32, e: u32, n: u32) -> vec4<f32> {
             b[j] = up[at + e + j];
         }
     }
-    return silu_times(a, b);
+    return act_times(a, b);
 }

@@ -551,7 +551,8 @@ impl AttentionLaunch {
         }
     }
 
-    /// Attention of `q` over the first `n_pos` cache rows into `out`: one dispatch, or
+    /// Attention of `q` over the cache rows `positions` (the first `positions.end`,
+    /// or a sliding window's last ones) into `out`: one dispatch, or
     /// two when [`split`](Self::split) makes several chunks (`part_ml` and `part_acc`
     /// hold [`part_bytes`](Self::part_bytes); `combine` is
     /// [`combine_pipeline`](Self::combine_pipeline), asked for only then).
@@ -560,21 +561,23 @@ impl AttentionLaunch {
         &self,
         p: &AttentionPipelines,
         combine: impl FnOnce() -> Result<PipelineId>,
-        n_pos: u64,
+        positions: std::ops::Range<u64>,
         q: Slice,
         k_cache: Slice,
         v_cache: Slice,
         (part_ml, part_acc): (Slice, Slice),
         out: Slice,
     ) -> Result<Vec<Dispatch>> {
-        if n_pos == 0 || n_pos > self.n_ctx {
+        let (first, n_pos) = (positions.start, positions.end);
+        if first >= n_pos || n_pos > self.n_ctx {
             return Err(Error::Invalid(format!(
-                "attention over {n_pos} positions of a cache of {}",
+                "attention over positions {first}..{n_pos} of a cache of {}",
                 self.n_ctx
             )));
         }
         let h = self.heads;
-        let split = self.split(n_pos);
+        let seen = n_pos - first;
+        let split = self.split(seen);
         let scale = 1.0 / (h.head_dim as f32).sqrt();
         let mut out_dispatches = vec![Dispatch {
             pipeline: p.decode,
@@ -585,7 +588,7 @@ impl AttentionLaunch {
                 split.n_chunks as u32,
                 h.group() as u32,
                 scale.to_bits(),
-                0,
+                first as u32,
                 0,
             ],
             storage: vec![q, k_cache, v_cache, part_ml, part_acc, out],
@@ -594,7 +597,7 @@ impl AttentionLaunch {
                 h.n_kv_heads as u32,
                 self.head_groups() as u32,
             ],
-            bytes_read: self.kv_bytes_read(n_pos) + h.n_heads * h.head_dim * 4,
+            bytes_read: self.kv_bytes_read(seen) + h.n_heads * h.head_dim * 4,
         }];
         if split.n_chunks > 1 {
             let combine = combine()?;

@@ -27,6 +27,9 @@ struct OpSpec {
     /// Writes its output also quantized for the dot4 matvecs (`wgsl/ops/q8_out.wgsl`),
     /// through a binding after the op's others.
     q8_out: bool,
+    /// The gated FFN ops' activation (`wgsl/ops/glu_act.wgsl`'s GELU): GELU where
+    /// true, silu where false; None for every other op.
+    gelu: Option<bool>,
 }
 
 /// The widest single workgroup the `wide` ops use.
@@ -42,6 +45,9 @@ impl OpSpec {
         if self.q8_out {
             consts.push(WgslConst::u32("Q8_BINDING", self.storage.len() as u32));
         }
+        if let Some(gelu) = self.gelu {
+            consts.push(WgslConst::bool("GELU", gelu));
+        }
         compose(self.root, &[], &consts)
     }
 }
@@ -56,6 +62,7 @@ const EMBED: OpSpec = OpSpec {
     storage: &[R, R, RW],
     wide: false,
     q8_out: false,
+    gelu: None,
 };
 const RMS_NORM: OpSpec = OpSpec {
     name: "ops/rms_norm",
@@ -64,6 +71,7 @@ const RMS_NORM: OpSpec = OpSpec {
     storage: &[R, R, RW],
     wide: true,
     q8_out: false,
+    gelu: None,
 };
 const SILU_MUL: OpSpec = OpSpec {
     name: "ops/silu_mul",
@@ -72,6 +80,13 @@ const SILU_MUL: OpSpec = OpSpec {
     storage: &[R, R, RW],
     wide: false,
     q8_out: false,
+    gelu: Some(false),
+};
+/// GELU(gate) * up (Gemma's GeGLU): silu_mul's WGSL with GELU set.
+const GELU_MUL: OpSpec = OpSpec {
+    name: "ops/gelu_mul",
+    gelu: Some(true),
+    ..SILU_MUL
 };
 /// silu(gate) * up written only quantized, for a dot4 down projection that copies or
 /// reads it in place rather than computing it in every workgroup (`glu`).
@@ -82,6 +97,22 @@ const SILU_MUL_Q8: OpSpec = OpSpec {
     storage: &[R, R, RW],
     wide: false,
     q8_out: false,
+    gelu: Some(false),
+};
+const GELU_MUL_Q8: OpSpec = OpSpec {
+    name: "ops/gelu_mul_q8",
+    gelu: Some(true),
+    ..SILU_MUL_Q8
+};
+/// Per-head RMSNorm of q and k, in place (Qwen3, Gemma 3).
+const HEAD_RMS_NORM: OpSpec = OpSpec {
+    name: "ops/head_rms_norm",
+    root: "ops/head_rms_norm.wgsl",
+    params_bytes: 32,
+    storage: &[RW, R],
+    wide: false,
+    q8_out: false,
+    gelu: None,
 };
 const ADD_RMS_NORM: OpSpec = OpSpec {
     name: "ops/add_rms_norm",
@@ -90,6 +121,7 @@ const ADD_RMS_NORM: OpSpec = OpSpec {
     storage: &[RW, R, R, RW],
     wide: true,
     q8_out: false,
+    gelu: None,
 };
 /// The norms writing their output also quantized, for the dot4 matvecs that read it:
 /// storage as above plus out_q8.
@@ -116,6 +148,7 @@ const QUANTIZE_ROWS: OpSpec = OpSpec {
     storage: &[R, RW],
     wide: false,
     q8_out: false,
+    gelu: None,
 };
 const ARGMAX: OpSpec = OpSpec {
     name: "ops/argmax",
@@ -124,6 +157,7 @@ const ARGMAX: OpSpec = OpSpec {
     storage: &[R, RW, RW],
     wide: false,
     q8_out: false,
+    gelu: None,
 };
 
 /// Logits per argmax workgroup in its first stage: eight per invocation.
@@ -138,13 +172,16 @@ pub const ARGMAX_SCRATCH_WORDS: u64 = 3 * ARGMAX_MAX_GROUPS;
 pub const ARGMAX_TOKEN_WORDS: u64 = 3;
 
 /// Every op, for tools that list, precompile or translate kernels.
-const ALL_OPS: [OpSpec; 9] = [
+const ALL_OPS: [OpSpec; 12] = [
     EMBED,
     QUANTIZE_ROWS,
     RMS_NORM,
     RMS_NORM_Q8,
     SILU_MUL,
     SILU_MUL_Q8,
+    GELU_MUL,
+    GELU_MUL_Q8,
+    HEAD_RMS_NORM,
     ADD_RMS_NORM,
     ADD_RMS_NORM_Q8,
     ARGMAX,
@@ -194,7 +231,32 @@ pub struct Ops {
     /// Present when some down projection takes silu(gate) * up quantized.
     silu_mul_q8: Option<PipelineId>,
     add_rms_norm: Norms,
+    /// Present for families that normalize each head of q and k.
+    head_rms_norm: Option<PipelineId>,
     argmax: PipelineId,
+}
+
+/// The gated FFN's elementwise part: act(gate) * up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Activation {
+    /// silu(g) = g / (1 + e^-g) (SwiGLU).
+    Silu,
+    /// GELU in its tanh form, 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3)))
+    /// (GeGLU, as llama.cpp's `ggml_gelu`).
+    GeluTanh,
+}
+
+impl Activation {
+    /// act(g) in f64, the CPU references' activation.
+    pub fn of(self, g: f64) -> f64 {
+        match self {
+            Activation::Silu => g / (1.0 + (-g).exp()),
+            Activation::GeluTanh => {
+                let u = (2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g);
+                0.5 * g * (1.0 + u.tanh())
+            }
+        }
+    }
 }
 
 /// A norm's pipelines: writing f32 only, and writing its output also quantized for the
@@ -215,8 +277,12 @@ impl Norms {
 /// Which ops a model dispatches beyond the ones every model does.
 #[derive(Clone, Copy, Debug)]
 pub struct OpsNeeds {
+    /// act(gate) * up written f32, and written quantized (the `silu_mul` ops run
+    /// `activation`).
     pub silu_mul: bool,
     pub silu_mul_q8: bool,
+    pub activation: Activation,
+    pub head_rms_norm: bool,
     /// The plain RMSNorm (a model's first norm).
     pub rms_norm: NormNeeds,
     /// The residual add fused with RMSNorm (every later norm).
@@ -246,6 +312,14 @@ impl NormNeeds {
         q8: true,
     };
 
+    /// These and the f32 variant where `f32`.
+    pub fn or_f32(self, f32: bool) -> NormNeeds {
+        NormNeeds {
+            f32: self.f32 || f32,
+            ..self
+        }
+    }
+
     /// The variants that norms writing q8 or not (`q8`, one entry per dispatch) use.
     pub fn of(q8: &[bool]) -> NormNeeds {
         NormNeeds {
@@ -260,6 +334,8 @@ impl OpsNeeds {
     pub const F32: OpsNeeds = OpsNeeds {
         silu_mul: true,
         silu_mul_q8: false,
+        activation: Activation::Silu,
+        head_rms_norm: false,
         rms_norm: NormNeeds::F32,
         add_rms_norm: NormNeeds::F32,
     };
@@ -280,18 +356,19 @@ impl Ops {
                 q8: n.q8.then(|| get(device, cache, q8)).transpose()?,
             })
         };
+        let (glu, glu_q8) = match needs.activation {
+            Activation::Silu => (&SILU_MUL, &SILU_MUL_Q8),
+            Activation::GeluTanh => (&GELU_MUL, &GELU_MUL_Q8),
+        };
+        let optional =
+            |wanted: bool, spec: &OpSpec| wanted.then(|| get(device, cache, spec)).transpose();
         Ok(Ops {
             embed: get(device, cache, &EMBED)?,
             rms_norm: norms(needs.rms_norm, &RMS_NORM, &RMS_NORM_Q8)?,
-            silu_mul: needs
-                .silu_mul
-                .then(|| get(device, cache, &SILU_MUL))
-                .transpose()?,
-            silu_mul_q8: needs
-                .silu_mul_q8
-                .then(|| get(device, cache, &SILU_MUL_Q8))
-                .transpose()?,
+            silu_mul: optional(needs.silu_mul, glu)?,
+            silu_mul_q8: optional(needs.silu_mul_q8, glu_q8)?,
             add_rms_norm: norms(needs.add_rms_norm, &ADD_RMS_NORM, &ADD_RMS_NORM_Q8)?,
+            head_rms_norm: optional(needs.head_rms_norm, &HEAD_RMS_NORM)?,
             argmax: get(device, cache, &ARGMAX)?,
         })
     }
@@ -333,7 +410,45 @@ impl Ops {
         }
     }
 
-    /// `out = silu(gate) * up` over `n` elements.
+    /// Per-head RMSNorm of q and k in place, for `rows` rows of `qkv` `row_stride`
+    /// values apart: the `n_q_heads` query heads from each row's element 0, the
+    /// `n_kv_heads` KV heads from `k_first`, each `head_dim` values, times `w`'s q
+    /// weights (its first `head_dim`) or k weights (the next).
+    ///
+    /// Panics if these ops were created without head_rms_norm.
+    #[allow(clippy::too_many_arguments)]
+    pub fn head_rms_norm(
+        &self,
+        (n_q_heads, n_kv_heads, head_dim): (u64, u64, u64),
+        k_first: u64,
+        eps: f32,
+        (rows, row_stride): (u64, u64),
+        qkv: Slice,
+        w: Slice,
+    ) -> Dispatch {
+        let heads = n_q_heads + n_kv_heads;
+        Dispatch {
+            pipeline: self
+                .head_rms_norm
+                .expect("ops created without head_rms_norm (OpsNeeds)"),
+            params: vec![
+                head_dim as u32,
+                n_q_heads as u32,
+                k_first as u32,
+                row_stride as u32,
+                eps.to_bits(),
+                0,
+                0,
+                0,
+            ],
+            storage: vec![qkv, w],
+            workgroups: [heads as u32, rows as u32, 1],
+            bytes_read: rows * heads * head_dim * 8,
+        }
+    }
+
+    /// `out = act(gate) * up` over `n` elements (the activation the ops were created
+    /// for, [`OpsNeeds::activation`]).
     ///
     /// Panics if these ops were created without silu_mul.
     pub fn silu_mul(&self, n: u64, gate: Slice, up: Slice, out: Slice) -> Dispatch {
@@ -585,12 +700,21 @@ pub fn rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
 }
 
 pub fn silu_mul_ref(gate: &[f32], up: &[f32]) -> Vec<f32> {
+    glu_ref(Activation::Silu, gate, up)
+}
+
+/// act(gate) * up.
+pub fn glu_ref(act: Activation, gate: &[f32], up: &[f32]) -> Vec<f32> {
     gate.iter()
         .zip(up)
-        .map(|(&g, &u)| {
-            let g = g as f64;
-            (g / (1.0 + (-g).exp()) * u as f64) as f32
-        })
+        .map(|(&g, &u)| (act.of(g as f64) * u as f64) as f32)
+        .collect()
+}
+
+/// Each `head_dim` values of `x` (heads end to end) RMS-normalized and times `w`.
+pub fn head_rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    x.chunks(w.len())
+        .flat_map(|head| rms_norm_ref(head, w, eps))
         .collect()
 }
 

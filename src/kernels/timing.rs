@@ -145,7 +145,7 @@ pub fn time_attention(
     let mut per_iter = 0;
     for i in 0..iters + SKIP {
         let (k, v) = sets[i % copies];
-        let ds = launch.dispatches(&pipelines, combine, n_pos, q, k, v, parts, out)?;
+        let ds = launch.dispatches(&pipelines, combine, 0..n_pos, q, k, v, parts, out)?;
         per_iter = ds.len();
         ds.into_iter().for_each(|d| list.dispatch(d));
     }

@@ -114,6 +114,8 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "ops/add_rms_norm_q8.wgsl",
     "ops/argmax.wgsl",
     "ops/embed.wgsl",
+    "ops/glu_act.wgsl",
+    "ops/head_rms_norm.wgsl",
     "ops/q8_out.wgsl",
     "ops/q8_round.wgsl",
     "ops/q8_rows.wgsl",

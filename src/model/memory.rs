@@ -80,8 +80,18 @@ impl MemoryNeed {
         let ffn = config.ffn_dim as u64;
         let vectors = sum(
             "the activations",
-            &[dim, dim.max(q_dim), q_dim, 2 * kv_dim, q_dim, dim, 3 * ffn],
+            &[
+                dim,
+                dim.max(q_dim),
+                q_dim,
+                2 * kv_dim,
+                q_dim,
+                2 * dim,
+                3 * ffn,
+            ],
         )?;
+        // A second table for the local layers' RoPE base.
+        let rope_tables = 1 + config.sliding_window.is_some() as u64;
         let scratch = sum(
             "the scratch buffers",
             &[
@@ -91,7 +101,10 @@ impl MemoryNeed {
                     &[config.n_heads as u64, chunks, config.head_dim as u64 + 2, 4],
                 )?,
                 product("the logits", &[vocab, 4])?,
-                product("the RoPE table", &[ctx, config.rope_dim as u64 / 2, 2, 4])?,
+                product(
+                    "the RoPE tables",
+                    &[rope_tables, ctx, config.rope_dim as u64 / 2, 2, 4],
+                )?,
             ],
         )?;
         let need = MemoryNeed {

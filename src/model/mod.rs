@@ -36,6 +36,7 @@ use crate::kernels::attention::{
     rope_table, AttentionLaunch, AttentionPipelines, Heads, KvType, RopeStyle,
 };
 use crate::kernels::matvec::{self, XForm};
+pub use crate::kernels::ops::Activation;
 use crate::kernels::ops::{
     EmbedPart, NormNeeds, Ops, OpsNeeds, ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS,
 };
@@ -65,6 +66,38 @@ pub struct Config {
     pub rope: RopeStyle,
     /// Whether the Q, K and V projections add a bias (`blk.N.attn_{q,k,v}.bias`).
     pub qkv_bias: bool,
+    /// Whether each head of q and k is RMS-normalized before RoPE
+    /// (`blk.N.attn_{q,k}_norm.weight`, head_dim values each).
+    pub qk_norm: bool,
+    /// Whether the attention and FFN outputs are RMS-normalized before their residual
+    /// adds (`blk.N.post_attention_norm.weight`, `blk.N.post_ffw_norm.weight`).
+    pub post_norms: bool,
+    /// The gated FFN's activation: silu(gate) * up, or GELU's.
+    pub activation: Activation,
+    /// What the embedding rows are multiplied by (Gemma: sqrt(dim)).
+    pub embed_scale: f32,
+    /// Local attention: the positions a local layer's query sees (itself included),
+    /// which layers are local, and their RoPE base.
+    pub sliding_window: Option<SlidingWindow>,
+}
+
+/// Sliding-window attention on some layers (`attention.sliding_window`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct SlidingWindow {
+    /// Positions a local layer's query attends to, its own included: keys at
+    /// pos - window + 1 ..= pos.
+    pub window: usize,
+    /// Every `pattern`-th layer (the last of each group of `pattern`) is global, the
+    /// others local.
+    pub pattern: usize,
+    /// RoPE's base on the local layers (`rope.freq_base_swa`, default 10,000).
+    pub rope_base: f64,
+}
+
+impl SlidingWindow {
+    pub fn is_local(&self, layer: usize) -> bool {
+        layer % self.pattern < self.pattern - 1
+    }
 }
 
 /// An architecture brass runs: llama's forward pass, with what the family changes.
@@ -72,20 +105,56 @@ struct Family {
     architecture: &'static str,
     rope: RopeStyle,
     qkv_bias: bool,
+    qk_norm: bool,
+    post_norms: bool,
+    activation: Activation,
+    /// Embeddings scaled by sqrt(dim).
+    embed_scaled: bool,
+    /// Layers are local in groups of this many where the file sets a sliding window.
+    swa_pattern: Option<usize>,
 }
 
+const LLAMA: Family = Family {
+    architecture: "llama",
+    rope: RopeStyle::Normal,
+    qkv_bias: false,
+    qk_norm: false,
+    post_norms: false,
+    activation: Activation::Silu,
+    embed_scaled: false,
+    swa_pattern: None,
+};
+
 const FAMILIES: &[Family] = &[
-    Family {
-        architecture: "llama",
-        rope: RopeStyle::Normal,
-        qkv_bias: false,
-    },
+    LLAMA,
     // Qwen2 and Qwen2.5: biases on Q, K and V, and RoPE on halves (the converter
     // leaves Q and K unpermuted).
     Family {
         architecture: "qwen2",
         rope: RopeStyle::Neox,
         qkv_bias: true,
+        ..LLAMA
+    },
+    // Qwen3: no biases; each head of q and k RMS-normalized before RoPE.
+    Family {
+        architecture: "qwen3",
+        rope: RopeStyle::Neox,
+        qk_norm: true,
+        ..LLAMA
+    },
+    // Gemma 3 (llama.cpp's gemma3 graph): embeddings times sqrt(dim), q/k norms, norms
+    // after attention and the FFN as well as before, GeGLU, and five local
+    // (sliding-window) layers to every global one. The GGUF's norm weights already
+    // hold Gemma's 1 + w.
+    Family {
+        architecture: "gemma3",
+        rope: RopeStyle::Neox,
+        qk_norm: true,
+        post_norms: true,
+        activation: Activation::GeluTanh,
+        embed_scaled: true,
+        swa_pattern: Some(6),
+        ..LLAMA
     },
 ];
 
@@ -131,8 +200,19 @@ impl Config {
                 what: format!("{n_kv_heads} KV heads do not divide {n_heads} query heads"),
             });
         }
-        let head_dim = dim / n_heads;
-        if !head_dim.is_multiple_of(2) {
+        // Heads may be wider than dim / n_heads (Gemma 3: 4 heads of 256 on 640).
+        let head_dim = u_or("attention.key_length", dim / n_heads)?;
+        let value_dim = u_or("attention.value_length", head_dim)?;
+        if value_dim != head_dim {
+            return Err(Error::Metadata {
+                key: key("attention.value_length"),
+                what: format!(
+                    "{value_dim} differs from the key length {head_dim}; brass's KV cache \
+                     takes heads of one size"
+                ),
+            });
+        }
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(Error::Metadata {
                 key: key("attention.head_count"),
                 what: format!(
@@ -164,6 +244,31 @@ impl Config {
         };
         let rope_base = positive_finite("rope.freq_base", 10_000.0)?;
         let eps = positive_finite("attention.layer_norm_rms_epsilon", 1e-5)?;
+        let sliding_window = match (
+            family.swa_pattern,
+            file.get(&key("attention.sliding_window")),
+        ) {
+            (Some(pattern), Some(_)) => match u("attention.sliding_window")? {
+                0 => None,
+                window => Some(SlidingWindow {
+                    window,
+                    pattern: positive(
+                        "attention.sliding_window_pattern",
+                        u_or("attention.sliding_window_pattern", pattern)?,
+                    )?,
+                    rope_base: positive_finite("rope.freq_base_swa", 10_000.0)?.into(),
+                }),
+            },
+            _ => None,
+        };
+        // Gemma 3 4B and up scale the global layers' positions (linear, factor 8).
+        let rope_scale = positive_finite("rope.scaling.factor", 1.0)?;
+        if rope_scale != 1.0 {
+            return Err(Error::Invalid(format!(
+                "`{}` is {rope_scale}: brass does not scale RoPE positions yet",
+                key("rope.scaling.factor")
+            )));
+        }
         let token_embd = file
             .tensor("token_embd.weight")
             .ok_or_else(|| Error::Invalid("the model has no `token_embd.weight` tensor".into()))?;
@@ -182,7 +287,62 @@ impl Config {
             architecture: arch,
             rope: family.rope,
             qkv_bias: family.qkv_bias,
+            qk_norm: family.qk_norm,
+            post_norms: family.post_norms,
+            activation: family.activation,
+            embed_scale: if family.embed_scaled {
+                (dim as f32).sqrt()
+            } else {
+                1.0
+            },
+            sliding_window,
         })
+    }
+
+    /// The family's forward pass in a line: what it adds to llama's and which ops do
+    /// it.
+    pub fn forward_summary(&self) -> String {
+        let mut parts = vec![format!(
+            "{} layers, {} heads of {} ({} KV), RoPE {} base {}",
+            self.n_layers,
+            self.n_heads,
+            self.head_dim,
+            self.n_kv_heads,
+            match self.rope {
+                RopeStyle::Normal => "on adjacent pairs",
+                RopeStyle::Neox => "on halves (NEOX)",
+            },
+            self.rope_base
+        )];
+        if self.qkv_bias {
+            parts.push("Q/K/V biases (added by rope_kv)".into());
+        }
+        if self.embed_scale != 1.0 {
+            parts.push(format!("embeddings times {}", self.embed_scale));
+        }
+        if self.qk_norm {
+            parts.push("q/k RMSNorm per head (ops/head_rms_norm)".into());
+        }
+        if self.post_norms {
+            parts.push("attention and FFN outputs RMS-normed before the adds".into());
+        }
+        parts.push(match self.activation {
+            Activation::Silu => "SwiGLU".into(),
+            Activation::GeluTanh => "GeGLU (ops/gelu_mul)".into(),
+        });
+        if let Some(w) = self.sliding_window {
+            let global: Vec<String> = (0..self.n_layers)
+                .filter(|&i| !w.is_local(i))
+                .map(|i| i.to_string())
+                .collect();
+            parts.push(format!(
+                "layers attend to their last {} positions (RoPE base {}) but {} (global)",
+                w.window,
+                w.rope_base,
+                global.join(", ")
+            ));
+        }
+        format!("{}: {}", self.architecture, parts.join("; "))
     }
 
     pub fn kv_dim(&self) -> usize {
@@ -236,7 +396,15 @@ struct Layer {
     /// The biases of q, k and v, laid out as `qkv` (zeros where the family has none;
     /// RoPE and the append add it).
     qkv_bias: Slice,
+    /// The per-head norm weights of q, then of k (`Config::qk_norm`).
+    qk_norm: Option<Slice>,
+    /// The RoPE table: the global one, or a local layer's base.
+    rope: Slice,
+    /// A local layer's window (`SlidingWindow::window`).
+    window: Option<u64>,
     wo: Matrix,
+    /// The norms of the attention and FFN outputs (`Config::post_norms`).
+    post_norms: Option<(Slice, Slice)>,
     ffn_norm: Slice,
     /// Writes [gate; up] into `Activations::gate_up`, likewise.
     gate_up: Vec<Matrix>,
@@ -262,6 +430,8 @@ struct Activations {
     att: Slice,
     /// A block's output before the residual add.
     out: Slice,
+    /// norm(out), where the family normalizes it before the add.
+    post: Slice,
     gate_up: Slice,
     gate: Slice,
     up: Slice,
@@ -308,7 +478,6 @@ pub struct Model {
     layers: Vec<Layer>,
     output_norm: Slice,
     output: Matrix,
-    rope: Slice,
     attention: AttentionPipelines,
     act: Activations,
     n_ctx: usize,
@@ -428,7 +597,7 @@ impl Model {
                     t.n_elements()
                 )));
             }
-            upload_dequantized(dev, &buffers, file, t, 0, t.rows())
+            upload_dequantized(dev, &buffers, file, t, (0, t.rows()), 1.0)
         };
         let storage = |name: &str, n: u64| -> Result<Slice> {
             let bytes = n.max(1) * 4;
@@ -457,7 +626,14 @@ impl Model {
                 Ok(EmbedPart {
                     first_row,
                     rows,
-                    table: upload_dequantized(dev, &buffers, file, embd, first_row, rows)?,
+                    table: upload_dequantized(
+                        dev,
+                        &buffers,
+                        file,
+                        embd,
+                        (first_row, rows),
+                        config.embed_scale,
+                    )?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -514,17 +690,66 @@ impl Model {
                 BufferUse::Storage,
             )
         };
+        let rope = upload_f32(
+            &buffers,
+            "rope cos/sin",
+            &rope_table(config.rope_base, config.rope_dim, n_ctx),
+        )?;
+        let local_rope = config
+            .sliding_window
+            .map(|w| {
+                let table = rope_table(w.rope_base, config.rope_dim, n_ctx);
+                upload_f32(&buffers, "rope cos/sin (local layers)", &table)
+            })
+            .transpose()?;
+        let head_dim = config.head_dim as u64;
+        let qk_norm = |i: usize| -> Result<Slice> {
+            let mut w = Vec::with_capacity(2 * head_dim as usize);
+            for name in ["q", "k"] {
+                let name = format!("blk.{i}.attn_{name}_norm.weight");
+                let t = tensor(file, &name)?;
+                let bytes = t.ty.bytes_for(head_dim).filter(|_| t.ty.can_dequantize());
+                let data = bytes.and_then(|b| file.tensor_data(t).get(..b as usize));
+                let data = data.filter(|_| t.n_elements() == head_dim).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "`{name}` has {} values of {}, expected {head_dim} of a float type",
+                        t.n_elements(),
+                        t.ty
+                    ))
+                })?;
+                let mut values = vec![0f32; head_dim as usize];
+                dequantize(t.ty, data, &mut values)?;
+                w.extend(values);
+            }
+            upload_f32(&buffers, &format!("blk.{i} q, k norms"), &w)
+        };
         let layers = plan
             .layers
             .iter()
             .enumerate()
             .map(|(i, l)| {
                 let n = |s: &str| format!("blk.{i}.{s}.weight");
+                let local = config.sliding_window.filter(|w| w.is_local(i));
                 Ok(Layer {
                     attn_norm: vector(&n("attn_norm"), dim)?,
                     qkv: uploads(&l.qkv)?,
                     qkv_bias: qkv_bias(i)?,
+                    qk_norm: config.qk_norm.then(|| qk_norm(i)).transpose()?,
+                    rope: match (local, local_rope) {
+                        (Some(_), Some(table)) => table,
+                        _ => rope,
+                    },
+                    window: local.map(|w| w.window as u64),
                     wo: upload(&l.wo)?,
+                    post_norms: config
+                        .post_norms
+                        .then(|| {
+                            Ok::<_, Error>((
+                                vector(&n("post_attention_norm"), dim)?,
+                                vector(&n("post_ffw_norm"), dim)?,
+                            ))
+                        })
+                        .transpose()?,
                     ffn_norm: vector(&n("ffn_norm"), dim)?,
                     gate_up: uploads(&l.gate_up)?,
                     down: upload(&l.down)?,
@@ -546,16 +771,14 @@ impl Model {
             OpsNeeds {
                 silu_mul: needs_silu_mul,
                 silu_mul_q8: needs_silu_mul_q8,
+                activation: config.activation,
+                head_rms_norm: config.qk_norm,
                 // The first norm is the plain one, every later one fused with the
-                // residual add: each creates only the variants it dispatches.
-                rms_norm: NormNeeds::of(&norm_q8[..1]),
+                // residual add, and the post-norms plain: each creates only the
+                // variants it dispatches.
+                rms_norm: NormNeeds::of(&norm_q8[..1]).or_f32(config.post_norms),
                 add_rms_norm: NormNeeds::of(&norm_q8[1..]),
             },
-        )?;
-        let rope = upload_f32(
-            &buffers,
-            "rope cos/sin",
-            &rope_table(config.rope_base, config.rope_dim, n_ctx),
         )?;
 
         let attention_pipelines = attention.pipelines(dev, &cache)?;
@@ -579,6 +802,7 @@ impl Model {
             v: part(qkv, v_first, kv_dim),
             att: storage("attention out", q_dim)?,
             out: storage("block out", dim)?,
+            post: storage("norm(block out)", if config.post_norms { dim } else { 1 })?,
             gate_up,
             gate: part(gate_up, 0, ffn),
             up: part(gate_up, up_first, ffn),
@@ -598,7 +822,6 @@ impl Model {
             layers,
             output_norm,
             output,
-            rope,
             attention: attention_pipelines,
             act,
             n_ctx,
@@ -772,11 +995,21 @@ impl Model {
                 .layers
                 .get(i + 1)
                 .map_or(self.output_norm, |l| l.attn_norm);
+            let post = |list: &mut CommandList, w: Option<Slice>| match w {
+                // Gemma: x += norm(out), not x += out.
+                Some(w) => {
+                    list.dispatch(ops.rms_norm(dim, c.eps, a.out, w, a.post, None));
+                    a.post
+                }
+                None => a.out,
+            };
             self.attention(&mut list, layer, pos, probes)?;
-            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, layer.ffn_norm, a.xn, q8()));
+            let out = post(&mut list, layer.post_norms.map(|(attn, _)| attn));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, out, layer.ffn_norm, a.xn, q8()));
             probes.at(&list, norm(format!("blk.{i}.ffn_norm.weight")), xn);
             self.ffn(&mut list, layer, probes)?;
-            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, a.out, next_norm, a.xn, q8()));
+            let out = post(&mut list, layer.post_norms.map(|(_, ffn)| ffn));
+            list.dispatch(ops.add_rms_norm(dim, c.eps, a.x, out, next_norm, a.xn, q8()));
             probes.at(&list, norm(attn_norm(i + 1)), xn);
         }
         matvec_into(&mut list, &self.output, a.norm_out(&self.output), a.logits)?;
@@ -802,10 +1035,18 @@ impl Model {
         }
         probes.stacked(list, &l.qkv, [a.q, a.k, a.v]);
         let first = |s: Slice| (s.offset - a.qkv.offset) / 4;
+        if let Some(w) = l.qk_norm {
+            let c = &self.config;
+            let heads = (c.n_heads as u64, c.n_kv_heads as u64, c.head_dim as u64);
+            let norm = self
+                .ops
+                .head_rms_norm(heads, first(a.k), c.eps, (1, 0), a.qkv, w);
+            list.dispatch(norm);
+        }
         list.dispatch(attention.rope_kv(
             &self.attention,
             pos,
-            self.rope,
+            l.rope,
             (a.qkv, l.qkv_bias),
             (first(a.k), first(a.v)),
             l.k_cache,
@@ -820,7 +1061,7 @@ impl Model {
         for d in attention.dispatches(
             &self.attention,
             combine,
-            pos + 1,
+            l.window.map_or(0, |w| (pos + 1).saturating_sub(w))..pos + 1,
             a.q,
             l.k_cache,
             l.v_cache,
@@ -892,7 +1133,7 @@ fn upload_f32(buffers: &OwnedBuffers<'_>, label: &str, values: &[f32]) -> Result
 }
 
 /// Rows `first_row..first_row + rows` of a tensor (a norm's weights, a part of the
-/// embedding table), dequantized to f32 on the CPU and uploaded a few MB at a time: the
+/// embedding table), times `scale`, dequantized to f32 on the CPU and uploaded a few MB at a time: the
 /// host never holds more than that of a table that may be gigabytes (a 256K-token
 /// vocabulary at hidden size 8,192 is 8.6 GB of f32).
 fn upload_dequantized(
@@ -900,8 +1141,8 @@ fn upload_dequantized(
     buffers: &OwnedBuffers<'_>,
     file: &GgufFile,
     t: &TensorInfo,
-    first_row: u64,
-    rows: u64,
+    (first_row, rows): (u64, u64),
+    scale: f32,
 ) -> Result<Slice> {
     const PIECE_BYTES: u64 = 4 << 20;
     if !t.ty.can_dequantize() {
@@ -931,6 +1172,9 @@ fn upload_dequantized(
             .get((row * row_bytes) as usize..((row + n) * row_bytes) as usize)
             .ok_or_else(|| Error::Invalid(format!("`{}` has no row {}", t.name, row + n - 1)))?;
         dequantize(t.ty, quantized, &mut values)?;
+        if scale != 1.0 {
+            values.iter_mut().for_each(|v| *v *= scale);
+        }
         dev.upload(
             buffer,
             (row - first_row) * cols * 4,

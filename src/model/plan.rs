@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::prefill::{batch_bytes, plan_prefill, PrefillPlan, DEFAULT_UBATCH};
-use super::{Config, LoadOptions, MemoryNeed};
+use super::{Activation, Config, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::KvType;
@@ -128,6 +128,14 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         },
         &options.routing,
     )?;
+    // The matvecs that compute act(gate) * up while staging x know silu only: a GeGLU
+    // down projection takes it in f32 from its own dispatch (`ops/gelu_mul`).
+    let down_input = match config.activation {
+        Activation::Silu => XInput::Glu {
+            up: offsets.up_first,
+        },
+        Activation::GeluTanh => XInput::F32,
+    };
     let planner = Planner {
         file,
         profile,
@@ -150,14 +158,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
                     &[0, offsets.up_first],
                     dim,
                 )?,
-                down: planner.matrix(
-                    &n("ffn_down"),
-                    dim,
-                    ffn,
-                    XInput::Glu {
-                        up: offsets.up_first,
-                    },
-                )?,
+                down: planner.matrix(&n("ffn_down"), dim, ffn, down_input)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -402,6 +403,7 @@ impl std::fmt::Display for Plan {
             })
             .collect();
         write_route_table(f, &rows)?;
+        writeln!(f, "forward: {}", self.config.forward_summary())?;
         writeln!(f, "context: {}", self.context_reason)?;
         writeln!(
             f,

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::plan::{LayerPlan, Offsets, PlannedMatrix};
 use super::Input;
-use super::{Config, Matrix, Model};
+use super::{Activation, Config, Matrix, Model};
 use crate::device::{BufferUse, CommandList, DeviceProfile, OwnedBuffers, PipelineId, Slice};
 use crate::kernels::attention::{PrefillAttention, PrefillPipelines};
 use crate::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch};
@@ -176,6 +176,22 @@ pub fn plan_prefill(
     let token_at_a_time = |reason: String| Ok(PrefillPlan::TokenAtATime { reason });
     if asked == Some(1) {
         return token_at_a_time("a batch of 1 token was asked for".into());
+    }
+    let unbatched: Vec<&str> = [
+        (config.qk_norm, "q/k norms"),
+        (config.post_norms, "post-norms"),
+        (config.activation != Activation::Silu, "GeGLU"),
+        (config.sliding_window.is_some(), "sliding-window attention"),
+    ]
+    .into_iter()
+    .filter_map(|(has, what)| has.then_some(what))
+    .collect();
+    if !unbatched.is_empty() {
+        return token_at_a_time(format!(
+            "the batch has no {} yet (the `{}` family's)",
+            unbatched.join(", "),
+            config.architecture
+        ));
     }
     let (engine, engine_reason) = match MatmulEngine::route(profile, coop_matrix) {
         Ok(e) => e,
@@ -655,7 +671,7 @@ impl Model {
                 &state.attention,
                 pos,
                 n,
-                self.rope,
+                layer.rope,
                 (qkv, w.qkv),
                 layer.qkv_bias,
                 (offsets.k_first, offsets.v_first),

@@ -36,7 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let heads = min(G, params.group - g0);
     let h0 = kvh * params.group + g0;
     let c = wid.x;
-    let p0 = c * params.chunk;
+    let p0 = params.first + c * params.chunk;
     let p1 = min(p0 + params.chunk, params.n_pos);
     let row_pairs = params.n_kv_heads * HALF;
     let kv_base = kvh * HALF;

@@ -4,12 +4,12 @@
 
 struct Params {
     n_kv_heads: u32,
-    n_pos: u32,   // positions in the cache, this one included
+    n_pos: u32,   // positions in the cache, this one included: keys first..n_pos
     chunk: u32,   // positions per chunk (the last may be shorter)
     n_chunks: u32,
     group: u32,   // query heads per KV head
     scale: f32,
-    _pad0: u32,
+    first: u32,   // the first position attended to (a sliding window's; else 0)
     _pad1: u32,
 }
 

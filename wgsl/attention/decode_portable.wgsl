@@ -26,7 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let row_pairs = params.n_kv_heads * HALF;
     let kv_base = kvh * HALF;
     let c = wid.x;
-    let p0 = c * params.chunk;
+    let p0 = params.first + c * params.chunk;
     let p1 = min(p0 + params.chunk, params.n_pos);
 
     var acc: array<vec2<f32>, ACC>;

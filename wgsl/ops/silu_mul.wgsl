@@ -1,6 +1,9 @@
-// SwiGLU's elementwise part: out[r * n + i] = silu(gate[r * stride + i]) * up[r * stride + i]
-// for rows r and i < n, silu(g) = g / (1 + e^-g). Decode passes one row; a prefill batch
-// passes its rows, gate and up read out of the rows of the gate-and-up matmuls' output.
+#include "ops/glu_act.wgsl"
+
+// The gated FFN's elementwise part: out[r * n + i] = act(gate[r * stride + i]) *
+// up[r * stride + i] for rows r and i < n, act silu (SwiGLU) or GELU (GeGLU,
+// ops/glu_act.wgsl). Decode passes one row; a prefill batch passes its rows, gate and up
+// read out of the rows of the gate-and-up matmuls' output.
 
 struct Params {
     n: u32,
@@ -19,7 +22,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let total = params.n * params.rows;
     for (var i = gid.x; i < total; i += groups.x * 256u) {
         let at = (i / params.n) * params.stride + i % params.n;
-        let g = gate[at];
-        out[i] = g / (1.0 + exp(-g)) * up[at];
+        out[i] = act_times(vec4<f32>(gate[at]), vec4<f32>(up[at])).x;
     }
 }
