@@ -7,8 +7,8 @@ mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, PipelineId, Slice};
 use brass::kernels::attention::{
-    attention_ref, rope_ref, rope_table, AttentionLaunch, AttentionPipelines, DecodeKernel, Heads,
-    KvType, PrefillAttention, RopeStyle,
+    attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
+    DecodeKernel, Heads, KvType, PrefillAttention, RopeStyle,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -722,4 +722,49 @@ fn prefill_sizing_fits_its_budget() {
     assert!(
         PrefillAttention::with_budget(heads(4, 3, 64, 64), KvType::F32, 16 << 10, 65535).is_err()
     );
+}
+
+/// Linear RoPE scaling (Gemma 3 4B's global layers: factor 8): the table at position
+/// 8q is the unscaled table's at q, and a scale of 1 is the unscaled table.
+#[test]
+fn rope_table_scaled_rotates_by_the_scaled_position() {
+    let (base, dim) = (1e6, 128);
+    let plain = rope_table(base, dim, 64);
+    assert_eq!(rope_table_scaled(base, dim, 64, 1.0, None), plain);
+    let scaled = rope_table_scaled(base, dim, 512, 0.125, None);
+    for q in 0..64 {
+        assert_close(
+            &format!("position {}", 8 * q),
+            &row_of(&plain, dim, q),
+            &row_of(&scaled, dim, 8 * q),
+            1e-6,
+        );
+    }
+    assert_ne!(row_of(&scaled, dim, 9), row_of(&plain, dim, 9));
+    // Llama 3.x's frequency factors: a factor of 8 on a pair is that pair at 1/8 of
+    // the position, 1 leaves it as it was.
+    let factors: Vec<f32> = (0..dim / 2)
+        .map(|i| if i % 2 == 0 { 8.0 } else { 1.0 })
+        .collect();
+    let by_factor = rope_table_scaled(base, dim, 512, 1.0, Some(&factors));
+    let unscaled = rope_table(base, dim, 512);
+    for p in (0..512).step_by(8) {
+        for i in 0..dim / 2 {
+            let (got, want) = match i % 2 {
+                0 => (
+                    &by_factor[p * dim + 2 * i..][..2],
+                    &plain[p / 8 * dim + 2 * i..][..2],
+                ),
+                _ => (
+                    &by_factor[p * dim + 2 * i..][..2],
+                    &unscaled[p * dim + 2 * i..][..2],
+                ),
+            };
+            assert_close(&format!("position {p} pair {i}"), want, got, 1e-6);
+        }
+    }
+}
+
+fn row_of(t: &[f32], dim: usize, p: usize) -> Vec<f32> {
+    t[p * dim..(p + 1) * dim].to_vec()
 }

@@ -690,11 +690,29 @@ pub fn sources() -> Result<Vec<(String, String)>> {
 /// cos/sin of every (position, rotated pair) for RoPE with `base`, computed in f64,
 /// interleaved, row-major by position: the table `attention/rope_kv` reads.
 pub fn rope_table(base: f64, rope_dim: usize, n_pos: usize) -> Vec<f32> {
+    rope_table_scaled(base, rope_dim, n_pos, 1.0, None)
+}
+
+/// [`rope_table`] with every position multiplied by `position_scale` (linear RoPE
+/// scaling: 1 / `rope.scaling.factor`; llama.cpp's freq_scale) and pair i's angle
+/// divided by `freq_factors[i]` where given (Llama 3.x's `rope_freqs.weight`, rope_dim
+/// / 2 values).
+///
+/// Panics if `freq_factors` has fewer than rope_dim / 2 values.
+pub fn rope_table_scaled(
+    base: f64,
+    rope_dim: usize,
+    n_pos: usize,
+    position_scale: f64,
+    freq_factors: Option<&[f32]>,
+) -> Vec<f32> {
     let half = rope_dim / 2;
+    let factor = |i: usize| freq_factors.map_or(1.0, |f| f[i] as f64);
     let mut out = Vec::with_capacity(n_pos * half * 2);
     for pos in 0..n_pos {
         for i in 0..half {
-            let theta = pos as f64 * base.powf(-2.0 * i as f64 / rope_dim as f64);
+            let theta = pos as f64 * position_scale * base.powf(-2.0 * i as f64 / rope_dim as f64)
+                / factor(i);
             out.push(theta.cos() as f32);
             out.push(theta.sin() as f32);
         }

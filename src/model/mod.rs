@@ -33,7 +33,7 @@ use crate::device::{
 };
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::{
-    rope_table, AttentionLaunch, AttentionPipelines, Heads, KvType, RopeStyle,
+    rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines, Heads, KvType, RopeStyle,
 };
 use crate::kernels::matvec::{self, XForm};
 pub use crate::kernels::ops::Activation;
@@ -58,6 +58,9 @@ pub struct Config {
     /// Dimensions of each head that RoPE rotates (`rope.dimension_count`).
     pub rope_dim: usize,
     pub rope_base: f64,
+    /// Positions are multiplied by this before RoPE (1 / `rope.scaling.factor`, linear
+    /// scaling), on every layer but a sliding window's local ones.
+    pub rope_position_scale: f64,
     pub eps: f32,
     pub vocab: usize,
     /// The context the model was trained for.
@@ -261,12 +264,17 @@ impl Config {
             },
             _ => None,
         };
-        // Gemma 3 4B and up scale the global layers' positions (linear, factor 8).
-        let rope_scale = positive_finite("rope.scaling.factor", 1.0)?;
-        if rope_scale != 1.0 {
+        // Linear scaling only (Gemma 3 4B and up: factor 8 on the global layers); YaRN
+        // and the others need more than a position scale.
+        let rope_factor = positive_finite("rope.scaling.factor", 1.0)?;
+        let scaling = match file.get(&key("rope.scaling.type")) {
+            Some(_) => file.get_str(&key("rope.scaling.type"))?,
+            None => "linear",
+        };
+        if rope_factor != 1.0 && scaling != "linear" {
             return Err(Error::Invalid(format!(
-                "`{}` is {rope_scale}: brass does not scale RoPE positions yet",
-                key("rope.scaling.factor")
+                "`{}` is `{scaling}`: brass scales RoPE positions linearly only",
+                key("rope.scaling.type")
             )));
         }
         let token_embd = file
@@ -281,6 +289,7 @@ impl Config {
             head_dim,
             rope_dim,
             rope_base: rope_base.into(),
+            rope_position_scale: 1.0 / rope_factor as f64,
             eps,
             vocab: token_embd.rows() as usize,
             context_length: positive("context_length", u_or("context_length", 2048)?)?,
@@ -314,6 +323,12 @@ impl Config {
             },
             self.rope_base
         )];
+        if self.rope_position_scale != 1.0 {
+            parts.push(format!(
+                "RoPE positions times {} (linear scaling)",
+                self.rope_position_scale
+            ));
+        }
         if self.qkv_bias {
             parts.push("Q/K/V biases (added by rope_kv)".into());
         }
@@ -690,10 +705,43 @@ impl Model {
                 BufferUse::Storage,
             )
         };
+        // Llama 3.x: per-pair frequency factors for every layer.
+        let freq_factors = file
+            .tensor("rope_freqs.weight")
+            .map(|t| {
+                let n = config.rope_dim as u64 / 2;
+                let data =
+                    t.ty.bytes_for(n)
+                        .filter(|_| t.ty.can_dequantize() && t.n_elements() == n);
+                let data = data
+                    .and_then(|b| file.tensor_data(t).get(..b as usize))
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "`rope_freqs.weight` has {} values of {}, expected {n} of a float type",
+                            t.n_elements(),
+                            t.ty
+                        ))
+                    })?;
+                let mut values = vec![0f32; n as usize];
+                dequantize(t.ty, data, &mut values)?;
+                if let Some(bad) = values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+                    return Err(Error::Invalid(format!(
+                        "`rope_freqs.weight` holds {bad}, not a positive factor"
+                    )));
+                }
+                Ok(values)
+            })
+            .transpose()?;
         let rope = upload_f32(
             &buffers,
             "rope cos/sin",
-            &rope_table(config.rope_base, config.rope_dim, n_ctx),
+            &rope_table_scaled(
+                config.rope_base,
+                config.rope_dim,
+                n_ctx,
+                config.rope_position_scale,
+                freq_factors.as_deref(),
+            ),
         )?;
         let local_rope = config
             .sliding_window
