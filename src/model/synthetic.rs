@@ -467,29 +467,29 @@ impl SyntheticSpec {
                 "general.description",
                 format!("brass synthetic model, {} (random weights)", self.mix).as_str(),
             )
-            .set(&k("block_count"), u32_of(self.layers, "layers")?)
-            .set(&k("context_length"), u32_of(self.context, "context")?)
-            .set(&k("embedding_length"), u32_of(self.hidden, "hidden")?)
-            .set(&k("feed_forward_length"), u32_of(self.ffn, "ffn")?)
-            .set(&k("attention.head_count"), u32_of(self.heads, "heads")?)
+            .set(k("block_count"), u32_of(self.layers, "layers")?)
+            .set(k("context_length"), u32_of(self.context, "context")?)
+            .set(k("embedding_length"), u32_of(self.hidden, "hidden")?)
+            .set(k("feed_forward_length"), u32_of(self.ffn, "ffn")?)
+            .set(k("attention.head_count"), u32_of(self.heads, "heads")?)
             .set(
-                &k("attention.head_count_kv"),
+                k("attention.head_count_kv"),
                 u32_of(self.kv_heads, "kv_heads")?,
             );
         if self.head_dim.is_some() || self.arch == Arch::Gemma3 {
             let head = u32_of(self.head_dim(), "head size")?;
-            b.set(&k("attention.key_length"), head)
-                .set(&k("attention.value_length"), head);
+            b.set(k("attention.key_length"), head)
+                .set(k("attention.value_length"), head);
         }
         if let Some(w) = self.sliding_window {
             b.set(
-                &k("attention.sliding_window"),
+                k("attention.sliding_window"),
                 u32_of(w.window, "sliding window")?,
             )
-            .set(&k("rope.freq_base_swa"), w.rope_base);
+            .set(k("rope.freq_base_swa"), w.rope_base);
             if let Some(pattern) = w.pattern {
                 b.set(
-                    &k("attention.sliding_window_pattern"),
+                    k("attention.sliding_window_pattern"),
                     u32_of(pattern, "sliding window pattern")?,
                 );
             }
@@ -500,13 +500,13 @@ impl SyntheticSpec {
         } else {
             1e-6
         };
-        b.set(&k("rope.freq_base"), self.rope_base)
+        b.set(k("rope.freq_base"), self.rope_base)
             .set(
-                &k("rope.dimension_count"),
+                k("rope.dimension_count"),
                 u32_of(self.head_dim(), "head size")?,
             )
-            .set(&k("attention.layer_norm_rms_epsilon"), eps)
-            .set(&k("vocab_size"), u32_of(self.vocab, "vocab")?);
+            .set(k("attention.layer_norm_rms_epsilon"), eps)
+            .set(k("vocab_size"), u32_of(self.vocab, "vocab")?);
         let vocab = synthetic_vocab(self.vocab as usize);
         b.set("tokenizer.ggml.model", "gpt2")
             .set("tokenizer.ggml.pre", "default")
