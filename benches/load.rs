@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::model::{LoadOptions, Model};
 use brass::quant::GgmlType;
 use clap::Parser;
@@ -62,6 +62,9 @@ fn main() -> brass::Result<()> {
             mix: QuantMix::Single(GgmlType::Q8_0),
             lm_head: None,
             seed: 1,
+            arch: Arch::Llama,
+            head_dim: None,
+            sliding_window: None,
         };
         let path = dir.join(format!("{}.gguf", spec.name));
         write_synthetic(&spec, &path, |_, _| {})?;

@@ -491,7 +491,7 @@ fn timings_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+    use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
     use std::sync::OnceLock;
 
     const VOCAB: u64 = 300;
@@ -513,6 +513,9 @@ mod tests {
                 mix: QuantMix::Q4KM,
                 lm_head: None,
                 seed: 5,
+                arch: Arch::Llama,
+                head_dim: None,
+                sliding_window: None,
             };
             let path =
                 std::env::temp_dir().join(format!("brass-decode-cli-{}.gguf", std::process::id()));

@@ -1,4 +1,5 @@
-//! Writes a synthetic llama model (random weights, real shapes) for benchmarks.
+//! Writes a synthetic model (random weights, real shapes) for benchmarks: llama, or the
+//! qwen2, qwen3 and gemma3 presets.
 //!
 //! ```text
 //! cargo run --release --example synth -- --preset llama3-8b [--layers 4] [--mix q4_k_m] -o out.gguf
@@ -18,7 +19,8 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(about = "Write a synthetic GGUF model with random weights")]
 struct Args {
-    /// smollm2-135m, llama3.2-1b, llama3-8b, muse-30b or hidden-12288.
+    /// smollm2-135m, llama3.2-1b, llama3-8b, muse-30b, hidden-12288, qwen3-8b, qwen2.5-7b
+    /// or gemma3-4b.
     #[arg(long)]
     preset: String,
     /// Override the layer count (quick runs).
@@ -45,8 +47,9 @@ fn main() -> brass::Result<()> {
     }
     spec.seed = args.seed;
     eprintln!(
-        "{} ({}, {} layers): {:.2} GB of tensors",
+        "{} ({}, {}, {} layers): {:.2} GB of tensors",
         spec.name,
+        spec.arch,
         spec.mix,
         spec.layers,
         spec.tensor_bytes()? as f64 / 1e9

@@ -11,10 +11,11 @@ use brass::device::Device;
 use brass::gguf::GgufFile;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
-use brass::model::{Config, Input, LoadOptions, Model};
-use brass::quant::{dequantize, GgmlType};
+use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
+use brass::model::{Input, LoadOptions, Model};
+use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};
+use common::exact::Exact;
 
 const POSITIONS: usize = 4200;
 /// Positions whose logits are compared: the first, the middle, either side of 4,096 and
@@ -35,168 +36,9 @@ fn spec() -> SyntheticSpec {
         mix: QuantMix::Single(GgmlType::Q8_0),
         lm_head: None,
         seed: 11,
-    }
-}
-
-/// A row-major matrix of `cols` values a row, in f64.
-struct Mat {
-    cols: usize,
-    w: Vec<f64>,
-}
-
-impl Mat {
-    fn load(file: &GgufFile, name: &str) -> Mat {
-        let t = file.tensor(name).unwrap_or_else(|| panic!("no {name}"));
-        let mut out = vec![0f32; t.n_elements() as usize];
-        dequantize(t.ty, file.tensor_data(t), &mut out).unwrap();
-        Mat {
-            cols: t.cols() as usize,
-            w: out.into_iter().map(f64::from).collect(),
-        }
-    }
-
-    fn mul(&self, x: &[f64]) -> Vec<f64> {
-        self.w
-            .chunks_exact(self.cols)
-            .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
-            .collect()
-    }
-
-    fn row(&self, r: usize) -> &[f64] {
-        &self.w[r * self.cols..(r + 1) * self.cols]
-    }
-}
-
-struct Layer {
-    attn_norm: Mat,
-    wq: Mat,
-    wk: Mat,
-    wv: Mat,
-    wo: Mat,
-    ffn_norm: Mat,
-    gate: Mat,
-    up: Mat,
-    down: Mat,
-    k_cache: Vec<f64>,
-    v_cache: Vec<f64>,
-}
-
-/// The llama forward pass in f64.
-struct Exact {
-    c: Config,
-    embd: Mat,
-    layers: Vec<Layer>,
-    out_norm: Mat,
-    output: Mat,
-}
-
-fn rms_norm(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
-    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
-    let s = 1.0 / (ms + eps).sqrt();
-    x.iter().zip(w).map(|(v, w)| v * s * w).collect()
-}
-
-impl Exact {
-    fn new(file: &GgufFile) -> Exact {
-        let c = Config::from_gguf(file).unwrap();
-        let layers = (0..c.n_layers)
-            .map(|i| {
-                let m = |s: &str| Mat::load(file, &format!("blk.{i}.{s}.weight"));
-                Layer {
-                    attn_norm: m("attn_norm"),
-                    wq: m("attn_q"),
-                    wk: m("attn_k"),
-                    wv: m("attn_v"),
-                    wo: m("attn_output"),
-                    ffn_norm: m("ffn_norm"),
-                    gate: m("ffn_gate"),
-                    up: m("ffn_up"),
-                    down: m("ffn_down"),
-                    k_cache: Vec::new(),
-                    v_cache: Vec::new(),
-                }
-            })
-            .collect();
-        let output = match file.tensor("output.weight") {
-            Some(_) => Mat::load(file, "output.weight"),
-            None => Mat::load(file, "token_embd.weight"),
-        };
-        Exact {
-            embd: Mat::load(file, "token_embd.weight"),
-            out_norm: Mat::load(file, "output_norm.weight"),
-            output,
-            layers,
-            c,
-        }
-    }
-
-    fn rope(&self, x: &mut [f64], n_heads: usize, pos: usize) {
-        let (hd, rd) = (self.c.head_dim, self.c.rope_dim);
-        for h in 0..n_heads {
-            for i in 0..rd / 2 {
-                let theta = pos as f64 * self.c.rope_base.powf(-2.0 * i as f64 / rd as f64);
-                let (s, co) = theta.sin_cos();
-                let j = h * hd + 2 * i;
-                let (a, b) = (x[j], x[j + 1]);
-                x[j] = a * co - b * s;
-                x[j + 1] = a * s + b * co;
-            }
-        }
-    }
-
-    /// The logits after `token` at `pos` (positions in order from 0).
-    fn step(&mut self, token: u32, pos: usize) -> Vec<f64> {
-        let c = self.c.clone();
-        let eps = c.eps as f64;
-        let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
-        let group = nh / nkv;
-        let kv_dim = nkv * hd;
-        let mut x = self.embd.row(token as usize).to_vec();
-        for li in 0..self.layers.len() {
-            let xn = rms_norm(&x, &self.layers[li].attn_norm.w, eps);
-            let l = &self.layers[li];
-            let mut q = l.wq.mul(&xn);
-            let mut k = l.wk.mul(&xn);
-            let v = l.wv.mul(&xn);
-            self.rope(&mut q, nh, pos);
-            self.rope(&mut k, nkv, pos);
-            let l = &mut self.layers[li];
-            l.k_cache.extend(&k);
-            l.v_cache.extend(&v);
-            let n_pos = pos + 1;
-            let mut att = vec![0f64; nh * hd];
-            for h in 0..nh {
-                let kvh = h / group;
-                let qh = &q[h * hd..(h + 1) * hd];
-                let scores: Vec<f64> = (0..n_pos)
-                    .map(|t| {
-                        let kt = &l.k_cache[t * kv_dim + kvh * hd..][..hd];
-                        qh.iter().zip(kt).map(|(a, b)| a * b).sum::<f64>() / (hd as f64).sqrt()
-                    })
-                    .collect();
-                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-                let sum: f64 = e.iter().sum();
-                for (t, et) in e.iter().enumerate() {
-                    let vt = &l.v_cache[t * kv_dim + kvh * hd..][..hd];
-                    for d in 0..hd {
-                        att[h * hd + d] += et * vt[d] / sum;
-                    }
-                }
-            }
-            let o = l.wo.mul(&att);
-            x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
-            let xn = rms_norm(&x, &l.ffn_norm.w, eps);
-            let (g, u) = (l.gate.mul(&xn), l.up.mul(&xn));
-            let hidden: Vec<f64> = g
-                .iter()
-                .zip(&u)
-                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
-                .collect();
-            let d = l.down.mul(&hidden);
-            x.iter_mut().zip(&d).for_each(|(x, d)| *x += d);
-        }
-        self.output.mul(&rms_norm(&x, &self.out_norm.w, eps))
+        arch: Arch::Llama,
+        head_dim: None,
+        sliding_window: None,
     }
 }
 

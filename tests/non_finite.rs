@@ -6,7 +6,7 @@ mod common;
 use std::io::Read;
 
 use brass::gguf::{GgufBuilder, GgufFile, MetaValue};
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use std::sync::Arc;
 
 use brass::device::Device;
@@ -31,6 +31,9 @@ fn tiny() -> SyntheticSpec {
         mix: QuantMix::Q4KM,
         lm_head: None,
         seed: 7,
+        arch: Arch::Llama,
+        head_dim: None,
+        sliding_window: None,
     }
 }
 

@@ -307,7 +307,7 @@ fn prompt_logits_in_runs_match_token_at_a_time() {
 /// of the cache: measured up to 3e-5 of the logits' range; the bound is 2^-12 of it.
 #[test]
 fn float_model_prefills_in_batches() {
-    use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+    use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
     use brass::quant::GgmlType;
     let spec = SyntheticSpec {
         name: "float".into(),
@@ -322,6 +322,9 @@ fn float_model_prefills_in_batches() {
         mix: QuantMix::Single(GgmlType::F16),
         lm_head: None,
         seed: 11,
+        arch: Arch::Llama,
+        head_dim: None,
+        sliding_window: None,
     };
     let dir = std::env::temp_dir().join(format!("brass-prefill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

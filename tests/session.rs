@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use brass::gguf::GgufFile;
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
+use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::model::{LoadOptions, Model, Session, Stats};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer, TokenizerData};
@@ -34,6 +34,9 @@ fn model_file() -> &'static PathBuf {
             mix: QuantMix::Q4KM,
             lm_head: None,
             seed: 11,
+            arch: Arch::Llama,
+            head_dim: None,
+            sliding_window: None,
         };
         let path = std::env::temp_dir().join(format!("brass-session-{}.gguf", std::process::id()));
         write_synthetic(&spec, &path, |_, _| {}).unwrap();

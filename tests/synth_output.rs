@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec, MAX_LAYERS};
+use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, MAX_LAYERS};
 use brass::quant::GgmlType;
 
 fn tiny() -> SyntheticSpec {
@@ -21,6 +21,9 @@ fn tiny() -> SyntheticSpec {
         mix: QuantMix::Single(GgmlType::Q8_0),
         lm_head: None,
         seed: 1,
+        arch: Arch::Llama,
+        head_dim: None,
+        sliding_window: None,
     }
 }
 

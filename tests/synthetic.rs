@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use brass::device::Device;
 use brass::gguf::GgufFile;
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec, PRESETS};
+use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, PRESETS};
 use brass::model::{Input, LoadOptions, Model};
 use brass::quant::GgmlType;
 use brass::tokenizer::Tokenizer;
@@ -26,6 +26,9 @@ fn tiny() -> SyntheticSpec {
         mix: QuantMix::Q4KM,
         lm_head: None,
         seed: 7,
+        arch: Arch::Llama,
+        head_dim: None,
+        sliding_window: None,
     }
 }
 
@@ -119,7 +122,15 @@ fn preset_tensor_tables() {
     for name in PRESETS {
         let spec = SyntheticSpec::preset(name).unwrap();
         let n = spec.tensors().len() as u64;
-        assert_eq!(n, 3 + 9 * spec.layers, "{name}");
+        // llama's 9 tensors a layer; qwen2 adds 3 biases, qwen3 2 q/k norms, gemma3
+        // those and 2 post-norms, without the lm-head.
+        let (per_layer, outer) = match spec.arch {
+            Arch::Llama => (9, 3),
+            Arch::Qwen2 => (12, 3),
+            Arch::Qwen3 => (11, 3),
+            Arch::Gemma3 => (13, 2),
+        };
+        assert_eq!(n, outer + per_layer * spec.layers, "{name}");
         spec.builder().unwrap(); // every shape is valid for its type
     }
     let gb = |b: u64| b as f64 / 1e9;
@@ -157,6 +168,24 @@ fn preset_tensor_tables() {
     assert_eq!(wide.ffn, 4 * 12_288);
     assert_eq!(wide.head_dim(), 128);
     assert!(SyntheticSpec::preset("nope").is_err());
+
+    // The families' parameter counts: Qwen3-8B 8.19 B, Qwen2.5-7B 7.62 B, Gemma 3 4B's
+    // language model 3.88 B.
+    for (name, arch, billions) in [
+        ("qwen3-8b", Arch::Qwen3, 8.19),
+        ("qwen2.5-7b", Arch::Qwen2, 7.62),
+        ("gemma3-4b", Arch::Gemma3, 3.88),
+    ] {
+        let spec = SyntheticSpec::preset(name).unwrap();
+        assert_eq!(spec.arch, arch);
+        let params: u64 = spec
+            .tensors()
+            .iter()
+            .map(|(_, _, d)| d.iter().product::<u64>())
+            .sum();
+        let b = params as f64 / 1e9;
+        assert!((b - billions).abs() < 0.05, "{name}: {b} B parameters");
+    }
 }
 
 /// Norms create only the variants they dispatch. With x quantized for every dot4 matrix

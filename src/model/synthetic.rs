@@ -1,6 +1,8 @@
-//! Synthetic llama models: the tensor table and metadata of a real model shape, filled
+//! Synthetic models: the tensor table and metadata of a real model shape, filled
 //! with random (but valid) quantized blocks, so decode can be benchmarked at shapes whose
-//! real weights are not at hand (a 30B-class model, a 12,288-wide one).
+//! real weights are not at hand (a 30B-class model, a 12,288-wide one). The architecture
+//! is llama's, or one of the families brass runs ([`Arch`]: qwen2, qwen3, gemma3), with
+//! the tensors and metadata keys llama.cpp loads for it.
 //!
 //! The weights mean nothing, so the generated text is noise; what matters is that every
 //! tensor has the type and shape the real model would have, which is all a decode step's
@@ -64,7 +66,73 @@ impl FromStr for QuantMix {
     }
 }
 
-/// A llama-architecture model shape. Head size is `hidden / heads`.
+/// The architecture a synthetic file declares (`general.architecture`), which decides
+/// its metadata prefix and the tensors each layer has beyond llama's:
+///
+/// | arch | extra tensors per layer | other |
+/// |---|---|---|
+/// | `llama` | none | |
+/// | `qwen2` | `attn_{q,k,v}.bias` (F32) | |
+/// | `qwen3` | `attn_{q,k}_norm.weight` (F32, head size) | |
+/// | `gemma3` | `attn_{q,k}_norm.weight`, `post_attention_norm.weight`, `post_ffw_norm.weight` | no `output.weight` (tied to `token_embd`) |
+///
+/// Outside llama, the F32 tensors are random rather than llama's all-ones norms, so
+/// that tests see them: norm weights in [0.75, 1.25), biases in [-1, 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Arch {
+    #[default]
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma3,
+}
+
+impl Arch {
+    /// The `general.architecture` value and metadata prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Arch {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Arch> {
+        [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3]
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "unknown architecture `{s}` (llama, qwen2, qwen3 or gemma3)"
+                ))
+            })
+    }
+}
+
+/// Gemma 3's local attention (`gemma3.attention.sliding_window` and the keys around it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SyntheticWindow {
+    /// Positions a local layer's query sees, its own included.
+    pub window: u64,
+    /// Every `pattern`-th layer is global (`attention.sliding_window_pattern`); `None`
+    /// writes no key, and llama.cpp and brass take Gemma 3's 6.
+    pub pattern: Option<u64>,
+    /// RoPE's base on the local layers (`rope.freq_base_swa`).
+    pub rope_base: f32,
+}
+
+/// A model shape. Head size is `hidden / heads` unless `head_dim` says otherwise.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyntheticSpec {
     /// `general.name`, and the file-name stem tools use.
@@ -82,6 +150,12 @@ pub struct SyntheticSpec {
     pub lm_head: Option<GgmlType>,
     /// Seeds the random weights; the same spec and seed give the same file.
     pub seed: u64,
+    pub arch: Arch,
+    /// The head size where it is not `hidden / heads` (Gemma 3: 256 on 2,560 / 8):
+    /// written as `attention.key_length` and `attention.value_length`.
+    pub head_dim: Option<u64>,
+    /// Gemma 3's local layers; only gemma3 takes one.
+    pub sliding_window: Option<SyntheticWindow>,
 }
 
 /// Bounds that refuse a mistyped shape (`--layers 18446744073709551615`) at once, where
@@ -93,12 +167,15 @@ pub const MAX_VOCAB: u64 = 1 << 20;
 pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 
 /// The names [`SyntheticSpec::preset`] accepts.
-pub const PRESETS: [&str; 5] = [
+pub const PRESETS: [&str; 8] = [
     "smollm2-135m",
     "llama3.2-1b",
     "llama3-8b",
     "muse-30b",
     "hidden-12288",
+    "qwen3-8b",
+    "qwen2.5-7b",
+    "gemma3-4b",
 ];
 
 impl SyntheticSpec {
@@ -111,6 +188,9 @@ impl SyntheticSpec {
     /// | `llama3-8b` | 4,096 | 14,336 | 32 | 32 | 8 | 128,256 |
     /// | `muse-30b` | 6,656 | 17,920 | 60 | 52 | 4 | 202,048 |
     /// | `hidden-12288` | 12,288 | 49,152 | 4 | 96 | 8 | 128,256 |
+    /// | `qwen3-8b` | 4,096 | 12,288 | 36 | 32 | 8 | 151,936 |
+    /// | `qwen2.5-7b` | 3,584 | 18,944 | 28 | 28 | 4 | 152,064 |
+    /// | `gemma3-4b` | 2,560 | 10,240 | 34 | 8 (of 256) | 4 | 262,144 |
     ///
     /// `llama3.2-1b` sits between the two in matrix size (its lm-head is written apart,
     /// where Llama-3.2-1B ties it to the embeddings). `muse-30b` is a 30B-class shape (about 29.9 B parameters) built around the two
@@ -119,6 +199,16 @@ impl SyntheticSpec {
     /// heads (GQA needs a divisor of 52; 4 keeps the KV cache small as 8 would on a
     /// power-of-two head count). `hidden-12288` stands in for a 70B-and-up width; it has
     /// only 4 layers by default so it fits anywhere, set `layers` for more.
+    ///
+    /// The family presets have their models' architecture and metadata: `qwen3-8b`
+    /// (Qwen3-8B: q/k norms, context 40,960, RoPE base 10^6), `qwen2.5-7b` (Qwen2.5-7B:
+    /// Q/K/V biases, context 32,768, base 10^6) and `gemma3-4b` (Gemma 3 4B's shape:
+    /// heads of 256, q/k norms and post-norms, lm-head tied to the embeddings, context
+    /// 131,072, a 1,024-position window on five layers of six with RoPE base 10,000
+    /// there and 10^6 on the global ones). llama.cpp's Gemma 3 4B file also sets
+    /// `rope.scaling.factor` 8 (linear, the global layers' positions), which brass
+    /// refuses today, so this file leaves that key out: it runs on brass, and its
+    /// global layers' RoPE is not the real model's.
     pub fn preset(name: &str) -> Result<SyntheticSpec> {
         let spec = |hidden, ffn, layers, heads, kv_heads, vocab| SyntheticSpec {
             name: name.to_string(),
@@ -133,6 +223,9 @@ impl SyntheticSpec {
             mix: QuantMix::Q4KM,
             lm_head: None,
             seed: 0x5eed,
+            arch: Arch::Llama,
+            head_dim: None,
+            sliding_window: None,
         };
         Ok(match name {
             "smollm2-135m" => SyntheticSpec {
@@ -147,6 +240,30 @@ impl SyntheticSpec {
                 ..spec(6656, 17_920, 60, 52, 4, 202_048)
             },
             "hidden-12288" => spec(12_288, 4 * 12_288, 4, 96, 8, 128_256),
+            "qwen3-8b" => SyntheticSpec {
+                context: 40_960,
+                rope_base: 1e6,
+                arch: Arch::Qwen3,
+                ..spec(4096, 12_288, 36, 32, 8, 151_936)
+            },
+            "qwen2.5-7b" => SyntheticSpec {
+                context: 32_768,
+                rope_base: 1e6,
+                arch: Arch::Qwen2,
+                ..spec(3584, 18_944, 28, 28, 4, 152_064)
+            },
+            "gemma3-4b" => SyntheticSpec {
+                context: 131_072,
+                rope_base: 1e6,
+                arch: Arch::Gemma3,
+                head_dim: Some(256),
+                sliding_window: Some(SyntheticWindow {
+                    window: 1024,
+                    pattern: None,
+                    rope_base: 10_000.0,
+                }),
+                ..spec(2560, 10_240, 34, 8, 4, 262_144)
+            },
             _ => {
                 return Err(Error::Invalid(format!(
                     "unknown synthetic preset `{name}` (one of {})",
@@ -157,7 +274,7 @@ impl SyntheticSpec {
     }
 
     pub fn head_dim(&self) -> u64 {
-        self.hidden / self.heads.max(1)
+        self.head_dim.unwrap_or(self.hidden / self.heads.max(1))
     }
 
     /// The distinct matvec shapes of this model's decode step, as (matrix, M, K):
@@ -188,24 +305,41 @@ impl SyntheticSpec {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
             let more_bits = use_more_bits(i, self.layers);
             let m = |role, cols| self.matrix_type(role, cols);
+            let f32 = |s: &str, len| (n(s), GgmlType::F32, vec![len]);
+            let bias = |s: &str, len| (format!("blk.{i}.{s}.bias"), GgmlType::F32, vec![len]);
+            let qwen2 = self.arch == Arch::Qwen2;
+            let qk_norm = matches!(self.arch, Arch::Qwen3 | Arch::Gemma3);
+            let gemma = self.arch == Arch::Gemma3;
+            out.push(f32("attn_norm", h));
+            out.push((n("attn_q"), m(Role::Plain, h), vec![h, q]));
+            out.extend(qwen2.then(|| bias("attn_q", q)));
+            out.push((n("attn_k"), m(Role::Plain, h), vec![h, kv]));
+            out.extend(qwen2.then(|| bias("attn_k", kv)));
+            out.push((n("attn_v"), m(Role::MoreBits(more_bits), h), vec![h, kv]));
+            out.extend(qwen2.then(|| bias("attn_v", kv)));
+            if qk_norm {
+                out.push(f32("attn_q_norm", self.head_dim()));
+                out.push(f32("attn_k_norm", self.head_dim()));
+            }
+            out.push((n("attn_output"), m(Role::Plain, q), vec![q, h]));
+            out.extend(gemma.then(|| f32("post_attention_norm", h)));
             out.extend([
-                (n("attn_norm"), GgmlType::F32, vec![h]),
-                (n("attn_q"), m(Role::Plain, h), vec![h, q]),
-                (n("attn_k"), m(Role::Plain, h), vec![h, kv]),
-                (n("attn_v"), m(Role::MoreBits(more_bits), h), vec![h, kv]),
-                (n("attn_output"), m(Role::Plain, q), vec![q, h]),
-                (n("ffn_norm"), GgmlType::F32, vec![h]),
+                f32("ffn_norm", h),
                 (n("ffn_gate"), m(Role::Plain, h), vec![h, f]),
                 (n("ffn_up"), m(Role::Plain, h), vec![h, f]),
                 (n("ffn_down"), m(Role::MoreBits(more_bits), f), vec![f, h]),
             ]);
+            out.extend(gemma.then(|| f32("post_ffw_norm", h)));
         }
         out.push(("output_norm.weight".into(), GgmlType::F32, vec![h]));
-        out.push((
-            "output.weight".into(),
-            self.matrix_type(Role::Output, h),
-            vec![h, self.vocab],
-        ));
+        // Gemma 3 ties its lm-head to the token embedding.
+        if self.arch != Arch::Gemma3 {
+            out.push((
+                "output.weight".into(),
+                self.matrix_type(Role::Output, h),
+                vec![h, self.vocab],
+            ));
+        }
         out
     }
 
@@ -280,6 +414,20 @@ impl SyntheticSpec {
                 self.vocab
             ));
         }
+        if self.head_dim == Some(0) {
+            return bad("head size 0".into());
+        }
+        if self.sliding_window.is_some() && self.arch != Arch::Gemma3 {
+            return bad(format!(
+                "{} takes no sliding window (gemma3 does)",
+                self.arch
+            ));
+        }
+        if let Some(w) = self.sliding_window {
+            if w.window == 0 || w.pattern == Some(0) {
+                return bad("sliding window and its pattern must be nonzero".into());
+            }
+        }
         if self.heads == 0 || !self.hidden.is_multiple_of(self.heads) {
             return bad(format!(
                 "{} heads do not divide {}",
@@ -311,28 +459,54 @@ impl SyntheticSpec {
         let u32_of = |v: u64, what: &str| {
             u32::try_from(v).map_err(|_| Error::Invalid(format!("{what} {v} exceeds u32")))
         };
-        b.set("general.architecture", "llama")
+        let arch = self.arch.name();
+        let k = |key: &str| format!("{arch}.{key}");
+        b.set("general.architecture", arch)
             .set("general.name", self.name.as_str())
             .set(
                 "general.description",
                 format!("brass synthetic model, {} (random weights)", self.mix).as_str(),
             )
-            .set("llama.block_count", u32_of(self.layers, "layers")?)
-            .set("llama.context_length", u32_of(self.context, "context")?)
-            .set("llama.embedding_length", u32_of(self.hidden, "hidden")?)
-            .set("llama.feed_forward_length", u32_of(self.ffn, "ffn")?)
-            .set("llama.attention.head_count", u32_of(self.heads, "heads")?)
+            .set(k("block_count"), u32_of(self.layers, "layers")?)
+            .set(k("context_length"), u32_of(self.context, "context")?)
+            .set(k("embedding_length"), u32_of(self.hidden, "hidden")?)
+            .set(k("feed_forward_length"), u32_of(self.ffn, "ffn")?)
+            .set(k("attention.head_count"), u32_of(self.heads, "heads")?)
             .set(
-                "llama.attention.head_count_kv",
+                k("attention.head_count_kv"),
                 u32_of(self.kv_heads, "kv_heads")?,
+            );
+        if self.head_dim.is_some() || self.arch == Arch::Gemma3 {
+            let head = u32_of(self.head_dim(), "head size")?;
+            b.set(k("attention.key_length"), head)
+                .set(k("attention.value_length"), head);
+        }
+        if let Some(w) = self.sliding_window {
+            b.set(
+                k("attention.sliding_window"),
+                u32_of(w.window, "sliding window")?,
             )
-            .set("llama.rope.freq_base", self.rope_base)
+            .set(k("rope.freq_base_swa"), w.rope_base);
+            if let Some(pattern) = w.pattern {
+                b.set(
+                    k("attention.sliding_window_pattern"),
+                    u32_of(pattern, "sliding window pattern")?,
+                );
+            }
+        }
+        // llama's files say 1e-5; Qwen2/3's and Gemma 3's 1e-6.
+        let eps = if self.arch == Arch::Llama {
+            1e-5f32
+        } else {
+            1e-6
+        };
+        b.set(k("rope.freq_base"), self.rope_base)
             .set(
-                "llama.rope.dimension_count",
+                k("rope.dimension_count"),
                 u32_of(self.head_dim(), "head size")?,
             )
-            .set("llama.attention.layer_norm_rms_epsilon", 1e-5f32)
-            .set("llama.vocab_size", u32_of(self.vocab, "vocab")?);
+            .set(k("attention.layer_norm_rms_epsilon"), eps)
+            .set(k("vocab_size"), u32_of(self.vocab, "vocab")?);
         let vocab = synthetic_vocab(self.vocab as usize);
         b.set("tokenizer.ggml.model", "gpt2")
             .set("tokenizer.ggml.pre", "default")
@@ -460,13 +634,27 @@ pub fn write_synthetic(
     let header = total - spec.tensor_bytes()?;
     let mut done = 0u64;
     let result = builder.write_streaming(&mut w, |index, out: &mut dyn Write| {
-        let (_, ty, dims) = &tensors[index];
+        let (name, ty, dims) = &tensors[index];
         let n_blocks = (dims.iter().product::<u64>() / ty.block_size() as u64) as usize;
-        if *ty == GgmlType::F32 {
+        if *ty == GgmlType::F32 && spec.arch == Arch::Llama {
             // Norm weights: 1.0, as an untrained norm is.
             let ones: Vec<u8> = (0..n_blocks).flat_map(|_| 1f32.to_le_bytes()).collect();
             out.write_all(&ones)?;
             done += ones.len() as u64;
+        } else if *ty == GgmlType::F32 {
+            // The other families' norms and biases vary, so that a forward pass that
+            // skipped or misplaced one would show.
+            let mut rng = spec.seed ^ ((index as u64) << 32) ^ 0xf32;
+            let (centre, spread) = if name.ends_with(".bias") {
+                (0.0, 1.0)
+            } else {
+                (1.0, 0.25)
+            };
+            let values: Vec<u8> = (0..n_blocks)
+                .flat_map(|_| (centre + spread * symmetric(&mut rng)).to_le_bytes())
+                .collect();
+            out.write_all(&values)?;
+            done += values.len() as u64;
         } else {
             for (c, first) in (0..n_blocks).step_by(CHUNK_BLOCKS).enumerate() {
                 let seed = spec.seed ^ ((index as u64) << 32) ^ c as u64;
@@ -491,6 +679,16 @@ pub fn write_synthetic(
     result?;
     progress(total, total);
     Ok(())
+}
+
+/// A value in [-1, 1) from SplitMix64 state `s`.
+fn symmetric(s: &mut u64) -> f32 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
 }
 
 /// `Ok` when `path` does not exist or is a regular file (not a link to one).

@@ -2,6 +2,8 @@
 //! reference files.
 #![allow(dead_code)]
 
+pub mod exact;
+
 use std::path::{Path, PathBuf};
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
