@@ -7,7 +7,7 @@
 //! and TFLOP/s.
 //!
 //! cargo bench --bench attention -- [--shapes llama3-8b,smollm2] [--n-pos 512,4096,32768]
-//!     [--kv f16,f32] [--workgroups 256,512] [--portable] [--iters 30] [--adapter INDEX|NAME]
+//!     [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128] [--portable] [--iters 30] [--adapter INDEX|NAME]
 //!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
@@ -32,6 +32,9 @@ struct Args {
     /// A/B: workgroups a long context is spread over (default: the device's tuning).
     #[arg(long, value_delimiter = ',')]
     workgroups: Vec<u64>,
+    /// A/B: positions a chunk takes at least (default: the kernel's rule).
+    #[arg(long, value_delimiter = ',')]
+    min_chunk: Vec<u64>,
     /// Time the portable kernel (no subgroups) instead of the routed one.
     #[arg(long)]
     portable: bool,
@@ -150,10 +153,18 @@ fn decode(
         true => vec![None],
         false => args.workgroups.iter().map(|&w| Some(w)).collect(),
     };
+    let min_chunks: Vec<Option<u64>> = match args.min_chunk.is_empty() {
+        true => vec![None],
+        false => args.min_chunk.iter().map(|&n| Some(n)).collect(),
+    };
+    let variants: Vec<(Option<u64>, Option<u64>)> = targets
+        .iter()
+        .flat_map(|&t| min_chunks.iter().map(move |&c| (t, c)))
+        .collect();
     for &(name, heads) in shapes {
         for &kv in &args.kv {
             for &n_pos in &args.n_pos {
-                for &target in &targets {
+                for &(target, min_chunk) in &variants {
                     let query = AttentionQuery {
                         heads,
                         kv,
@@ -161,6 +172,7 @@ fn decode(
                     };
                     let overrides = Overrides {
                         attention_workgroups: target,
+                        attention_min_chunk: min_chunk,
                         ..Overrides::default()
                     };
                     let launch = match args.portable {

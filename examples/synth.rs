@@ -2,7 +2,7 @@
 //! qwen2, qwen3 and gemma3 presets.
 //!
 //! ```text
-//! cargo run --release --example synth -- --preset llama3-8b [--layers 4] [--mix q4_k_m] -o out.gguf
+//! cargo run --release --example synth -- --preset llama3-8b [--layers 4] [--mix q4_k_m] [--context 32768] -o out.gguf
 //! ```
 //!
 //! `-o` must be a new path or a regular file, which is replaced by a rename once the
@@ -19,10 +19,14 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(about = "Write a synthetic GGUF model with random weights")]
 struct Args {
-    /// smollm2-135m, llama3.2-1b, llama3-8b, muse-30b, hidden-12288, qwen3-8b, qwen2.5-7b
-    /// or gemma3-4b.
+    /// One of `brass::model::synthetic::PRESETS`: smollm2-135m, llama3.2-1b, llama3-8b,
+    /// muse-30b, hidden-12288, qwen3-8b, qwen2.5-7b, gemma3-4b, qwen2.5-1.5b, gemma3-270m.
     #[arg(long)]
     preset: String,
+    /// Override the trained context length the file states (`<arch>.context_length`):
+    /// what brass and llama.cpp size their KV cache by when asked for none.
+    #[arg(long)]
+    context: Option<u64>,
     /// Override the layer count (quick runs).
     #[arg(long)]
     layers: Option<u64>,
@@ -44,6 +48,9 @@ fn main() -> brass::Result<()> {
     }
     if let Some(mix) = args.mix {
         spec.mix = mix;
+    }
+    if let Some(context) = args.context {
+        spec.context = context;
     }
     spec.seed = args.seed;
     eprintln!(

@@ -46,32 +46,17 @@ impl Gpu {
         self.bytes(&vec![0u8; n_bytes as usize])
     }
 
-    /// Values in a cache of format `kv`, as rope_kv writes them.
-    fn cache(&self, kv: KvType, values: &[f32]) -> Slice {
-        match kv {
-            KvType::F32 => self.buf(values),
-            KvType::F16 => {
-                let halves: Vec<u16> = values
-                    .iter()
-                    .map(|&v| half::f16::from_f32(v).to_bits())
-                    .collect();
-                self.bytes(bytemuck::cast_slice(&halves))
-            }
-        }
+    /// Rows of `head_dim` values in a cache of format `kv`, as rope_kv writes them.
+    fn cache(&self, kv: KvType, values: &[f32], head_dim: usize) -> Slice {
+        self.bytes(&kv.encode(values, head_dim))
     }
 
-    /// A cache's values back as f32.
-    fn read_cache(&self, kv: KvType, s: Slice, n: usize) -> Vec<f32> {
-        match kv {
-            KvType::F32 => read_f32(&self.device, s.buffer, s.offset, n).unwrap(),
-            KvType::F16 => {
-                let bytes = self.device.read(s.buffer, s.offset, n as u64 * 2).unwrap();
-                bytes
-                    .chunks_exact(2)
-                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect()
-            }
-        }
+    /// The first `n` values of a cache of rows of `head_dim` back as f32.
+    fn read_cache(&self, kv: KvType, s: Slice, n: usize, head_dim: usize) -> Vec<f32> {
+        let rows = n / head_dim;
+        let bytes = rows as u64 * kv.row_bytes(head_dim as u64);
+        let raw = self.device.read(s.buffer, s.offset, bytes).unwrap();
+        kv.decode(&raw, head_dim, rows)
     }
 
     fn get(&self, s: Slice) -> Vec<f32> {
@@ -93,8 +78,13 @@ impl Gpu {
     }
 
     /// Both kernels where the device has subgroups (the portable one only where not),
-    /// for `heads` over `n_ctx` positions spread over about `target` workgroups.
+    /// for `heads` over `n_ctx` positions spread over about `target` workgroups; none
+    /// where the format cannot hold such heads (q8_0 heads not whole blocks), which
+    /// `q8_0_cache_refuses_heads_that_are_not_whole_blocks` checks.
     fn launches(&self, heads: Heads, kv: KvType, n_ctx: u64, target: u64) -> Vec<AttentionLaunch> {
+        if kv.check_head_dim(heads.head_dim).is_err() {
+            return Vec::new();
+        }
         let routed = route_attention(
             self.device.profile(),
             &AttentionQuery { heads, kv, n_ctx },
@@ -158,6 +148,36 @@ fn max_error(expected: &[f32], actual: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// What a cache of format `kv` holds for rows of `head_dim` values.
+fn stored(kv: KvType, values: &[f32], head_dim: usize) -> Vec<f32> {
+    values
+        .chunks(head_dim)
+        .flat_map(|row| kv.stored_row(row))
+        .collect()
+}
+
+/// How far a value rope_kv wrote may be from the reference's, relative: f32 within a
+/// rounding of the rotation; f16 within one f16 step; q8_0 within one step of its
+/// block's scale (max |x| / 127: the GPU's 1 / d may round a tie the other way).
+fn cache_tolerance(kv: KvType) -> f32 {
+    match kv {
+        KvType::F32 => 1e-6,
+        KvType::F16 => 1e-3,
+        KvType::Q8_0 => 1.6e-2,
+    }
+}
+
+/// How far decode or prefill attention over a cache of format `kv` may be from exact
+/// math (unit-scale values, scores of a few units): f16 rounds each K and V value by up
+/// to 2^-11 relative, q8_0 by up to 1/254 of its block's largest.
+fn exact_bound(kv: KvType) -> f32 {
+    match kv {
+        KvType::F32 => 2e-5,
+        KvType::F16 => 1e-3,
+        KvType::Q8_0 => 1e-2,
+    }
+}
+
 /// [q; pad; k; pad; v] as the model lays them out in one buffer, and where k and v start.
 fn qkv_buffer(q: &[f32], k: &[f32], v: &[f32], pad: usize) -> (Vec<f32>, (u64, u64)) {
     let k_first = q.len() + pad;
@@ -192,7 +212,10 @@ fn rope_kv_matches_the_rope_reference() {
             let n_pos = 300;
             let kv_dim = n_kv * head_dim;
             let h = heads_with(n_heads, n_kv, head_dim, rope_dim, rope);
-            let launch = AttentionLaunch::portable(h, kv, n_pos as u64, 8).unwrap();
+            let Ok(launch) = AttentionLaunch::portable(h, kv, n_pos as u64, 8) else {
+                assert_eq!(kv, KvType::Q8_0, "{n_heads}/{n_kv}x{head_dim}");
+                continue;
+            };
             let p = g.pipelines(&launch);
             let table = g.buf(&rope_table(base, rope_dim, n_pos));
             for pos in [0usize, 1, 17, 299] {
@@ -236,14 +259,18 @@ fn rope_kv_matches_the_rope_reference() {
                     &all[firsts.0 as usize..firsts.0 as usize + kv_dim],
                     "{ctx}"
                 );
-                let all_rows = |c: Slice| g.read_cache(kv, c, n_pos * kv_dim);
+                let all_rows = |c: Slice| g.read_cache(kv, c, n_pos * kv_dim, head_dim);
                 let row = |c: Slice| all_rows(c)[pos * kv_dim..(pos + 1) * kv_dim].to_vec();
-                let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
+                let stored = |x: &[f32]| stored(kv, x, head_dim);
                 let expected_k = stored(&rope_ref(&k, n_kv, head_dim, rope_dim, rope, pos, base));
-                // f32 within a rounding of the rotation; f16 within one f16 step of it.
-                let tol = if kv == KvType::F16 { 1e-3 } else { 1e-6 };
+                let tol = cache_tolerance(kv);
                 assert_close(&format!("{ctx}: k row"), &expected_k, &row(kc), tol);
-                assert_eq!(row(vc), stored(&v), "{ctx}: v row");
+                match kv {
+                    KvType::Q8_0 => {
+                        assert_close(&format!("{ctx}: v row"), &stored(&v), &row(vc), tol)
+                    }
+                    _ => assert_eq!(row(vc), stored(&v), "{ctx}: v row"),
+                }
                 let written = |c: Slice| all_rows(c).iter().filter(|&&x| x != 0.0).count();
                 assert!(
                     written(kc) <= kv_dim && written(vc) <= kv_dim,
@@ -262,6 +289,7 @@ fn rope_kv_matches_the_rope_reference() {
 fn decode_attention_matches_the_reference() {
     let g = Gpu::new();
     let mut cases = 0;
+    let mut worst = [0f32; 3];
     for kv in KvType::ALL {
         for (n_heads, n_kv, hd) in [(4usize, 4usize, 64usize), (8, 2, 128), (7, 1, 256)] {
             for n_pos in [1usize, 2, 31, 1000, 9000] {
@@ -272,11 +300,10 @@ fn decode_attention_matches_the_reference() {
                 // Scores of a few units: softmax weights spread over many positions and
                 // peaked on some.
                 let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect();
-                let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
-                let (ks, vs) = (stored(&k), stored(&v));
+                let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
                 let expected = attention_ref(&q, &ks, &vs, n_heads, n_kv, hd, n_pos);
                 let exact = attention_ref(&q, &k, &v, n_heads, n_kv, hd, n_pos);
-                let (kc, vc) = (g.cache(kv, &k), g.cache(kv, &v));
+                let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
                 for target in [8u64, 512] {
                     for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target)
                     {
@@ -306,20 +333,19 @@ fn decode_attention_matches_the_reference() {
                         );
                         let actual = g.get(out);
                         assert_close(&ctx, &expected, &actual, 2e-5);
-                        // What f16 adds to exact math: each K and V value rounded by
-                        // up to 2^-11 relative; over unit-scale values and scores of a
-                        // few units the output moves by well under 1e-3.
-                        let bound = if kv == KvType::F16 { 1e-3 } else { 2e-5 };
+                        let bound = exact_bound(kv);
                         let err = max_error(&exact, &actual);
                         assert!(err <= bound, "{ctx}: {err} from exact math");
+                        worst[kv as usize] = worst[kv as usize].max(err);
                         cases += 1;
                     }
                 }
             }
         }
     }
+    eprintln!("worst error from exact math (f32, f16, q8_0): {worst:?}");
     let kernels = g.launches(heads(4, 4, 64, 64), KvType::F16, 1, 8).len();
-    assert_eq!(cases, 2 * 3 * 5 * 2 * kernels);
+    assert_eq!(cases, 3 * 3 * 5 * 2 * kernels);
 }
 
 /// Sliding-window decode attention (Gemma's local layers): the dispatch covers the
@@ -337,12 +363,11 @@ fn decode_attention_over_a_window_matches_the_reference() {
             let k = rng.vec(n_pos * kv_dim);
             let v = rng.vec(n_pos * kv_dim);
             let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect();
-            let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
-            let (ks, vs) = (stored(&k), stored(&v));
+            let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
             let seen = n_pos - first;
             let rows = first * kv_dim..;
             let expected = attention_ref(&q, &ks[rows.clone()], &vs[rows], n_heads, n_kv, hd, seen);
-            let (kc, vc) = (g.cache(kv, &k), g.cache(kv, &v));
+            let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
             for target in [8u64, 512] {
                 for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target) {
                     let p = g.pipelines(&launch);
@@ -395,7 +420,9 @@ fn rope_kv_then_attention_matches() {
             // Appended once through the first launch's rope_kv (the same pipeline for
             // every launch of a format), attended by each.
             let launches = g.launches(h, kv, max_pos as u64, 512);
-            let append = &launches[0];
+            let Some(append) = launches.first() else {
+                continue;
+            };
             let p = g.pipelines(append);
             let kc = g.zeros(append.cache_bytes());
             let vc = g.zeros(append.cache_bytes());
@@ -423,17 +450,15 @@ fn rope_kv_then_attention_matches() {
                 })
                 .collect();
             let ctx = format!("{kv} {n_heads}/{n_kv}x{hd} over {n_pos}");
-            let cached_k = g.read_cache(kv, kc, n_pos * kv_dim);
-            let cached_v = g.read_cache(kv, vc, n_pos * kv_dim);
-            let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
-            let tol = if kv == KvType::F16 { 1e-3 } else { 1e-6 };
-            assert_close(
-                &format!("{ctx}: k cache"),
-                &stored(&k_rotated),
-                &cached_k,
-                tol,
-            );
-            assert_eq!(cached_v, stored(&v_all), "{ctx}: v cache");
+            let cached_k = g.read_cache(kv, kc, n_pos * kv_dim, hd);
+            let cached_v = g.read_cache(kv, vc, n_pos * kv_dim, hd);
+            let tol = cache_tolerance(kv);
+            let (k_stored, v_stored) = (stored(kv, &k_rotated, hd), stored(kv, &v_all, hd));
+            assert_close(&format!("{ctx}: k cache"), &k_stored, &cached_k, tol);
+            match kv {
+                KvType::Q8_0 => assert_close(&format!("{ctx}: v cache"), &v_stored, &cached_v, tol),
+                _ => assert_eq!(cached_v, v_stored, "{ctx}: v cache"),
+            }
             let q_expected = rope_ref(&q, n_heads, hd, hd, RopeStyle::Normal, n_pos - 1, base);
             // Against the values the cache holds (the kernel's own rounding of k).
             let expected =
@@ -491,6 +516,9 @@ fn splits_follow_the_target() {
 /// so small that it takes one row per workgroup (and the 256-value head's output in
 /// slices) and whose grid is so narrow that the row blocks take several dispatches.
 fn prefill_launches(g: &Gpu, h: Heads, kv: KvType) -> Vec<PrefillAttention> {
+    if kv.check_head_dim(h.head_dim).is_err() {
+        return Vec::new();
+    }
     let profile = g.device.profile();
     let mut launches = vec![PrefillAttention::new(h, kv, profile).unwrap()];
     let tiny = PrefillAttention::with_budget(h, kv, 2 << 10, 3).unwrap();
@@ -520,8 +548,13 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
             (9usize, 3usize, 64usize, 64usize, 0usize),
             (7, 1, 80, 80, 6),
             (4, 2, 18, 10, 3),
+            (6, 2, 96, 64, 2),
         ] {
             let h = heads_with(n_heads, n_kv, head_dim, rope_dim, rope);
+            let Ok(batch) = PrefillAttention::new(h, kv, g.device.profile()) else {
+                assert_eq!(kv, KvType::Q8_0, "{n_heads}/{n_kv}x{head_dim}");
+                continue;
+            };
             let (q_dim, kv_dim) = (n_heads * head_dim, n_kv * head_dim);
             let row_stride = q_dim + kv_dim * 2 + 3 * pad;
             let bias_values = match biased {
@@ -530,7 +563,6 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
             };
             let bias = g.buf(&bias_values);
             let firsts = ((q_dim + pad) as u64, (q_dim + kv_dim + 2 * pad) as u64);
-            let batch = PrefillAttention::new(h, kv, g.device.profile()).unwrap();
             let bp = batch.pipelines(&g.device, &g.cache).unwrap();
             let single = AttentionLaunch::portable(h, kv, 1, 8).unwrap();
             let sp = g.pipelines(&single);
@@ -540,10 +572,10 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                 let mut rng = common::Rng::new((start * 31 + n_tokens * 7 + head_dim) as u64);
                 let rows = rng.vec(n_tokens * row_stride);
                 let earlier = rng.vec(start * kv_dim);
-                let cache_bytes = (n_pos * kv_dim) as u64 * kv.bytes_per_value();
+                let cache_bytes = (n_pos * n_kv) as u64 * kv.row_bytes(head_dim as u64);
                 let cache = || {
                     let c = g.zeros(cache_bytes);
-                    let filled = g.cache(kv, &earlier);
+                    let filled = g.cache(kv, &earlier, head_dim);
                     let mut list = CommandList::new();
                     if start > 0 {
                         list.copy(filled, c.buffer, 0);
@@ -604,16 +636,19 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                 assert!(raw(kb) == raw(ks), "{ctx}: K cache differs");
                 assert!(raw(vb) == raw(vs), "{ctx}: V cache differs");
                 // Rows before start kept, the new rows written (random values, so
-                // none is zero in either format).
-                let values = g.read_cache(kv, kb, n_pos * kv_dim);
-                let stored: Vec<f32> = earlier.iter().map(|&v| kv.stored(v)).collect();
+                // none is zero in a plain format, and none of a q8_0 block's largest).
+                let values = g.read_cache(kv, kb, n_pos * kv_dim, head_dim);
+                let stored = stored(kv, &earlier, head_dim);
                 assert_eq!(
                     &values[..start * kv_dim],
                     &stored[..],
                     "{ctx}: earlier rows"
                 );
+                let unit = if kv == KvType::Q8_0 { 32 } else { 1 };
                 assert!(
-                    values[start * kv_dim..].iter().all(|&v| v != 0.0),
+                    values[start * kv_dim..]
+                        .chunks(unit)
+                        .all(|b| b.iter().any(|&v| v != 0.0)),
                     "{ctx}: new rows"
                 );
             }
@@ -652,8 +687,7 @@ fn prefill_attention_matches_the_reference() {
                         .iter()
                         .map(|x| x * 2.0)
                         .collect();
-                    let stored = |x: &[f32]| x.iter().map(|&v| kv.stored(v)).collect::<Vec<_>>();
-                    let (ks, vs) = (stored(&k), stored(&v));
+                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
                     let (mut expected, mut exact) = (Vec::new(), Vec::new());
                     for t in 0..n_tokens {
                         let qt = &q[t * q_stride..][..q_dim];
@@ -661,7 +695,7 @@ fn prefill_attention_matches_the_reference() {
                         expected.extend(attention_ref(qt, &ks, &vs, n_heads, n_kv, hd, seen));
                         exact.extend(attention_ref(qt, &k, &v, n_heads, n_kv, hd, seen));
                     }
-                    let (kc, vc, qb) = (g.cache(kv, &k), g.cache(kv, &v), g.buf(&q));
+                    let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
                     // The sliced launch of one row per workgroup is slow on a CPU: it takes
                     // the smaller cases.
                     let small = n_tokens * n_pos <= 4096;
@@ -690,7 +724,7 @@ fn prefill_attention_matches_the_reference() {
                         );
                         let actual = g.get(out);
                         assert_close(&ctx, &expected, &actual, 2e-5);
-                        let bound = if kv == KvType::F16 { 1e-3 } else { 2e-5 };
+                        let bound = exact_bound(kv);
                         let err = max_error(&exact, &actual);
                         assert!(err <= bound, "{ctx}: {err} from exact math");
                         cases += 1;
@@ -767,4 +801,52 @@ fn rope_table_scaled_rotates_by_the_scaled_position() {
 
 fn row_of(t: &[f32], dim: usize, p: usize) -> Vec<f32> {
     t[p * dim..(p + 1) * dim].to_vec()
+}
+
+/// A q8_0 cache holds whole blocks of 32 values: heads that are not are refused by
+/// every launch, with the reason, and the route says nothing else.
+#[test]
+fn q8_0_cache_refuses_heads_that_are_not_whole_blocks() {
+    let g = Gpu::new();
+    let h = heads(14, 2, 80, 80);
+    let routed = route_attention(
+        g.device.profile(),
+        &AttentionQuery {
+            heads: h,
+            kv: KvType::Q8_0,
+            n_ctx: 100,
+        },
+        &Overrides::default(),
+    );
+    let err = routed.unwrap_err().to_string();
+    assert!(err.contains("q8_0") && err.contains("80"), "{err}");
+    assert!(AttentionLaunch::portable(h, KvType::Q8_0, 100, 8).is_err());
+    assert!(PrefillAttention::new(h, KvType::Q8_0, g.device.profile()).is_err());
+    for hd in [32usize, 64, 96, 128, 256] {
+        let h = heads(4, 2, hd, hd);
+        assert!(PrefillAttention::new(h, KvType::Q8_0, g.device.profile()).is_ok());
+    }
+}
+
+/// The host's encoding of each format reads back as the values `stored_row` says the
+/// cache holds, and q8_0 keeps each value within half a step of its block's scale.
+#[test]
+fn kv_formats_round_trip() {
+    let mut rng = common::Rng::new(5);
+    for hd in [32usize, 64, 128, 256] {
+        let values: Vec<f32> = rng.vec(7 * hd).iter().map(|v| v * 3.0).collect();
+        for kv in KvType::ALL {
+            let bytes = kv.encode(&values, hd);
+            assert_eq!(bytes.len() as u64, 7 * kv.row_bytes(hd as u64), "{kv} {hd}");
+            let back = kv.decode(&bytes, hd, 7);
+            assert_eq!(back, stored(kv, &values, hd), "{kv} {hd}");
+        }
+        let q8 = stored(KvType::Q8_0, &values, hd);
+        for (block, stored) in values.chunks(32).zip(q8.chunks(32)) {
+            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            for (x, s) in block.iter().zip(stored) {
+                assert!((x - s).abs() <= amax / 254.0 * 1.0001, "{x} stored as {s}");
+            }
+        }
+    }
 }

@@ -73,13 +73,23 @@ struct Args {
     /// as llama-bench's `-d`.
     #[arg(long, value_delimiter = ',')]
     depth: Vec<usize>,
-    /// How the KV cache stores keys and values (f16, or f32 for exact math).
+    /// Fill the depth's cache rows through prefill (true), or leave them as allocated
+    /// (false: zeros). Decode reads every cached row alike whatever it holds, so the
+    /// timing is the same; false spares the prefill of a long depth (minutes at 32,768
+    /// on an 8B model).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    depth_prefill: bool,
+    /// How the KV cache stores keys and values (f16, q8_0, or f32 for exact math).
     #[arg(long, default_value = "f16")]
     kv_type: brass::kernels::attention::KvType,
     /// A/B: workgroups decode attention spreads a long context over (default: the
     /// device's tuning).
     #[arg(long)]
     attention_workgroups: Option<u64>,
+    /// A/B: positions a decode attention chunk takes at least (default: the kernel's
+    /// rule).
+    #[arg(long)]
+    attention_min_chunk: Option<u64>,
     /// Also time prompt processing of this many tokens (comma-separated), as
     /// llama-bench's `-p` (0: none).
     #[arg(long, value_delimiter = ',', default_value = "512")]
@@ -296,6 +306,7 @@ fn measure_device(
             x_q8: args.x_q8,
             glu_q8: args.glu_q8,
             attention_workgroups: args.attention_workgroups,
+            attention_min_chunk: args.attention_min_chunk,
             coop_matrix: args.coop_matrix,
             ..Overrides::default()
         },
@@ -315,7 +326,17 @@ fn measure_device(
         Some((file, name)) if timed => {
             let at = |depth| {
                 let (device, quick) = (device.clone(), args.quick);
-                run::decode(device, file, name, tokens, quick, &load, probe.gbps, depth)
+                let fill = args.depth_prefill;
+                run::decode(
+                    device,
+                    file,
+                    name,
+                    tokens,
+                    quick,
+                    &load,
+                    probe.gbps,
+                    (depth, fill),
+                )
             };
             let at_depth = args
                 .depth

@@ -72,6 +72,10 @@ pub struct Decode {
     /// Tokens already in the KV cache when the timed steps start (llama-bench's `-d`).
     #[serde(default)]
     pub depth: usize,
+    /// Whether those tokens went through prefill (else their cache rows were left as
+    /// allocated: the same work for decode).
+    #[serde(default)]
+    pub depth_prefilled: bool,
     /// KV-cache bytes one timed step reads (its middle one).
     #[serde(default)]
     pub kv_bytes_per_token: u64,

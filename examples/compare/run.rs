@@ -162,7 +162,7 @@ pub fn decode(
     quick: bool,
     load: &LoadOptions,
     probe_gbps: f64,
-    depth: usize,
+    (depth, fill): (usize, bool),
 ) -> brass::Result<Decode> {
     // The first timed step's position: `depth` tokens already in the KV cache.
     let first = depth.max(2);
@@ -176,9 +176,18 @@ pub fn decode(
         "  loaded {model_name} in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    // Token 1 is a valid id in any vocabulary; what it means does not matter here.
-    model.forward(Input::Token(1), 0)?;
-    queued_steps(&model, 1..first)?;
+    // The cache filled as a prompt fills it (in batches where the plan has them; or
+    // left as allocated, see `--depth-prefill`), then one step that leaves a greedy id
+    // for the steps after it. Any ids will do: the
+    // work per token does not depend on them.
+    if fill {
+        let vocab = model.config().vocab as u64;
+        let prompt: Vec<u32> = (0..first as u64 - 1)
+            .map(|i| ((i * 7919 + 1) % vocab) as u32)
+            .collect();
+        model.prefill(&prompt, 0)?;
+    }
+    model.forward(Input::Token(1), first - 1)?;
     // The same position over and over: its cache slot is rewritten, and the timed steps
     // that follow start from it as they would have.
     let warm_until = Instant::now() + effort(quick).warmup;
@@ -229,6 +238,7 @@ pub fn decode(
     let d = Decode {
         model: model_name.to_string(),
         depth,
+        depth_prefilled: fill,
         kv_bytes_per_token,
         layers: model.config().n_layers,
         weight_bytes_per_token: bytes,

@@ -1,25 +1,70 @@
 const WG: u32 = 128u;
 const HD: u32 = 128u;
+const KV_ROW: u32 = 64u;
 const G: u32 = 4u;
-const LANE_PAIRS: u32 = 2u;
-const SUBGROUPS_MAX: u32 = 4u;
+const TEAM: u32 = 16u;
+const LW: u32 = 1u;
 
-// KV cache in f16: a u32 per pair of values (no SHADER_F16 needed). Rounding to f16
-// costs about 2^-11 of each value relative; a value past 65504 becomes infinite, and
-// the logits' non-finite check reports it.
+// attention/decode's view of an f16 KV cache: the row of one position and KV head (HD
+// values, a multiple of 8) is HD / 8 words of 16 bytes, 8 values each. The includer
+// (`attention/decode.wgsl`) declares `q`, `k_cache` and `v_cache` (arrays of vec4) and
+// Word; the host sets HD and KV_ROW (u32s a row).
 
-alias KvWord = u32;
+const WORD_VALUES: u32 = 8u;
+// 16-byte words of a row, and the ones that hold values (all of them here).
+const ROW_WORDS: u32 = KV_ROW / 4u;
+const DATA_WORDS: u32 = HD / 8u;
 
-fn kv_pair(w: KvWord) -> vec2<f32> {
-    return unpack2x16float(w);
+struct Vals {
+    a: vec4<f32>,
+    b: vec4<f32>,
 }
 
-fn kv_word(v: vec2<f32>) -> KvWord {
-    return pack2x16float(v);
+fn vals_zero() -> Vals {
+    return Vals(vec4<f32>(0.0), vec4<f32>(0.0));
+}
+
+fn vals_dot(x: Vals, y: Vals) -> f32 {
+    return dot(x.a, y.a) + dot(x.b, y.b);
+}
+
+fn vals_scaled(x: Vals, r: f32) -> Vals {
+    return Vals(x.a * r, x.b * r);
+}
+
+// x + e * v
+fn vals_mad(x: Vals, e: f32, v: Vals) -> Vals {
+    return Vals(fma(vec4<f32>(e), v.a, x.a), fma(vec4<f32>(e), v.b, x.b));
+}
+
+// The i-th 4 of a word's values.
+fn vals_part(x: Vals, i: u32) -> vec4<f32> {
+    return select(x.a, x.b, i == 1u);
+}
+
+fn unpacked(w: vec4<u32>) -> Vals {
+    return Vals(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+                vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+}
+
+// Word w of cache row `row` (position * n_kv_heads + KV head); its scale is 1.
+fn k_word(row: u32, w: u32) -> Word {
+    return Word(unpacked(k_cache[row * ROW_WORDS + w]), 1.0);
+}
+
+fn v_word(row: u32, w: u32) -> Word {
+    return Word(unpacked(v_cache[row * ROW_WORDS + w]), 1.0);
+}
+
+// Word w of query head h.
+fn q_vals(h: u32, w: u32) -> Vals {
+    let i = (h * HD) / 4u + 2u * w;
+    return Vals(q[i], q[i + 1u]);
 }
 // What both decode attention kernels (`attention/decode.wgsl` and
 // `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
-// dispatch shape serves both. HD is the host's; the format include gives KvWord.
+// dispatch shape serves both. Each kernel names the element types it reads and writes
+// them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
 
 struct Params {
     n_kv_heads: u32,
@@ -33,47 +78,117 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
-@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+@group(0) @binding(1) var<storage, read> q: array<QRead>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
 // Per query head h and chunk c, at h * n_chunks + c: (m, l).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD / 2 pairs at (h * n_chunks + c) * HD / 2.
-@group(0) @binding(5) var<storage, read_write> part_acc: array<vec2<f32>>;
-@group(0) @binding(6) var<storage, read_write> out: array<vec2<f32>>;
+// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 
 const HALF: u32 = HD / 2u;
 // Split-K decode attention (flash-decoding) on subgroups. Workgroup (c, kvh, hg) takes
-// the positions of chunk c for the G query heads of head group hg that read KV head
-// kvh, so each K and V byte of a chunk is read by one workgroup whatever the GQA ratio,
-// and the chunks spread a long context over the whole GPU.
+// the positions of chunk c for the (up to 4) query heads of head group hg that read KV
+// head kvh, so each K and V byte of a chunk is read by one workgroup whatever the GQA
+// ratio, and the chunks spread a long context over the whole GPU.
 //
-// A subgroup takes two positions at a time (c.p0 + 2 * sub, then every 2 * subgroups):
-// its lanes split each K and V row into pairs (lane, lane + size, ...), so a row is
-// one coalesced read and both rows' reads are in flight together; the scores meet in
-// subgroupAdd. Each subgroup keeps its own online softmax per query head: the running
-// max m and sum l in registers (a vec4: G <= 4), the accumulator sum exp(s - m) v in
-// workgroup memory at the pairs its lanes own. Nothing is kept in arrays in registers:
-// drivers move those to slow local memory. At the end the workgroup merges its
-// subgroups; with one chunk it writes the normalized output, otherwise (m, l) and the
-// accumulator per query head for `attention/combine.wgsl`.
+// What a decode step waits on is memory latency, so the kernel is written to keep many
+// independent reads in flight. A team of TEAM lanes (a power of two no larger than the
+// smallest subgroup) reads a cache row in 16-byte words, LW words per lane (1 wherever
+// the subgroup is as wide as a row's words), and takes ROWS = 4 positions a step: the
+// four rows' K and V words are read together, in straight-line code, and the next
+// step's while this one's are used. Private arrays are avoided (drivers move them to
+// slow local memory); the loops over a lane's words run one trip where LW is 1.
 //
-// The host sets WG (invocations), HD (head_dim), G (query heads per workgroup, at most
-// 4), LANE_PAIRS (HD / 2 over the smallest subgroup, rounded up) and SUBGROUPS_MAX (WG
-// over the smallest subgroup). The format include gives KvWord and kv_pair; the
-// bindings are `attention/decode_io.wgsl`'s.
+// Each lane scores the four rows against all four query head slots (a vec4 per head;
+// slots past the group score zeros and are never stored), the team sums its lanes'
+// parts by shuffles, and folds the scores into its own online softmax: a running max m
+// and sum l per head (vec4s over heads) and an accumulator of exp(s - m) v per head and
+// word, in registers where a lane holds one word, else in workgroup memory. A word's
+// scale (q8_0's; 1 for plain formats) multiplies the dot products and the weights, not
+// every value. The position loop is uniform over the workgroup (rows past the chunk are
+// read clamped and weigh nothing), so every shuffle runs in uniform control flow, as
+// Metal wants. At the end the workgroup merges its teams: with one chunk it writes the
+// normalized output, otherwise (m, l) and the accumulator per query head for
+// `attention/combine.wgsl`.
+//
+// The host sets WG (invocations, a multiple of the largest subgroup), HD, KV_ROW, G
+// (query heads per workgroup, at most 4), TEAM and LW (a row's value words over TEAM,
+// rounded up). The format include gives WORD_VALUES, DATA_WORDS, Vals and its
+// arithmetic, k_word, v_word and q_vals; the bindings are `attention/decode_io.wgsl`'s,
+// in 16-byte words.
+
+alias QRead = vec4<f32>;
+alias KvRead = vec4<u32>;
+alias OutWord = vec4<f32>;
 
 const NO_SCORE: f32 = -3.0e38;
+const ROWS: u32 = 4u;
+const TEAMS: u32 = WG / TEAM;
+const WORD_VEC4S: u32 = WORD_VALUES / 4u;
 
-var<workgroup> q_scaled: array<vec2<f32>, G * HALF>;
-var<workgroup> acc: array<vec2<f32>, SUBGROUPS_MAX * G * HALF>;
-var<workgroup> sub_ml: array<vec2<f32>, SUBGROUPS_MAX * G>;
+// A word of the cache: values v times scale d (1 for plain formats).
+struct Word {
+    v: Vals,
+    d: f32,
+}
+
+// One team's ROWS positions of a step at the lane's first word: K and V.
+struct Tile {
+    k0: Word,
+    k1: Word,
+    k2: Word,
+    k3: Word,
+    v0: Word,
+    v1: Word,
+    v2: Word,
+    v3: Word,
+}
+
+// Query heads (4 slots), scaled, by word.
+var<workgroup> q_words: array<Vals, 4u * DATA_WORDS>;
+// Per team, head and word: the accumulator (live where LW > 1, merged at the end).
+var<workgroup> team_acc: array<Vals, TEAMS * G * DATA_WORDS>;
+// Per team: m (first TEAMS) and l (next TEAMS), a vec4 over heads.
+var<workgroup> team_ml: array<vec4<f32>, 2u * TEAMS>;
+
+fn max4(v: vec4<f32>) -> f32 {
+    return max(max(v.x, v.y), max(v.z, v.w));
+}
+
+// acc * r + e.x v0 + e.y v1 + e.z v2 + e.w v3
+fn fold(acc: Vals, r: f32, e: vec4<f32>, v0: Vals, v1: Vals, v2: Vals, v3: Vals) -> Vals {
+    return vals_mad(vals_mad(vals_mad(vals_mad(vals_scaled(acc, r), e.x, v0), e.y, v1), e.z, v2),
+                    e.w, v3);
+}
+
+// The lane's scores of four rows (by position) against query head slot g at word w.
+fn word_scores(g: u32, w: u32, k0: Word, k1: Word, k2: Word, k3: Word) -> vec4<f32> {
+    let qg = q_words[g * DATA_WORDS + w];
+    return vec4<f32>(vals_dot(qg, k0.v) * k0.d, vals_dot(qg, k1.v) * k1.d,
+                     vals_dot(qg, k2.v) * k2.d, vals_dot(qg, k3.v) * k3.d);
+}
+
+// Cache row of position t (clamped to `last`, which is in the cache) of KV head kvh.
+fn row_of(t: u32, last: u32, kvh: u32) -> u32 {
+    return min(t, last) * params.n_kv_heads + kvh;
+}
+
+// K and V of positions t..t + 4 (clamped) at word w.
+fn load_tile(t: u32, last: u32, kvh: u32, w: u32) -> Tile {
+    let r0 = row_of(t, last, kvh);
+    let r1 = row_of(t + 1u, last, kvh);
+    let r2 = row_of(t + 2u, last, kvh);
+    let r3 = row_of(t + 3u, last, kvh);
+    return Tile(k_word(r0, w), k_word(r1, w), k_word(r2, w), k_word(r3, w),
+                v_word(r0, w), v_word(r1, w), v_word(r2, w), v_word(r3, w));
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sub: u32,
-        @builtin(num_subgroups) n_sub: u32,
         @builtin(subgroup_invocation_id) lane: u32,
         @builtin(subgroup_size) sg: u32) {
     let kvh = wid.y;
@@ -83,91 +198,169 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let c = wid.x;
     let p0 = params.first + c * params.chunk;
     let p1 = min(p0 + params.chunk, params.n_pos);
-    let row_pairs = params.n_kv_heads * HALF;
-    let kv_base = kvh * HALF;
+    let last = p1 - 1u;
+    let team = sub * (sg / TEAM) + lane / TEAM;
+    let lt = lane % TEAM;
 
-    for (var i = lid; i < G * HALF; i += WG) {
-        let g = i / HALF;
-        var v = vec2<f32>(0.0);
+    for (var i = lid; i < 4u * DATA_WORDS; i += WG) {
+        let g = i / DATA_WORDS;
+        var v = vals_zero();
         if (g < heads) {
-            v = q[(h0 + g) * HALF + i % HALF] * params.scale;
+            v = vals_scaled(q_vals(h0 + g, i % DATA_WORDS), params.scale);
         }
-        q_scaled[i] = v;
+        q_words[i] = v;
     }
-    for (var i = lid; i < SUBGROUPS_MAX * G * HALF; i += WG) {
-        acc[i] = vec2<f32>(0.0);
+    if (LW > 1u) {
+        for (var j = 0u; j < LW; j++) {
+            let w = lt + j * TEAM;
+            for (var g = 0u; g < G; g++) {
+                if (w < DATA_WORDS) {
+                    team_acc[(team * G + g) * DATA_WORDS + w] = vals_zero();
+                }
+            }
+        }
     }
+    // The lane's first word (clamped: lanes past a row's words read its last and add
+    // nothing), and whether it is a real one.
+    let w0 = min(lt, DATA_WORDS - 1u);
+    let live0 = lt < DATA_WORDS;
+    let step = TEAMS * ROWS;
+    // The first step's rows are read before the barrier: they need no q.
+    var cur = load_tile(p0 + team * ROWS, last, kvh, w0);
     workgroupBarrier();
 
     var m = vec4<f32>(NO_SCORE);
     var l = vec4<f32>(0.0);
-    let mine = sub * G * HALF;
-    for (var t = p0 + 2u * sub; t < p1; t += 2u * n_sub) {
-        let two = t + 1u < p1;
-        let row0 = t * row_pairs + kv_base;
-        let row1 = select(row0, row0 + row_pairs, two);
-        for (var g = 0u; g < heads; g++) {
-            var part0 = 0.0;
-            var part1 = 0.0;
-            for (var j = 0u; j < LANE_PAIRS; j++) {
-                let p = lane + j * sg;
-                if (p < HALF) {
-                    let qv = q_scaled[g * HALF + p];
-                    part0 += dot(qv, kv_pair(k_cache[row0 + p]));
-                    part1 += dot(qv, kv_pair(k_cache[row1 + p]));
-                }
+    var acc0 = vals_zero();
+    var acc1 = vals_zero();
+    var acc2 = vals_zero();
+    var acc3 = vals_zero();
+    for (var base = p0; base < p1; base += step) {
+        let t = base + team * ROWS;
+        // The next step's rows, read while this one's are used.
+        var next: Tile;
+        if (base + step < p1) {
+            next = load_tile(t + step, last, kvh, w0);
+        }
+        var s0 = vec4<f32>(0.0);
+        var s1 = vec4<f32>(0.0);
+        var s2 = vec4<f32>(0.0);
+        var s3 = vec4<f32>(0.0);
+        for (var j = 0u; j < LW; j++) {
+            var k = cur;
+            if (j > 0u) {
+                k = load_tile(t, last, kvh, min(lt + j * TEAM, DATA_WORDS - 1u));
             }
-            let s0 = subgroupAdd(part0);
-            let s1 = select(NO_SCORE, subgroupAdd(part1), two);
-            let m_old = m[g];
-            let m_new = max(m_old, max(s0, s1));
-            let r = exp(m_old - m_new);
-            let e0 = exp(s0 - m_new);
-            let e1 = select(0.0, exp(s1 - m_new), two);
-            m[g] = m_new;
-            l[g] = l[g] * r + e0 + e1;
-            for (var j = 0u; j < LANE_PAIRS; j++) {
-                let p = lane + j * sg;
-                if (p < HALF) {
-                    let a = mine + g * HALF + p;
-                    let v = e0 * kv_pair(v_cache[row0 + p]) + e1 * kv_pair(v_cache[row1 + p]);
-                    acc[a] = acc[a] * r + v;
+            let w = min(lt + j * TEAM, DATA_WORDS - 1u);
+            let live = select(0.0, 1.0, lt + j * TEAM < DATA_WORDS);
+            s0 += live * word_scores(0u, w, k.k0, k.k1, k.k2, k.k3);
+            s1 += live * word_scores(1u, w, k.k0, k.k1, k.k2, k.k3);
+            s2 += live * word_scores(2u, w, k.k0, k.k1, k.k2, k.k3);
+            s3 += live * word_scores(3u, w, k.k0, k.k1, k.k2, k.k3);
+        }
+        for (var o = TEAM / 2u; o > 0u; o /= 2u) {
+            s0 += subgroupShuffleXor(s0, o);
+            s1 += subgroupShuffleXor(s1, o);
+            s2 += subgroupShuffleXor(s2, o);
+            s3 += subgroupShuffleXor(s3, o);
+        }
+        let valid = vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p1);
+        let none = vec4<f32>(NO_SCORE);
+        s0 = select(none, s0, valid);
+        s1 = select(none, s1, valid);
+        s2 = select(none, s2, valid);
+        s3 = select(none, s3, valid);
+        let m_new = max(m, vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)));
+        let r = exp(m - m_new);
+        // Rows past the chunk weigh nothing, also for a team that has seen no row yet
+        // (its m_new is still NO_SCORE).
+        let zero = vec4<f32>(0.0);
+        let e0 = select(zero, exp(s0 - m_new.x), valid);
+        let e1 = select(zero, exp(s1 - m_new.y), valid);
+        let e2 = select(zero, exp(s2 - m_new.z), valid);
+        let e3 = select(zero, exp(s3 - m_new.w), valid);
+        let ones = vec4<f32>(1.0);
+        l = l * r + vec4<f32>(dot(e0, ones), dot(e1, ones), dot(e2, ones), dot(e3, ones));
+        m = m_new;
+        // V's scales go into the weights.
+        let vd = vec4<f32>(cur.v0.d, cur.v1.d, cur.v2.d, cur.v3.d);
+        if (LW == 1u) {
+            acc0 = fold(acc0, r.x, e0 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc1 = fold(acc1, r.y, e1 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc2 = fold(acc2, r.z, e2 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc3 = fold(acc3, r.w, e3 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+        } else {
+            for (var j = 0u; j < LW; j++) {
+                let w = lt + j * TEAM;
+                if (w < DATA_WORDS) {
+                    var u = cur;
+                    if (j > 0u) {
+                        u = load_tile(t, last, kvh, w);
+                    }
+                    let ud = vec4<f32>(u.v0.d, u.v1.d, u.v2.d, u.v3.d);
+                    for (var g = 0u; g < G; g++) {
+                        let at = (team * G + g) * DATA_WORDS + w;
+                        let e = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
+                        team_acc[at] = fold(team_acc[at], r[g], e * ud, u.v0.v, u.v1.v, u.v2.v,
+                                            u.v3.v);
+                    }
                 }
             }
         }
+        cur = next;
     }
 
-    // The workgroup's subgroups merged: with M the largest subgroup max of a head,
-    // each subgroup's accumulator counts exp(m - M).
-    if (lane == 0u) {
-        for (var g = 0u; g < G; g++) {
-            sub_ml[sub * G + g] = vec2<f32>(m[g], l[g]);
+    if (LW == 1u && live0) {
+        let at = team * G * DATA_WORDS + w0;
+        team_acc[at] = acc0;
+        if (G > 1u) {
+            team_acc[at + DATA_WORDS] = acc1;
+        }
+        if (G > 2u) {
+            team_acc[at + 2u * DATA_WORDS] = acc2;
+        }
+        if (G > 3u) {
+            team_acc[at + 3u * DATA_WORDS] = acc3;
         }
     }
+    if (lt == 0u) {
+        team_ml[team] = m;
+        team_ml[TEAMS + team] = l;
+    }
     workgroupBarrier();
+
+    // The teams merged: with M the largest team max of a head, each team's accumulator
+    // counts exp(m - M).
     let one_chunk = params.n_chunks == 1u;
-    for (var i = lid; i < heads * HALF; i += WG) {
-        let g = i / HALF;
-        let p = i % HALF;
+    for (var i = lid; i < heads * DATA_WORDS; i += WG) {
+        let g = i / DATA_WORDS;
+        let w = i % DATA_WORDS;
         var big_m = NO_SCORE;
-        for (var s = 0u; s < n_sub; s++) {
-            big_m = max(big_m, sub_ml[s * G + g].x);
+        for (var tm = 0u; tm < TEAMS; tm++) {
+            big_m = max(big_m, team_ml[tm][g]);
         }
         var big_l = 0.0;
-        var sum = vec2<f32>(0.0);
-        for (var s = 0u; s < n_sub; s++) {
-            let ml = sub_ml[s * G + g];
-            let w = exp(ml.x - big_m);
-            big_l += ml.y * w;
-            sum += w * acc[(s * G + g) * HALF + p];
+        var sum = vals_zero();
+        for (var tm = 0u; tm < TEAMS; tm++) {
+            let f = exp(team_ml[tm][g] - big_m);
+            big_l += team_ml[TEAMS + tm][g] * f;
+            sum = vals_mad(sum, f, team_acc[(tm * G + g) * DATA_WORDS + w]);
         }
         let h = h0 + g;
         if (one_chunk) {
-            out[h * HALF + p] = sum / big_l;
+            let first = (h * HD + w * WORD_VALUES) / 4u;
+            let norm = vals_scaled(sum, 1.0 / big_l);
+            for (var k = 0u; k < WORD_VEC4S; k++) {
+                out[first + k] = vals_part(norm, k);
+            }
         } else {
-            part_acc[(h * params.n_chunks + c) * HALF + p] = sum;
-            if (p == 0u) {
-                part_ml[h * params.n_chunks + c] = vec2<f32>(big_m, big_l);
+            let slot = h * params.n_chunks + c;
+            let first = (slot * HD + w * WORD_VALUES) / 4u;
+            for (var k = 0u; k < WORD_VEC4S; k++) {
+                part_acc[first + k] = vals_part(sum, k);
+            }
+            if (w == 0u) {
+                part_ml[slot] = vec2<f32>(big_m, big_l);
             }
         }
     }

@@ -1,5 +1,6 @@
 const WG: u32 = 256u;
 const HD: u32 = 128u;
+const KV_ROW: u32 = 64u;
 const G: u32 = 4u;
 const TILE: u32 = 64u;
 const ACC: u32 = 1u;
@@ -15,9 +16,23 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 fn kv_word(v: vec2<f32>) -> KvWord {
     return v;
 }
+// A head's value pairs in a plain (f32 or f16) KV cache, for the kernels that read the
+// cache a pair at a time (`attention/prefill.wgsl`, `attention/decode_portable.wgsl`):
+// cache row `row` (position * n_kv_heads + KV head) is KV_ROW words of one pair each.
+// The includer declares `k_cache` and `v_cache`; the format include gives KvWord and
+// kv_pair; the host sets KV_ROW.
+
+fn k_pair(row: u32, p: u32) -> vec2<f32> {
+    return kv_pair(k_cache[row * KV_ROW + p]);
+}
+
+fn v_pair(row: u32, p: u32) -> vec2<f32> {
+    return kv_pair(v_cache[row * KV_ROW + p]);
+}
 // What both decode attention kernels (`attention/decode.wgsl` and
 // `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
-// dispatch shape serves both. HD is the host's; the format include gives KvWord.
+// dispatch shape serves both. Each kernel names the element types it reads and writes
+// them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
 
 struct Params {
     n_kv_heads: u32,
@@ -31,14 +46,14 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
-@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+@group(0) @binding(1) var<storage, read> q: array<QRead>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
 // Per query head h and chunk c, at h * n_chunks + c: (m, l).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD / 2 pairs at (h * n_chunks + c) * HD / 2.
-@group(0) @binding(5) var<storage, read_write> part_acc: array<vec2<f32>>;
-@group(0) @binding(6) var<storage, read_write> out: array<vec2<f32>>;
+// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 
 const HALF: u32 = HD / 2u;
 // Split-K decode attention without subgroups, for devices that have none: the same
@@ -51,8 +66,13 @@ const HALF: u32 = HD / 2u;
 // added.
 //
 // The host sets WG (invocations), TILE, HD (head_dim), G (query heads per workgroup;
-// G <= WG) and ACC (G * HD / 2 over WG, rounded up). The format include gives KvWord
-// and kv_pair; the bindings are `attention/decode_io.wgsl`'s.
+// G <= WG), ACC (G * HD / 2 over WG, rounded up) and KV_ROW. The format includes give
+// KvWord, k_pair and v_pair; the bindings are `attention/decode_io.wgsl`'s, a pair
+// per element.
+
+alias QRead = vec2<f32>;
+alias KvRead = KvWord;
+alias OutWord = vec2<f32>;
 
 
 var<workgroup> scores: array<f32, G * TILE>;
@@ -66,8 +86,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let g0 = wid.z * G;
     let heads = min(G, params.group - g0);
     let h0 = kvh * params.group + g0;
-    let row_pairs = params.n_kv_heads * HALF;
-    let kv_base = kvh * HALF;
     let c = wid.x;
     let p0 = params.first + c * params.chunk;
     let p1 = min(p0 + params.chunk, params.n_pos);
@@ -89,10 +107,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let g = i / nt;
             let t = i % nt;
             let q_base = (h0 + g) * HALF;
-            let k_base = (t0 + t) * row_pairs + kv_base;
+            let row = (t0 + t) * params.n_kv_heads + kvh;
             var s = 0.0;
             for (var p = 0u; p < HALF; p++) {
-                s += dot(q[q_base + p], kv_pair(k_cache[k_base + p]));
+                s += dot(q[q_base + p], k_pair(row, p));
             }
             scores[g * TILE + t] = s * params.scale;
         }
@@ -123,7 +141,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 let p = i % HALF;
                 var a = acc[j] * rescale[g];
                 for (var t = 0u; t < nt; t++) {
-                    a += scores[g * TILE + t] * kv_pair(v_cache[(t0 + t) * row_pairs + kv_base + p]);
+                    a += scores[g * TILE + t] * v_pair((t0 + t) * params.n_kv_heads + kvh, p);
                 }
                 acc[j] = a;
             }

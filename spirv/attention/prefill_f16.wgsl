@@ -1,5 +1,6 @@
 const WG: u32 = 128u;
 const HD: u32 = 128u;
+const KV_ROW: u32 = 64u;
 const ROWS: u32 = 16u;
 const KT: u32 = 32u;
 const CHUNK: u32 = 32u;
@@ -17,6 +18,19 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 
 fn kv_word(v: vec2<f32>) -> KvWord {
     return pack2x16float(v);
+}
+// A head's value pairs in a plain (f32 or f16) KV cache, for the kernels that read the
+// cache a pair at a time (`attention/prefill.wgsl`, `attention/decode_portable.wgsl`):
+// cache row `row` (position * n_kv_heads + KV head) is KV_ROW words of one pair each.
+// The includer declares `k_cache` and `v_cache`; the format include gives KvWord and
+// kv_pair; the host sets KV_ROW.
+
+fn k_pair(row: u32, p: u32) -> vec2<f32> {
+    return kv_pair(k_cache[row * KV_ROW + p]);
+}
+
+fn v_pair(row: u32, p: u32) -> vec2<f32> {
+    return kv_pair(v_cache[row * KV_ROW + p]);
 }
 // Causal attention for a prompt's tokens (prefill), flash-attention style. Token t of
 // n_tokens sits at position start + t and attends to cache positions 0..=start + t;
@@ -41,7 +55,7 @@ fn kv_word(v: vec2<f32>) -> KvWord {
 // The host sets WG (invocations), HD (head_dim, even), ROWS, KT, CHUNK (pairs per
 // staged chunk, at most HD / 2) and SLICE (output pairs per workgroup, at most HD / 2);
 // the workgroup memory they take is the host's `PrefillAttention::workgroup_bytes`.
-// The format include gives KvWord and kv_pair.
+// The format includes give KvWord, k_pair and v_pair.
 
 struct Params {
     n_kv_heads: u32,
@@ -109,8 +123,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let rows = min(ROWS, n_rows - r0);
     let s0 = wid.z * SLICE;
     let s1 = min(s0 + SLICE, HALF);
-    let row_pairs = params.n_kv_heads * HALF;
-    let kv_base = kvh * HALF;
     let last_pos = params.start + (r0 + rows - 1u) / params.group;
 
     for (var i = lid; i < ROWS * SLICE; i += WG) {
@@ -135,7 +147,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = lid; i < nt * nc; i += WG) {
                 let t = i / nc;
                 let p = i % nc;
-                kv_tile[t * KV_STRIDE + p] = kv_pair(k_cache[(t0 + t) * row_pairs + kv_base + c0 + p]);
+                kv_tile[t * KV_STRIDE + p] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
             for (var i = lid; i < rows * nt; i += WG) {
@@ -181,7 +193,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = lid; i < nt * nc; i += WG) {
                 let t = i / nc;
                 let p = i % nc;
-                kv_tile[t * KV_STRIDE + p] = kv_pair(v_cache[(t0 + t) * row_pairs + kv_base + c0 + p]);
+                kv_tile[t * KV_STRIDE + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
             for (var i = lid; i < rows * nc; i += WG) {

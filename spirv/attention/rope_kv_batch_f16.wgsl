@@ -13,19 +13,15 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 fn kv_word(v: vec2<f32>) -> KvWord {
     return pack2x16float(v);
 }
-// One pair's share of RoPE and the KV-cache append, shared by `attention/rope_kv.wgsl`
-// (one token) and `attention/rope_kv_batch.wgsl` (many) so both do the same arithmetic
-// in the same order and write the same bits for the same token.
+// RoPE's arithmetic for one token, shared by the KV-cache writers
+// (`attention/rope_kv_pair.wgsl` for plain caches, `attention/rope_kv_block.wgsl` for
+// q8_0) so every format rotates q and k with the same bits, and by `attention/rope_kv.wgsl`
+// (one token) and `attention/rope_kv_batch.wgsl` (many).
 //
-// Pair `t` of a token at position `pos` whose q, k and v start at elements `q_first`,
-// `k_first` and `v_first` of `qkv`: the first n_heads * head_dim / 2 pairs rotate q in
-// place (rope_dim / 2 per head; the rest of a head's values only take their bias), the
-// next n_kv_heads * head_dim / 2 rotate k into row `pos` of the key cache (one cache
-// word, two adjacent values, each; values at or beyond rope_dim unrotated),
-// the last as many copy v into row `pos` of the value cache. `bias` (laid out as a
-// token's q, k and v in `qkv`, zeros for models without) is added first: qwen2's
-// projections have biases. The includer declares `cs`, `qkv`, `bias`, `k_cache` and
-// `v_cache`; the format include gives KvWord and kv_word; the host sets NEOX.
+// A token at position `pos` has its q, k and v at elements `q_first`, `k_first` and
+// `v_first` of `qkv`. `bias` (laid out as a token's q, k and v in `qkv`, zeros for
+// models without) is added first: qwen2's projections have biases. The includer
+// declares `cs`, `qkv` and `bias`; the host sets NEOX.
 //
 // Which values a rotation pairs is llama.cpp's rope mode: NEOX false is its "normal"
 // mode, adjacent values (2i, 2i + 1), for llama files (whose Q/K weights the converter
@@ -36,6 +32,8 @@ struct RopeHeads {
     n_kv_heads: u32,
     head_dim: u32,
     rope_dim: u32,
+    // KvWords from one cache row (a position's KV head) to the next.
+    kv_row: u32,
 }
 
 // The two values of a head that rotated pair i takes.
@@ -77,48 +75,71 @@ fn rope_value(head: u32, d: u32, pos: u32, q_first: u32, h: RopeHeads) -> f32 {
     return biased(head + pair.x, q_first) * c.y + x * c.x;
 }
 
-fn rope_kv_pair(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+// Pair t (< n_heads * head_dim / 2) of q: rotated in place (rope_dim / 2 pairs per
+// head; the rest of a head's values only take their bias).
+fn rope_q_pair(t: u32, pos: u32, q_first: u32, h: RopeHeads) {
     let half = h.rope_dim / 2u;
+    let per_head = h.head_dim / 2u;
+    let i = t % per_head;
+    let head = q_first + (t / per_head) * h.head_dim;
+    if (i < half) {
+        let pair = rope_pair(i, half);
+        let r = rope_rotate(biased(head + pair.x, q_first), biased(head + pair.y, q_first),
+                            i, pos, h.rope_dim);
+        qkv[head + pair.x] = r.x;
+        qkv[head + pair.y] = r.y;
+    } else {
+        // Past rope_dim: only the bias.
+        let d = h.rope_dim + 2u * (i - half);
+        qkv[head + d] = biased(head + d, q_first);
+        qkv[head + d + 1u] = biased(head + d + 1u, q_first);
+    }
+}
+
+// The plain (f32, f16) cache writer of `attention/rope_kv.wgsl` and
+// `attention/rope_kv_batch.wgsl`: one unit of work per pair of values, the first
+// n_heads * head_dim / 2 rotating q, the next n_kv_heads * head_dim / 2 rotating k into
+// the key cache (one cache word, two adjacent values, each; values at or beyond
+// rope_dim unrotated), the last as many copying v (plus its bias) into the value
+// cache. The includer declares `k_cache` and `v_cache`; the format include gives
+// KvWord and kv_word.
+
+fn rope_kv_units(h: RopeHeads) -> u32 {
+    return (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
+}
+
+fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
     let per_head = h.head_dim / 2u;
     let q_pairs = h.n_heads * per_head;
     let kv_pairs = h.n_kv_heads * per_head;
-    let row = pos * kv_pairs;
     if (t < q_pairs) {
-        let i = t % per_head;
-        let head = q_first + (t / per_head) * h.head_dim;
-        if (i < half) {
-            let pair = rope_pair(i, half);
-            let r = rope_rotate(biased(head + pair.x, q_first), biased(head + pair.y, q_first),
-                                i, pos, h.rope_dim);
-            qkv[head + pair.x] = r.x;
-            qkv[head + pair.y] = r.y;
-        } else {
-            // Past rope_dim: only the bias.
-            let d = h.rope_dim + 2u * (i - half);
-            qkv[head + d] = biased(head + d, q_first);
-            qkv[head + d + 1u] = biased(head + d + 1u, q_first);
-        }
+        rope_q_pair(t, pos, q_first, h);
     } else if (t < q_pairs + kv_pairs) {
         let e = t - q_pairs;
-        let d = (2u * e) % h.head_dim;
-        let head = k_first + 2u * e - d;
+        let kvh = e / per_head;
+        let d = 2u * (e % per_head);
+        let head = k_first + kvh * h.head_dim;
         let value = vec2<f32>(rope_value(head, d, pos, q_first, h),
                               rope_value(head, d + 1u, pos, q_first, h));
-        k_cache[row + e] = kv_word(value);
+        k_cache[(pos * h.n_kv_heads + kvh) * h.kv_row + d / 2u] = kv_word(value);
     } else {
         let e = t - q_pairs - kv_pairs;
-        let first = v_first + 2u * e;
-        v_cache[row + e] = kv_word(vec2<f32>(biased(first, q_first), biased(first + 1u, q_first)));
+        let kvh = e / per_head;
+        let d = 2u * (e % per_head);
+        let first = v_first + kvh * h.head_dim + d;
+        v_cache[(pos * h.n_kv_heads + kvh) * h.kv_row + d / 2u] =
+            kv_word(vec2<f32>(biased(first, q_first), biased(first + 1u, q_first)));
     }
 }
 // RoPE and the KV-cache append for a prompt's tokens in one dispatch: token t of
 // n_tokens sits at position start + t, its q, k and v at t * row_stride (+ k_first,
 // + v_first) in `qkv`; q is rotated in place, k rotated into cache row start + t, v
 // copied into it. Per token the work and the bits are `attention/rope_kv.wgsl`'s (both
-// run `attention/rope_kv_pair.wgsl`), so a prompt fed in one batch leaves the same
-// cache as one fed token by token.
+// run the format's writer, `attention/rope_kv_pair.wgsl` or
+// `attention/rope_kv_block.wgsl`), so a prompt fed in one batch leaves the same cache
+// as one fed token by token.
 //
-// x walks a token's pairs, y its tokens (each loop strided by the grid, so any count
+// x walks a token's units of work (pairs, or q8_0 blocks), y its tokens (each loop strided by the grid, so any count
 // fits the dispatch limits).
 
 struct Params {
@@ -133,7 +154,8 @@ struct Params {
     // Where a token's k and v start, in elements after its q.
     k_first: u32,
     v_first: u32,
-    _pad0: u32,
+    // KvWords from one cache row (a position's KV head) to the next.
+    kv_row: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -150,13 +172,14 @@ const WG: u32 = 64u;
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
-    let per_token = (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
+    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim,
+                      params.kv_row);
+    let per_token = rope_kv_units(h);
     for (var token = gid.y; token < params.n_tokens; token += groups.y) {
         let q_first = token * params.row_stride;
         let pos = params.start + token;
         for (var t = gid.x; t < per_token; t += groups.x * WG) {
-            rope_kv_pair(t, pos, q_first, q_first + params.k_first, q_first + params.v_first, h);
+            rope_kv_unit(t, pos, q_first, q_first + params.k_first, q_first + params.v_first, h);
         }
     }
 }

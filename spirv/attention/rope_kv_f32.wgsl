@@ -11,19 +11,15 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 fn kv_word(v: vec2<f32>) -> KvWord {
     return v;
 }
-// One pair's share of RoPE and the KV-cache append, shared by `attention/rope_kv.wgsl`
-// (one token) and `attention/rope_kv_batch.wgsl` (many) so both do the same arithmetic
-// in the same order and write the same bits for the same token.
+// RoPE's arithmetic for one token, shared by the KV-cache writers
+// (`attention/rope_kv_pair.wgsl` for plain caches, `attention/rope_kv_block.wgsl` for
+// q8_0) so every format rotates q and k with the same bits, and by `attention/rope_kv.wgsl`
+// (one token) and `attention/rope_kv_batch.wgsl` (many).
 //
-// Pair `t` of a token at position `pos` whose q, k and v start at elements `q_first`,
-// `k_first` and `v_first` of `qkv`: the first n_heads * head_dim / 2 pairs rotate q in
-// place (rope_dim / 2 per head; the rest of a head's values only take their bias), the
-// next n_kv_heads * head_dim / 2 rotate k into row `pos` of the key cache (one cache
-// word, two adjacent values, each; values at or beyond rope_dim unrotated),
-// the last as many copy v into row `pos` of the value cache. `bias` (laid out as a
-// token's q, k and v in `qkv`, zeros for models without) is added first: qwen2's
-// projections have biases. The includer declares `cs`, `qkv`, `bias`, `k_cache` and
-// `v_cache`; the format include gives KvWord and kv_word; the host sets NEOX.
+// A token at position `pos` has its q, k and v at elements `q_first`, `k_first` and
+// `v_first` of `qkv`. `bias` (laid out as a token's q, k and v in `qkv`, zeros for
+// models without) is added first: qwen2's projections have biases. The includer
+// declares `cs`, `qkv` and `bias`; the host sets NEOX.
 //
 // Which values a rotation pairs is llama.cpp's rope mode: NEOX false is its "normal"
 // mode, adjacent values (2i, 2i + 1), for llama files (whose Q/K weights the converter
@@ -34,6 +30,8 @@ struct RopeHeads {
     n_kv_heads: u32,
     head_dim: u32,
     rope_dim: u32,
+    // KvWords from one cache row (a position's KV head) to the next.
+    kv_row: u32,
 }
 
 // The two values of a head that rotated pair i takes.
@@ -75,49 +73,72 @@ fn rope_value(head: u32, d: u32, pos: u32, q_first: u32, h: RopeHeads) -> f32 {
     return biased(head + pair.x, q_first) * c.y + x * c.x;
 }
 
-fn rope_kv_pair(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+// Pair t (< n_heads * head_dim / 2) of q: rotated in place (rope_dim / 2 pairs per
+// head; the rest of a head's values only take their bias).
+fn rope_q_pair(t: u32, pos: u32, q_first: u32, h: RopeHeads) {
     let half = h.rope_dim / 2u;
+    let per_head = h.head_dim / 2u;
+    let i = t % per_head;
+    let head = q_first + (t / per_head) * h.head_dim;
+    if (i < half) {
+        let pair = rope_pair(i, half);
+        let r = rope_rotate(biased(head + pair.x, q_first), biased(head + pair.y, q_first),
+                            i, pos, h.rope_dim);
+        qkv[head + pair.x] = r.x;
+        qkv[head + pair.y] = r.y;
+    } else {
+        // Past rope_dim: only the bias.
+        let d = h.rope_dim + 2u * (i - half);
+        qkv[head + d] = biased(head + d, q_first);
+        qkv[head + d + 1u] = biased(head + d + 1u, q_first);
+    }
+}
+
+// The plain (f32, f16) cache writer of `attention/rope_kv.wgsl` and
+// `attention/rope_kv_batch.wgsl`: one unit of work per pair of values, the first
+// n_heads * head_dim / 2 rotating q, the next n_kv_heads * head_dim / 2 rotating k into
+// the key cache (one cache word, two adjacent values, each; values at or beyond
+// rope_dim unrotated), the last as many copying v (plus its bias) into the value
+// cache. The includer declares `k_cache` and `v_cache`; the format include gives
+// KvWord and kv_word.
+
+fn rope_kv_units(h: RopeHeads) -> u32 {
+    return (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
+}
+
+fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
     let per_head = h.head_dim / 2u;
     let q_pairs = h.n_heads * per_head;
     let kv_pairs = h.n_kv_heads * per_head;
-    let row = pos * kv_pairs;
     if (t < q_pairs) {
-        let i = t % per_head;
-        let head = q_first + (t / per_head) * h.head_dim;
-        if (i < half) {
-            let pair = rope_pair(i, half);
-            let r = rope_rotate(biased(head + pair.x, q_first), biased(head + pair.y, q_first),
-                                i, pos, h.rope_dim);
-            qkv[head + pair.x] = r.x;
-            qkv[head + pair.y] = r.y;
-        } else {
-            // Past rope_dim: only the bias.
-            let d = h.rope_dim + 2u * (i - half);
-            qkv[head + d] = biased(head + d, q_first);
-            qkv[head + d + 1u] = biased(head + d + 1u, q_first);
-        }
+        rope_q_pair(t, pos, q_first, h);
     } else if (t < q_pairs + kv_pairs) {
         let e = t - q_pairs;
-        let d = (2u * e) % h.head_dim;
-        let head = k_first + 2u * e - d;
+        let kvh = e / per_head;
+        let d = 2u * (e % per_head);
+        let head = k_first + kvh * h.head_dim;
         let value = vec2<f32>(rope_value(head, d, pos, q_first, h),
                               rope_value(head, d + 1u, pos, q_first, h));
-        k_cache[row + e] = kv_word(value);
+        k_cache[(pos * h.n_kv_heads + kvh) * h.kv_row + d / 2u] = kv_word(value);
     } else {
         let e = t - q_pairs - kv_pairs;
-        let first = v_first + 2u * e;
-        v_cache[row + e] = kv_word(vec2<f32>(biased(first, q_first), biased(first + 1u, q_first)));
+        let kvh = e / per_head;
+        let d = 2u * (e % per_head);
+        let first = v_first + kvh * h.head_dim + d;
+        v_cache[(pos * h.n_kv_heads + kvh) * h.kv_row + d / 2u] =
+            kv_word(vec2<f32>(biased(first, q_first), biased(first + 1u, q_first)));
     }
 }
 // RoPE and the KV-cache append, in one dispatch because a decode step always needs them
 // together: q rotated in place, k rotated into row `pos` of the key cache, v copied
-// into row `pos` of the value cache (layout [pos][kv_head][head_dim], a KvWord per
-// pair of values in the format the include gives). As two
+// into row `pos` of the value cache (layout [pos][kv_head][kv_row words], in the
+// format the writer include gives: `attention/rope_kv_pair.wgsl` for plain caches,
+// `attention/rope_kv_block.wgsl` for q8_0). As two
 // dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
 // it a dispatch's fixed cost.
 //
 // RoPE: within each head, pair i of values (adjacent, or halves apart: the rope mode,
-// `attention/rope_kv_pair.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
+// `attention/rope_math.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
 // Values at or beyond rope_dim stay as they are. The projections' biases (qwen2) are
 // added first.
 //
@@ -125,8 +146,8 @@ fn rope_kv_pair(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: R
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
 // exact. The position is a uniform parameter, so the host can record ahead.
 //
-// One invocation per pair of values of q, then one per pair of k, then of v
-// (`attention/rope_kv_pair.wgsl`).
+// One invocation per pair of values of q, then one per unit of k, then of v (a pair,
+// or a q8_0 block).
 
 struct Params {
     n_heads: u32,
@@ -137,7 +158,8 @@ struct Params {
     // Where k and v start in `qkv`, in elements (q starts at 0).
     k_first: u32,
     v_first: u32,
-    _pad0: u32,
+    // KvWords from one cache row (a position's KV head) to the next.
+    kv_row: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -152,10 +174,11 @@ const WG: u32 = 64u;
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
-    let per_token = (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
-    for (var t = gid.x; t < per_token; t += groups.x * WG) {
-        rope_kv_pair(t, params.pos, 0u, params.k_first, params.v_first, h);
+    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim,
+                      params.kv_row);
+    let units = rope_kv_units(h);
+    for (var t = gid.x; t < units; t += groups.x * WG) {
+        rope_kv_unit(t, params.pos, 0u, params.k_first, params.v_first, h);
     }
 }
 

@@ -87,6 +87,16 @@ fn rope_kv_pipeline(
     })
 }
 
+/// Units of work `attention/rope_kv` takes per token: a pair of values of q, then of
+/// k and v for plain caches, or a block of 32 of k and v for q8_0.
+fn rope_kv_units(h: Heads, kv: KvType) -> u64 {
+    let q_pairs = h.n_heads * (h.head_dim / 2);
+    match kv {
+        KvType::F32 | KvType::F16 => q_pairs + h.kv_dim(),
+        KvType::Q8_0 => q_pairs + 2 * h.kv_dim() / KV_Q8_BLOCK,
+    }
+}
+
 impl Heads {
     /// Query heads per KV head.
     pub fn group(&self) -> u64 {
@@ -99,7 +109,9 @@ impl Heads {
     }
 }
 
-/// How the KV cache stores its values.
+/// How the KV cache stores its values. A cache holds one row per position and KV head:
+/// `head_dim` values in the format's words ([`KvType::row_words`] of them), laid out
+/// `[position][kv head][row]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KvType {
@@ -108,32 +120,159 @@ pub enum KvType {
     /// Half the bytes of f32; each value rounded to f16 (relative error up to 2^-11).
     #[default]
     F16,
+    /// ggml's q8_0 blocks: per 32 values, int8 values q and a scale d = max|x| / 127
+    /// (each value d * q, q rounded half away from zero), with d kept in f32 rather than
+    /// ggml's f16 (the padded row has room for it). A head of 128 takes 144 bytes where
+    /// f16 takes 256; each value is off by at most d / 2, 1/254 of its block's largest.
+    #[serde(rename = "q8_0")]
+    Q8_0,
 }
 
+/// Values per q8_0 block of the KV cache.
+pub const KV_Q8_BLOCK: u64 = 32;
+
 impl KvType {
-    pub const ALL: [KvType; 2] = [KvType::F32, KvType::F16];
+    pub const ALL: [KvType; 3] = [KvType::F32, KvType::F16, KvType::Q8_0];
 
     pub fn name(self) -> &'static str {
         match self {
             KvType::F32 => "f32",
             KvType::F16 => "f16",
+            KvType::Q8_0 => "q8_0",
         }
     }
 
-    pub fn bytes_per_value(self) -> u64 {
+    /// Bytes of the word the cache is written in (`KvWord` in the WGSL): a pair of
+    /// values for f32 and f16, four int8 values (or a scale) for q8_0.
+    pub fn word_bytes(self) -> u64 {
+        match self {
+            KvType::F32 => 8,
+            KvType::F16 | KvType::Q8_0 => 4,
+        }
+    }
+
+    /// Words of one row of `head_dim` values (the WGSL's KV_ROW): pairs for f32 and f16;
+    /// for q8_0 the int8 values, a scale per block, padding to a multiple of 4 words.
+    pub fn row_words(self, head_dim: u64) -> u64 {
+        match self {
+            KvType::F32 | KvType::F16 => head_dim / 2,
+            KvType::Q8_0 => (head_dim / 4 + head_dim / KV_Q8_BLOCK).next_multiple_of(4),
+        }
+    }
+
+    /// Bytes of one row of `head_dim` values.
+    pub fn row_bytes(self, head_dim: u64) -> u64 {
+        self.row_words(head_dim) * self.word_bytes()
+    }
+
+    /// Values of a 16-byte word as `attention/decode` reads the cache.
+    pub fn word_values(self) -> u64 {
         match self {
             KvType::F32 => 4,
-            KvType::F16 => 2,
+            KvType::F16 => 8,
+            KvType::Q8_0 => 16,
         }
     }
 
-    /// The value the cache holds for `v`: what a CPU reference of this format reads.
-    pub fn stored(self, v: f32) -> f32 {
+    /// Whether rows of `head_dim` values can be stored in this format.
+    pub fn check_head_dim(self, head_dim: u64) -> Result<()> {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(Error::Invalid(format!(
+                "a head of {head_dim} values: the KV cache holds pairs of values"
+            )));
+        }
+        if self == KvType::Q8_0 && !head_dim.is_multiple_of(KV_Q8_BLOCK) {
+            return Err(Error::Invalid(format!(
+                "a q8_0 KV cache holds whole blocks of {KV_Q8_BLOCK} values; heads of \
+                 {head_dim} are not: use --kv-type f16"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The values a row of `values` reads back as from the cache: what a CPU reference
+    /// of this format computes with.
+    pub fn stored_row(self, values: &[f32]) -> Vec<f32> {
         match self {
-            KvType::F32 => v,
-            KvType::F16 => half::f16::from_f32(v).to_f32(),
+            KvType::F32 => values.to_vec(),
+            KvType::F16 => values
+                .iter()
+                .map(|&v| half::f16::from_f32(v).to_f32())
+                .collect(),
+            KvType::Q8_0 => values
+                .chunks(KV_Q8_BLOCK as usize)
+                .flat_map(|block| {
+                    let (d, q) = q8_block(block);
+                    q.into_iter().map(move |q| q as f32 * d)
+                })
+                .collect(),
         }
     }
+
+    /// Rows of `head_dim` values (`values.len()` a multiple of it) in the cache's
+    /// layout, as `attention/rope_kv` writes them.
+    pub fn encode(self, values: &[f32], head_dim: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            values.len() / head_dim.max(1) * self.row_bytes(head_dim as u64) as usize,
+        );
+        for row in values.chunks(head_dim) {
+            match self {
+                KvType::F32 => out.extend(row.iter().flat_map(|v| v.to_le_bytes())),
+                KvType::F16 => out.extend(
+                    row.iter()
+                        .flat_map(|&v| half::f16::from_f32(v).to_le_bytes()),
+                ),
+                KvType::Q8_0 => {
+                    let start = out.len();
+                    let blocks: Vec<(f32, Vec<i8>)> =
+                        row.chunks(KV_Q8_BLOCK as usize).map(q8_block).collect();
+                    out.extend(blocks.iter().flat_map(|(_, q)| q.iter().map(|&q| q as u8)));
+                    out.extend(blocks.iter().flat_map(|(d, _)| d.to_le_bytes()));
+                    out.resize(start + self.row_bytes(head_dim as u64) as usize, 0);
+                }
+            }
+        }
+        out
+    }
+
+    /// The values of `n_rows` rows of `head_dim` in the cache's layout.
+    pub fn decode(self, bytes: &[u8], head_dim: usize, n_rows: usize) -> Vec<f32> {
+        let row_bytes = self.row_bytes(head_dim as u64) as usize;
+        let mut out = Vec::with_capacity(n_rows * head_dim);
+        for row in bytes.chunks(row_bytes).take(n_rows) {
+            match self {
+                KvType::F32 => out.extend(
+                    row.chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                ),
+                KvType::F16 => out.extend(
+                    row.chunks_exact(2)
+                        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()),
+                ),
+                KvType::Q8_0 => {
+                    let scales = &row[head_dim..];
+                    out.extend(row[..head_dim].iter().enumerate().map(|(i, &q)| {
+                        let s = &scales[4 * (i / KV_Q8_BLOCK as usize)..];
+                        q as i8 as f32 * f32::from_le_bytes([s[0], s[1], s[2], s[3]])
+                    }));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One q8_0 block of the KV cache as `attention/rope_kv_block.wgsl` quantizes it: d =
+/// max|x| / 127, q = x * (1 / d) rounded half away from zero.
+fn q8_block(block: &[f32]) -> (f32, Vec<i8>) {
+    let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let q = block
+        .iter()
+        .map(|&x| (x * id).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (d, q)
 }
 
 impl std::fmt::Display for KvType {
@@ -149,17 +288,17 @@ impl std::str::FromStr for KvType {
         KvType::ALL
             .into_iter()
             .find(|t| t.name() == s)
-            .ok_or_else(|| Error::Invalid(format!("unknown KV cache type `{s}`: f16 or f32")))
+            .ok_or_else(|| Error::Invalid(format!("unknown KV cache type `{s}`: f16, q8_0 or f32")))
     }
 }
 
 /// The kernel of a decode attention launch, with what it fixes at compile time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum DecodeKernel {
-    /// `attention/decode.wgsl`: a subgroup takes two positions at a time, each lane
-    /// up to `lane_pairs` value pairs of a row (sized for the smallest subgroup the
-    /// device may run), and the workgroup merges up to `subgroups_max` subgroups.
-    Subgroup { lane_pairs: u32, subgroups_max: u32 },
+    /// `attention/decode.wgsl`: teams of `team` lanes (within the smallest subgroup the
+    /// device may run) read a row in 16-byte words, `lane_words` per lane, four
+    /// positions at a time.
+    Subgroup { team: u32, lane_words: u32 },
     /// `attention/decode_portable.wgsl`: scores of `tile` positions in workgroup
     /// memory, `acc` accumulator pairs per invocation.
     Portable { tile: u32, acc: u32 },
@@ -192,15 +331,20 @@ pub struct AttentionLaunch {
     min_chunk: u64,
 }
 
-/// Subgroups of a subgroup decode workgroup (of the largest subgroup size).
-pub const DECODE_SUBGROUPS: u32 = 4;
+/// Invocations of a subgroup decode workgroup, where its workgroup memory allows.
+pub const DECODE_WG: u32 = 128;
 /// Invocations of a subgroup decode workgroup at least (see `subgroup`).
 pub const DECODE_MIN_WG: u32 = 32;
-/// Query heads a subgroup decode workgroup serves at most: more split into head
-/// groups, each reading the KV head again.
+/// Query heads a subgroup decode workgroup serves at most (the kernel scores a vec4 of
+/// heads): more split into head groups, each reading the KV head again.
 pub const DECODE_HEADS: u32 = 4;
-/// Workgroup memory the decode kernel's accumulators may take.
-pub const DECODE_WORKGROUP_BYTES: u64 = 16 << 10;
+/// Positions a team of the subgroup kernel takes at once.
+pub const DECODE_ROWS: u32 = 4;
+/// Steps of the whole workgroup (every team's rows) a chunk takes at least: fewer
+/// leave each workgroup too little to overlap with its fixed costs.
+pub const DECODE_MIN_STEPS: u64 = 2;
+/// Workgroup memory the subgroup kernel may take, however much the device has.
+pub const DECODE_WORKGROUP_BYTES: u64 = 40 << 10;
 /// Invocations of a portable decode workgroup.
 pub const PORTABLE_WG: u32 = 256;
 /// Positions per tile of the portable kernel.
@@ -211,42 +355,78 @@ pub const PORTABLE_HEADS: u32 = 16;
 pub const PORTABLE_ACC: u32 = 8;
 
 impl AttentionLaunch {
-    /// The subgroup kernel for subgroups of `sg_min..=sg_max` lanes.
+    /// The subgroup kernel for subgroups of `sg_min..=sg_max` lanes and
+    /// `workgroup_bytes` of workgroup memory. Refused where a head's row is not whole
+    /// 16-byte words of the format (f16 heads not a multiple of 8, f32 of 4): the
+    /// portable kernel takes those.
     pub fn subgroup(
         heads: Heads,
         kv: KvType,
         (sg_min, sg_max): (u32, u32),
+        workgroup_bytes: u64,
         n_ctx: u64,
         target_workgroups: u64,
     ) -> Result<AttentionLaunch> {
-        Self::check_heads(heads)?;
-        let (sg_min, sg_max) = (sg_min.max(1), sg_max.max(1));
-        // At least 32 invocations: on lavapipe at 4 lanes, workgroups of 16 (four
-        // subgroups) gave wrong sums over 9,000 positions, and 32 or 64 the right ones.
-        // The cause is not found; no GPU runs subgroups that small.
-        let wg = (DECODE_SUBGROUPS * sg_max).max(DECODE_MIN_WG);
-        let subgroups_max = wg / sg_min;
-        let half = (heads.head_dim / 2) as u32;
-        // Query heads per workgroup: up to 4 (the kernel's vec4 of running maxima), as
-        // many as the accumulators' workgroup memory allows.
-        let per_head = 8 * half as u64 * (subgroups_max as u64 + 1) + 8 * subgroups_max as u64;
-        let heads_per_group = (DECODE_WORKGROUP_BYTES / per_head)
-            .clamp(1, DECODE_HEADS as u64)
-            .min(heads.group()) as u32;
+        Self::check_heads(heads, kv)?;
+        let word_values = kv.word_values();
+        if !heads.head_dim.is_multiple_of(word_values) {
+            return Err(Error::Invalid(format!(
+                "subgroup decode attention reads rows in words of {word_values} {kv} values; \
+                 heads of {} are not whole words",
+                heads.head_dim
+            )));
+        }
+        let data_words = heads.head_dim / word_values;
+        // The largest power of two no wider than the smallest subgroup, nor (rounded up
+        // to a power of two) than a row's words.
+        let sg_floor = 1u64 << (63 - (sg_min.max(1) as u64).leading_zeros());
+        let team = data_words.next_power_of_two().min(sg_floor);
+        let lane_words = data_words.div_ceil(team);
+        // At least 32 invocations: on lavapipe at 4 lanes, the earlier decode kernel's
+        // workgroups of 16 (four subgroups) gave wrong sums over 9,000 positions, and 32
+        // or 64 the right ones. The cause is not found; no GPU runs subgroups that small.
+        let wg_min = sg_max.max(DECODE_MIN_WG).next_power_of_two();
+        let budget = workgroup_bytes.min(DECODE_WORKGROUP_BYTES);
+        let mut wg = DECODE_WG.max(wg_min);
+        let mut g = heads.group().min(DECODE_HEADS as u64) as u32;
+        while Self::subgroup_bytes(heads, kv, wg, g, team) > budget {
+            if wg / 2 >= wg_min {
+                wg /= 2;
+            } else if g > 1 {
+                g -= 1;
+            } else {
+                return Err(Error::Invalid(format!(
+                    "subgroup decode attention over heads of {} needs {} bytes of workgroup \
+                     memory, past {budget}",
+                    heads.head_dim,
+                    Self::subgroup_bytes(heads, kv, wg, g, team)
+                )));
+            }
+        }
+        let teams = wg as u64 / team;
         Ok(AttentionLaunch {
             heads,
             kv,
             kernel: DecodeKernel::Subgroup {
-                lane_pairs: half.div_ceil(sg_min),
-                subgroups_max,
+                team: team as u32,
+                lane_words: lane_words as u32,
             },
             wg,
-            heads_per_group,
+            heads_per_group: g,
             n_ctx,
             target_workgroups: target_workgroups.max(1),
-            // Each subgroup takes at least two pairs of positions of a chunk.
-            min_chunk: 4 * DECODE_SUBGROUPS as u64,
+            min_chunk: DECODE_MIN_STEPS * teams * DECODE_ROWS as u64,
         })
+    }
+
+    /// Workgroup memory of the subgroup kernel: scaled q (4 head slots), each team's
+    /// accumulators for `g` heads, each team's (m, l).
+    fn subgroup_bytes(heads: Heads, kv: KvType, wg: u32, g: u32, team: u64) -> u64 {
+        let word_values = kv.word_values();
+        let data_words = heads.head_dim / word_values;
+        let vals = 4 * word_values;
+        let teams = wg as u64 / team;
+        4 * data_words * vals + teams * g as u64 * data_words * vals + 2 * teams * 16
     }
 
     /// The portable kernel.
@@ -256,7 +436,7 @@ impl AttentionLaunch {
         n_ctx: u64,
         target_workgroups: u64,
     ) -> Result<AttentionLaunch> {
-        Self::check_heads(heads)?;
+        Self::check_heads(heads, kv)?;
         let half = heads.head_dim / 2;
         let by_acc = (PORTABLE_WG * PORTABLE_ACC) as u64 / half.max(1);
         let heads_per_group = heads.group().min(PORTABLE_HEADS as u64).min(by_acc);
@@ -284,19 +464,15 @@ impl AttentionLaunch {
         })
     }
 
-    fn check_heads(heads: Heads) -> Result<()> {
-        if heads.n_kv_heads == 0
-            || !heads.n_heads.is_multiple_of(heads.n_kv_heads)
-            || heads.head_dim == 0
-            || !heads.head_dim.is_multiple_of(2)
-        {
+    fn check_heads(heads: Heads, kv: KvType) -> Result<()> {
+        if heads.n_kv_heads == 0 || !heads.n_heads.is_multiple_of(heads.n_kv_heads) {
             return Err(Error::Invalid(format!(
-                "attention of {} query heads over {} KV heads of {} values: the KV heads \
-                 must divide the query heads, and a head holds pairs of values",
-                heads.n_heads, heads.n_kv_heads, heads.head_dim
+                "attention of {} query heads over {} KV heads: the KV heads must divide \
+                 the query heads",
+                heads.n_heads, heads.n_kv_heads
             )));
         }
-        Ok(())
+        kv.check_head_dim(heads.head_dim)
     }
 
     pub fn heads(&self) -> Heads {
@@ -321,6 +497,15 @@ impl AttentionLaunch {
 
     pub fn min_chunk(&self) -> u64 {
         self.min_chunk
+    }
+
+    /// This launch with chunks of at least `n` positions (the router's A/B override of
+    /// the kernel's own rule).
+    pub fn with_min_chunk(self, n: u64) -> AttentionLaunch {
+        AttentionLaunch {
+            min_chunk: n.max(1),
+            ..self
+        }
     }
 
     /// Workgroups per chunk: one per KV head and head group.
@@ -358,25 +543,29 @@ impl AttentionLaunch {
         (slots * 8, slots * self.heads.head_dim * 4)
     }
 
+    /// Bytes of one position's K rows (all KV heads; V's are as many).
+    pub fn position_bytes(&self) -> u64 {
+        self.heads.n_kv_heads * self.kv.row_bytes(self.heads.head_dim)
+    }
+
     /// Bytes of one layer's K cache (the V cache is as big).
     pub fn cache_bytes(&self) -> u64 {
-        self.n_ctx * self.heads.kv_dim() * self.kv.bytes_per_value()
+        self.n_ctx * self.position_bytes()
     }
 
     /// K and V bytes a step over `n_pos` positions reads, per layer.
     pub fn kv_bytes_read(&self, n_pos: u64) -> u64 {
-        2 * n_pos * self.heads.kv_dim() * self.kv.bytes_per_value() * self.head_groups()
+        2 * n_pos * self.position_bytes() * self.head_groups()
     }
 
     /// Whether `profile` can run this launch.
     pub fn check(&self, profile: &DeviceProfile) -> Result<()> {
         let fail = |what: String| Err(Error::Invalid(format!("decode attention: {what}")));
-        if let DecodeKernel::Subgroup { lane_pairs, .. } = self.kernel {
+        if let DecodeKernel::Subgroup { team, .. } = self.kernel {
             if !profile.subgroups {
                 return fail(format!("{} has no subgroups", profile.name));
             }
-            let needed = (self.heads.head_dim / 2) as u32;
-            if lane_pairs * profile.subgroup_min.max(1) < needed
+            if team > profile.subgroup_min.max(1)
                 || !self.wg.is_multiple_of(profile.subgroup_max.max(1))
             {
                 return fail(format!(
@@ -412,7 +601,7 @@ impl AttentionLaunch {
                 self.n_ctx,
                 self.cache_bytes(),
                 profile.name,
-                binding / (self.heads.kv_dim() * self.kv.bytes_per_value()),
+                binding / self.position_bytes(),
                 self.kv
             ));
         }
@@ -422,9 +611,8 @@ impl AttentionLaunch {
     fn workgroup_bytes(&self) -> u64 {
         let g = self.heads_per_group as u64;
         match self.kernel {
-            DecodeKernel::Subgroup { subgroups_max, .. } => {
-                let half = self.heads.head_dim / 2;
-                8 * (g * half * (subgroups_max as u64 + 1) + subgroups_max as u64 * g)
+            DecodeKernel::Subgroup { team, .. } => {
+                Self::subgroup_bytes(self.heads, self.kv, self.wg, g as u32, team as u64)
             }
             DecodeKernel::Portable { tile, .. } => 4 * (g * tile as u64 + 3 * g),
         }
@@ -434,8 +622,10 @@ impl AttentionLaunch {
         match (self.kernel, self.kv) {
             (DecodeKernel::Subgroup { .. }, KvType::F32) => "attention/decode_f32.wgsl",
             (DecodeKernel::Subgroup { .. }, KvType::F16) => "attention/decode_f16.wgsl",
+            (DecodeKernel::Subgroup { .. }, KvType::Q8_0) => "attention/decode_q8_0.wgsl",
             (DecodeKernel::Portable { .. }, KvType::F32) => "attention/decode_portable_f32.wgsl",
             (DecodeKernel::Portable { .. }, KvType::F16) => "attention/decode_portable_f16.wgsl",
+            (DecodeKernel::Portable { .. }, KvType::Q8_0) => "attention/decode_portable_q8_0.wgsl",
         }
     }
 
@@ -445,16 +635,13 @@ impl AttentionLaunch {
         let mut consts = vec![
             u("WG", self.wg),
             u("HD", self.heads.head_dim as u32),
+            u("KV_ROW", self.kv.row_words(self.heads.head_dim) as u32),
             u("G", self.heads_per_group),
         ];
         match self.kernel {
-            DecodeKernel::Subgroup {
-                lane_pairs,
-                subgroups_max,
-            } => consts.extend([
-                u("LANE_PAIRS", lane_pairs),
-                u("SUBGROUPS_MAX", subgroups_max),
-            ]),
+            DecodeKernel::Subgroup { team, lane_words } => {
+                consts.extend([u("TEAM", team), u("LW", lane_words)])
+            }
             DecodeKernel::Portable { tile, acc } => consts.extend([u("TILE", tile), u("ACC", acc)]),
         }
         consts
@@ -481,6 +668,7 @@ impl AttentionLaunch {
         match self.kv {
             KvType::F32 => "attention/rope_kv_f32.wgsl",
             KvType::F16 => "attention/rope_kv_f16.wgsl",
+            KvType::Q8_0 => "attention/rope_kv_q8_0.wgsl",
         }
     }
 
@@ -527,8 +715,6 @@ impl AttentionLaunch {
         v_cache: Slice,
     ) -> Dispatch {
         let h = self.heads;
-        let kv_pairs = h.kv_dim() / 2;
-        let q_pairs = h.n_heads * (h.head_dim / 2);
         Dispatch {
             pipeline: p.rope_kv,
             params: vec![
@@ -539,11 +725,11 @@ impl AttentionLaunch {
                 pos as u32,
                 k_first as u32,
                 v_first as u32,
-                0,
+                self.kv.row_words(h.head_dim) as u32,
             ],
             storage: vec![table, qkv, bias, k_cache, v_cache],
             workgroups: [
-                (q_pairs + 2 * kv_pairs).div_ceil(64).clamp(1, 65535) as u32,
+                rope_kv_units(h, self.kv).div_ceil(64).clamp(1, 65535) as u32,
                 1,
                 1,
             ],
@@ -624,7 +810,7 @@ impl AttentionLaunch {
             rope: RopeStyle::Normal,
         };
         let launch = match subgroups {
-            true => Self::subgroup(heads, kv, (32, 32), 8192, 512),
+            true => Self::subgroup(heads, kv, (32, 32), 48 << 10, 8192, 512),
             false => Self::portable(heads, kv, 8192, 512),
         };
         launch.expect("the canonical heads are valid")

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
-use crate::kernels::attention::{AttentionLaunch, KvType, PrefillAttention};
+use crate::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
@@ -116,7 +116,7 @@ pub fn time_attention(
 ) -> crate::Result<Times> {
     let h = launch.heads();
     let buffers = OwnedBuffers::borrowing(device);
-    let sets = kv_cache_copies(&buffers, launch.kv(), n_pos * h.kv_dim(), effort)?;
+    let sets = kv_cache_copies(&buffers, launch.kv(), h, n_pos, effort)?;
     let copies = sets.len();
     let q_bytes = h.n_heads * h.head_dim * 4;
     let q = buffers.create_with(
@@ -152,37 +152,33 @@ pub fn time_attention(
     time_list(device, &list, per_iter, copies, effort)
 }
 
-/// Distinct K and V caches of `n_values` values each, as many pairs as `effort`
-/// rotates through. Values in [-1, 1) in either format: f16 pairs of 0x3c00-ish halves
-/// or f32s alike decode to finite numbers; the scores stay small.
+/// Distinct K and V caches of `n_pos` positions of `heads`, as many pairs as `effort`
+/// rotates through: values in [-0.5, 0.5) in the cache's format; the scores stay small.
 fn kv_cache_copies(
     buffers: &OwnedBuffers,
     kv: KvType,
-    n_values: u64,
+    heads: Heads,
+    n_pos: u64,
     effort: Effort,
 ) -> crate::Result<Vec<(Slice, Slice)>> {
-    let kv_bytes = (n_values * kv.bytes_per_value()).next_multiple_of(4);
-    let copies = effort.rotate_bytes.div_ceil(2 * kv_bytes).clamp(1, 512) as usize;
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let words: Vec<u32> = (0..kv_bytes / 4)
+    let values: Vec<f32> = (0..n_pos * heads.kv_dim())
         .map(|_| {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let unit = |bits: u64| (bits & 0x3ff) as f32 / 1024.0 - 0.5;
-            match kv {
-                KvType::F32 => unit(rng).to_bits(),
-                KvType::F16 => {
-                    let half = |v: f32| half::f16::from_f32(v).to_bits() as u32;
-                    half(unit(rng)) | half(unit(rng >> 10)) << 16
-                }
-            }
+            (rng & 0x3ff) as f32 / 1024.0 - 0.5
         })
         .collect();
+    let bytes = kv.encode(&values, heads.head_dim as usize);
+    let copies = effort
+        .rotate_bytes
+        .div_ceil(2 * bytes.len().max(1) as u64)
+        .clamp(1, 512) as usize;
     let mut sets = Vec::new();
     for _ in 0..copies {
-        let k = buffers.create_with("k cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
-        let v = buffers.create_with("v cache", bytemuck::cast_slice(&words), BufferUse::Storage)?;
+        let k = buffers.create_with("k cache", &bytes, BufferUse::Storage)?;
+        let v = buffers.create_with("v cache", &bytes, BufferUse::Storage)?;
         sets.push((k, v));
     }
     Ok(sets)
@@ -201,12 +197,7 @@ pub fn time_prefill_attention(
 ) -> crate::Result<Times> {
     let h = launch.heads();
     let buffers = OwnedBuffers::borrowing(device);
-    let sets = kv_cache_copies(
-        &buffers,
-        launch.kv(),
-        (start + n_tokens) * h.kv_dim(),
-        effort,
-    )?;
+    let sets = kv_cache_copies(&buffers, launch.kv(), h, start + n_tokens, effort)?;
     let copies = sets.len();
     let q_width = h.n_heads * h.head_dim;
     let q_bytes = n_tokens * q_width * 4;

@@ -71,7 +71,13 @@ impl MemoryNeed {
         let kv_dim = config.kv_dim() as u64;
         let kv_cache = product(
             "the KV cache",
-            &[config.n_layers as u64, 2, ctx, kv_dim, kv.bytes_per_value()],
+            &[
+                config.n_layers as u64,
+                2,
+                ctx,
+                config.n_kv_heads as u64,
+                kv.row_bytes(config.head_dim as u64),
+            ],
         )?;
         // At most one chunk per workgroup of the target, each (m, l) and head_dim floats
         // per query head.
@@ -144,7 +150,8 @@ impl MemoryNeed {
     /// Bytes per position of the largest buffer one dispatch binds whole: a layer's K
     /// cache, or the RoPE table.
     pub fn per_position_binding(config: &Config, kv: KvType) -> u64 {
-        (config.kv_dim() as u64 * kv.bytes_per_value()).max(config.rope_dim as u64 * 4)
+        (config.n_kv_heads as u64 * kv.row_bytes(config.head_dim as u64))
+            .max(config.rope_dim as u64 * 4)
     }
 
     /// Refuses a model that needs more memory than the device has, where the device

@@ -167,7 +167,7 @@ pub const MAX_VOCAB: u64 = 1 << 20;
 pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 
 /// The names [`SyntheticSpec::preset`] accepts.
-pub const PRESETS: [&str; 8] = [
+pub const PRESETS: [&str; 10] = [
     "smollm2-135m",
     "llama3.2-1b",
     "llama3-8b",
@@ -176,6 +176,8 @@ pub const PRESETS: [&str; 8] = [
     "qwen3-8b",
     "qwen2.5-7b",
     "gemma3-4b",
+    "qwen2.5-1.5b",
+    "gemma3-270m",
 ];
 
 impl SyntheticSpec {
@@ -191,6 +193,8 @@ impl SyntheticSpec {
     /// | `qwen3-8b` | 4,096 | 12,288 | 36 | 32 | 8 | 151,936 |
     /// | `qwen2.5-7b` | 3,584 | 18,944 | 28 | 28 | 4 | 152,064 |
     /// | `gemma3-4b` | 2,560 | 10,240 | 34 | 8 (of 256) | 4 | 262,144 |
+    /// | `qwen2.5-1.5b` | 1,536 | 8,960 | 28 | 12 | 2 | 151,936 |
+    /// | `gemma3-270m` | 640 | 2,048 | 18 | 4 (of 256) | 1 | 262,144 |
     ///
     /// `llama3.2-1b` sits between the two in matrix size (its lm-head is written apart,
     /// where Llama-3.2-1B ties it to the embeddings). `muse-30b` is a 30B-class shape (about 29.9 B parameters) built around the two
@@ -208,7 +212,10 @@ impl SyntheticSpec {
     /// there and 10^6 on the global ones). llama.cpp's Gemma 3 4B file also sets
     /// `rope.scaling.factor` 8 (linear, the global layers' positions), which brass
     /// refuses today, so this file leaves that key out: it runs on brass, and its
-    /// global layers' RoPE is not the real model's.
+    /// global layers' RoPE is not the real model's. `qwen2.5-1.5b` and `gemma3-270m`
+    /// have the shapes, tensor types and metadata of the two real files brass fetches
+    /// (`decode --model qwen2.5-coder-1.5b | gemma3-270m`), for devices those files
+    /// cannot be copied to; gemma3-270m's tied table is Q8_0 as in the real file.
     pub fn preset(name: &str) -> Result<SyntheticSpec> {
         let spec = |hidden, ffn, layers, heads, kv_heads, vocab| SyntheticSpec {
             name: name.to_string(),
@@ -264,6 +271,24 @@ impl SyntheticSpec {
                 }),
                 ..spec(2560, 10_240, 34, 8, 4, 262_144)
             },
+            "qwen2.5-1.5b" => SyntheticSpec {
+                context: 32_768,
+                rope_base: 1e6,
+                arch: Arch::Qwen2,
+                ..spec(1536, 8960, 28, 12, 2, 151_936)
+            },
+            "gemma3-270m" => SyntheticSpec {
+                context: 32_768,
+                rope_base: 1e6,
+                arch: Arch::Gemma3,
+                head_dim: Some(256),
+                sliding_window: Some(SyntheticWindow {
+                    window: 512,
+                    pattern: None,
+                    rope_base: 10_000.0,
+                }),
+                ..spec(640, 2048, 18, 4, 1, 262_144)
+            },
             _ => {
                 return Err(Error::Invalid(format!(
                     "unknown synthetic preset `{name}` (one of {})",
@@ -298,7 +323,14 @@ impl SyntheticSpec {
         let q = self.heads * self.head_dim();
         let mut out = vec![(
             "token_embd.weight".to_string(),
-            self.matrix_type(Role::TokenEmbd, h),
+            // A tied table is the lm-head too, and llama.cpp's quantizer types it so.
+            self.matrix_type(
+                match self.arch == Arch::Gemma3 {
+                    true => Role::Output,
+                    false => Role::TokenEmbd,
+                },
+                h,
+            ),
             vec![h, self.vocab],
         )];
         for i in 0..self.layers {

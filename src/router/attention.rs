@@ -34,8 +34,9 @@ impl AttentionRoute {
     }
 }
 
-/// Routes decode attention: the subgroup kernel where the device has subgroups, the
-/// portable one elsewhere; a long context spread over about
+/// Routes decode attention: the subgroup kernel where the device has subgroups and a
+/// head's row is whole 16-byte words of the cache format, the portable one elsewhere; a
+/// long context spread over about
 /// [`Tuning::attention_workgroups`](crate::device::Tuning::attention_workgroups)
 /// workgroups.
 pub fn route_attention(
@@ -46,42 +47,57 @@ pub fn route_attention(
     let target = overrides
         .attention_workgroups
         .unwrap_or(profile.tuning.attention_workgroups);
-    let launch = match profile.subgroups {
+    let (heads, kv) = (query.heads, query.kv);
+    let words = heads.head_dim.is_multiple_of(kv.word_values());
+    let mut clauses = Vec::new();
+    if profile.subgroups && !words {
+        clauses.push(Clause::AttentionRowsNotWords {
+            head_dim: heads.head_dim,
+            kv,
+            word_values: kv.word_values(),
+        });
+    }
+    let launch = match profile.subgroups && words {
         true => AttentionLaunch::subgroup(
-            query.heads,
-            query.kv,
+            heads,
+            kv,
             (profile.subgroup_min, profile.subgroup_max),
+            profile.workgroup_storage_bytes as u64,
             query.n_ctx,
             target,
         )?,
-        false => AttentionLaunch::portable(query.heads, query.kv, query.n_ctx, target)?,
+        false => AttentionLaunch::portable(heads, kv, query.n_ctx, target)?,
+    };
+    let launch = match overrides.attention_min_chunk {
+        Some(n) => launch.with_min_chunk(n),
+        None => launch,
     };
     launch.check(profile)?;
-    let kernel = match launch.kernel() {
-        DecodeKernel::Subgroup { lane_pairs, .. } => Clause::AttentionSubgroups {
+    clauses.push(match launch.kernel() {
+        DecodeKernel::Subgroup { team, lane_words } => Clause::AttentionSubgroups {
             subgroups: (profile.subgroup_min, profile.subgroup_max),
-            pairs: lane_pairs,
+            team,
+            lane_words,
             heads_per_group: launch.heads_per_group(),
-            group: query.heads.group(),
+            group: heads.group(),
         },
         DecodeKernel::Portable { .. } => Clause::AttentionPortable {
             heads_per_group: launch.heads_per_group(),
-            group: query.heads.group(),
+            group: heads.group(),
+            subgroups: profile.subgroups,
         },
-    };
+    });
     let chunks = Clause::AttentionChunks {
         min_chunk: launch.min_chunk(),
         max_chunks: launch.max_chunks(),
         workgroups_per_chunk: launch.workgroups_per_chunk(),
         target,
-        forced: overrides.attention_workgroups.is_some(),
+        forced: overrides.attention_workgroups.is_some() || overrides.attention_min_chunk.is_some(),
     };
     let cache = Clause::KvCache {
         kv: query.kv,
         kb_per_token: launch.kv_bytes_read(1) as f64 / 1e3,
     };
-    Ok(AttentionRoute {
-        launch,
-        clauses: vec![kernel, chunks, cache],
-    })
+    clauses.extend([chunks, cache]);
+    Ok(AttentionRoute { launch, clauses })
 }

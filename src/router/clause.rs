@@ -80,13 +80,20 @@ pub enum Clause {
     Override(Override),
     AttentionSubgroups {
         subgroups: (u32, u32),
-        pairs: u32,
+        team: u32,
+        lane_words: u32,
         heads_per_group: u32,
         group: u64,
+    },
+    AttentionRowsNotWords {
+        head_dim: u64,
+        kv: KvType,
+        word_values: u64,
     },
     AttentionPortable {
         heads_per_group: u32,
         group: u64,
+        subgroups: bool,
     },
     AttentionChunks {
         min_chunk: u64,
@@ -143,22 +150,35 @@ impl std::fmt::Display for Clause {
             ),
             Clause::AttentionSubgroups {
                 subgroups: (min, max),
-                pairs,
+                team,
+                lane_words,
                 heads_per_group,
                 group,
             } => write!(
                 f,
-                "subgroups {min}..{max}: split-K attention on subgroups, two positions at a \
-                 time per subgroup, up to {pairs} value pairs of a row per lane, \
-                 {heads_per_group} of the {group} query heads of a KV head per workgroup"
+                "subgroups {min}..{max}: split-K attention on subgroups, teams of {team} \
+                 lanes reading a row in 16-byte words ({lane_words} a lane), four positions \
+                 per team at a time, {heads_per_group} of the {group} query heads of a KV \
+                 head per workgroup"
+            ),
+            Clause::AttentionRowsNotWords {
+                head_dim,
+                kv,
+                word_values,
+            } => write!(
+                f,
+                "heads of {head_dim} are not whole 16-byte words of {word_values} {kv} \
+                 values, which the subgroup kernel reads: portable"
             ),
             Clause::AttentionPortable {
                 heads_per_group,
                 group,
+                subgroups,
             } => write!(
                 f,
-                "no subgroups: portable split-K attention, {heads_per_group} of the {group} \
-                 query heads of a KV head per workgroup"
+                "{}portable split-K attention, {heads_per_group} of the {group} query heads \
+                 of a KV head per workgroup",
+                if subgroups { "" } else { "no subgroups: " }
             ),
             Clause::AttentionChunks {
                 min_chunk,

@@ -104,6 +104,9 @@ pub struct Overrides {
     /// Workgroups decode attention spreads a long context over, in place of
     /// [`Tuning::attention_workgroups`].
     pub attention_workgroups: Option<u64>,
+    /// Positions a decode attention chunk takes at least, in place of the kernel's
+    /// (A/B of the chunking rule).
+    pub attention_min_chunk: Option<u64>,
     /// Whether prefill matmuls multiply on cooperative matrices: yes (refused where the
     /// adapter has none), no (dot4), or (None) where the adapter has them
     /// ([`crate::kernels::matmul::MatmulEngine::route`]).

@@ -1,4 +1,4 @@
-#include "attention/kv_f16.wgsl"
+#include "attention/kv_words_f16.wgsl"
 #include "attention/decode_io.wgsl"
 #include "attention/decode.wgsl"
 

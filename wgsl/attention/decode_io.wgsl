@@ -1,6 +1,7 @@
 // What both decode attention kernels (`attention/decode.wgsl` and
 // `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
-// dispatch shape serves both. HD is the host's; the format include gives KvWord.
+// dispatch shape serves both. Each kernel names the element types it reads and writes
+// them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
 
 struct Params {
     n_kv_heads: u32,
@@ -14,13 +15,13 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
-@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+@group(0) @binding(1) var<storage, read> q: array<QRead>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
 // Per query head h and chunk c, at h * n_chunks + c: (m, l).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD / 2 pairs at (h * n_chunks + c) * HD / 2.
-@group(0) @binding(5) var<storage, read_write> part_acc: array<vec2<f32>>;
-@group(0) @binding(6) var<storage, read_write> out: array<vec2<f32>>;
+// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 
 const HALF: u32 = HD / 2u;

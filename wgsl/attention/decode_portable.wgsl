@@ -8,8 +8,13 @@
 // added.
 //
 // The host sets WG (invocations), TILE, HD (head_dim), G (query heads per workgroup;
-// G <= WG) and ACC (G * HD / 2 over WG, rounded up). The format include gives KvWord
-// and kv_pair; the bindings are `attention/decode_io.wgsl`'s.
+// G <= WG), ACC (G * HD / 2 over WG, rounded up) and KV_ROW. The format includes give
+// KvWord, k_pair and v_pair; the bindings are `attention/decode_io.wgsl`'s, a pair
+// per element.
+
+alias QRead = vec2<f32>;
+alias KvRead = KvWord;
+alias OutWord = vec2<f32>;
 
 
 var<workgroup> scores: array<f32, G * TILE>;
@@ -23,8 +28,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let g0 = wid.z * G;
     let heads = min(G, params.group - g0);
     let h0 = kvh * params.group + g0;
-    let row_pairs = params.n_kv_heads * HALF;
-    let kv_base = kvh * HALF;
     let c = wid.x;
     let p0 = params.first + c * params.chunk;
     let p1 = min(p0 + params.chunk, params.n_pos);
@@ -46,10 +49,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let g = i / nt;
             let t = i % nt;
             let q_base = (h0 + g) * HALF;
-            let k_base = (t0 + t) * row_pairs + kv_base;
+            let row = (t0 + t) * params.n_kv_heads + kvh;
             var s = 0.0;
             for (var p = 0u; p < HALF; p++) {
-                s += dot(q[q_base + p], kv_pair(k_cache[k_base + p]));
+                s += dot(q[q_base + p], k_pair(row, p));
             }
             scores[g * TILE + t] = s * params.scale;
         }
@@ -80,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 let p = i % HALF;
                 var a = acc[j] * rescale[g];
                 for (var t = 0u; t < nt; t++) {
-                    a += scores[g * TILE + t] * kv_pair(v_cache[(t0 + t) * row_pairs + kv_base + p]);
+                    a += scores[g * TILE + t] * v_pair((t0 + t) * params.n_kv_heads + kvh, p);
                 }
                 acc[j] = a;
             }

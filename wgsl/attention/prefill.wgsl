@@ -21,7 +21,7 @@
 // The host sets WG (invocations), HD (head_dim, even), ROWS, KT, CHUNK (pairs per
 // staged chunk, at most HD / 2) and SLICE (output pairs per workgroup, at most HD / 2);
 // the workgroup memory they take is the host's `PrefillAttention::workgroup_bytes`.
-// The format include gives KvWord and kv_pair.
+// The format includes give KvWord, k_pair and v_pair.
 
 struct Params {
     n_kv_heads: u32,
@@ -89,8 +89,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let rows = min(ROWS, n_rows - r0);
     let s0 = wid.z * SLICE;
     let s1 = min(s0 + SLICE, HALF);
-    let row_pairs = params.n_kv_heads * HALF;
-    let kv_base = kvh * HALF;
     let last_pos = params.start + (r0 + rows - 1u) / params.group;
 
     for (var i = lid; i < ROWS * SLICE; i += WG) {
@@ -115,7 +113,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = lid; i < nt * nc; i += WG) {
                 let t = i / nc;
                 let p = i % nc;
-                kv_tile[t * KV_STRIDE + p] = kv_pair(k_cache[(t0 + t) * row_pairs + kv_base + c0 + p]);
+                kv_tile[t * KV_STRIDE + p] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
             for (var i = lid; i < rows * nt; i += WG) {
@@ -161,7 +159,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = lid; i < nt * nc; i += WG) {
                 let t = i / nc;
                 let p = i % nc;
-                kv_tile[t * KV_STRIDE + p] = kv_pair(v_cache[(t0 + t) * row_pairs + kv_base + c0 + p]);
+                kv_tile[t * KV_STRIDE + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
             for (var i = lid; i < rows * nc; i += WG) {

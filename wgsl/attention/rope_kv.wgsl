@@ -1,12 +1,13 @@
 // RoPE and the KV-cache append, in one dispatch because a decode step always needs them
 // together: q rotated in place, k rotated into row `pos` of the key cache, v copied
-// into row `pos` of the value cache (layout [pos][kv_head][head_dim], a KvWord per
-// pair of values in the format the include gives). As two
+// into row `pos` of the value cache (layout [pos][kv_head][kv_row words], in the
+// format the writer include gives: `attention/rope_kv_pair.wgsl` for plain caches,
+// `attention/rope_kv_block.wgsl` for q8_0). As two
 // dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
 // it a dispatch's fixed cost.
 //
 // RoPE: within each head, pair i of values (adjacent, or halves apart: the rope mode,
-// `attention/rope_kv_pair.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
+// `attention/rope_math.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
 // Values at or beyond rope_dim stay as they are. The projections' biases (qwen2) are
 // added first.
 //
@@ -14,8 +15,8 @@
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
 // exact. The position is a uniform parameter, so the host can record ahead.
 //
-// One invocation per pair of values of q, then one per pair of k, then of v
-// (`attention/rope_kv_pair.wgsl`).
+// One invocation per pair of values of q, then one per unit of k, then of v (a pair,
+// or a q8_0 block).
 
 struct Params {
     n_heads: u32,
@@ -26,7 +27,8 @@ struct Params {
     // Where k and v start in `qkv`, in elements (q starts at 0).
     k_first: u32,
     v_first: u32,
-    _pad0: u32,
+    // KvWords from one cache row (a position's KV head) to the next.
+    kv_row: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -41,9 +43,10 @@ const WG: u32 = 64u;
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim);
-    let per_token = (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
-    for (var t = gid.x; t < per_token; t += groups.x * WG) {
-        rope_kv_pair(t, params.pos, 0u, params.k_first, params.v_first, h);
+    let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim,
+                      params.kv_row);
+    let units = rope_kv_units(h);
+    for (var t = gid.x; t < units; t += groups.x * WG) {
+        rope_kv_unit(t, params.pos, 0u, params.k_first, params.v_first, h);
     }
 }

@@ -19,7 +19,7 @@ use crate::{Error, Result};
 
 use super::super::wgsl::{compose, WgslConst, WgslValue};
 use super::super::PipelineCache;
-use super::{rope_kv_pipeline, template, AttentionLaunch, Heads, KvType, RopeStyle};
+use super::{rope_kv_pipeline, rope_kv_units, template, AttentionLaunch, Heads, KvType, RopeStyle};
 
 /// Invocations of a prefill workgroup.
 pub const PREFILL_WG: u32 = 128;
@@ -94,7 +94,7 @@ impl PrefillAttention {
         workgroup_bytes: u64,
         max_workgroups_per_dim: u32,
     ) -> Result<PrefillAttention> {
-        AttentionLaunch::check_heads(heads)?;
+        AttentionLaunch::check_heads(heads, kv)?;
         let half = (heads.head_dim / 2) as u32;
         let chunk = half.min(PREFILL_CHUNK);
         let mut slice = half;
@@ -206,6 +206,7 @@ impl PrefillAttention {
         match self.kv {
             KvType::F32 => "attention/prefill_f32.wgsl",
             KvType::F16 => "attention/prefill_f16.wgsl",
+            KvType::Q8_0 => "attention/prefill_q8_0.wgsl",
         }
     }
 
@@ -214,6 +215,7 @@ impl PrefillAttention {
         match self.kv {
             KvType::F32 => "attention/rope_kv_batch_f32.wgsl",
             KvType::F16 => "attention/rope_kv_batch_f16.wgsl",
+            KvType::Q8_0 => "attention/rope_kv_batch_q8_0.wgsl",
         }
     }
 
@@ -223,6 +225,7 @@ impl PrefillAttention {
         vec![
             u("WG", self.wg),
             u("HD", self.heads.head_dim as u32),
+            u("KV_ROW", self.kv.row_words(self.heads.head_dim) as u32),
             u("ROWS", self.rows),
             u("KT", self.key_tile),
             u("CHUNK", self.chunk),
@@ -287,7 +290,7 @@ impl PrefillAttention {
         v_cache: Slice,
     ) -> Dispatch {
         let h = self.heads;
-        let per_token = (h.n_heads + 2 * h.n_kv_heads) * (h.head_dim / 2);
+        let per_token = rope_kv_units(h, self.kv);
         let limit = self.max_workgroups_per_dim as u64;
         Dispatch {
             pipeline: p.rope_kv_batch,
@@ -301,7 +304,7 @@ impl PrefillAttention {
                 row_stride as u32,
                 k_first as u32,
                 v_first as u32,
-                0,
+                self.kv.row_words(h.head_dim) as u32,
                 0,
                 0,
             ],
@@ -334,7 +337,7 @@ impl PrefillAttention {
         let h = self.heads;
         let q_width = h.n_heads * h.head_dim;
         let n_pos = start + n_tokens;
-        let cache_bytes = n_pos * h.kv_dim() * self.kv.bytes_per_value();
+        let cache_bytes = n_pos * h.n_kv_heads * self.kv.row_bytes(h.head_dim);
         let rows_bytes = |stride: u64| ((n_tokens.max(1) - 1) * stride + q_width) * 4;
         let fail = |what: String| Err(Error::Invalid(format!("prefill attention: {what}")));
         if n_tokens == 0 {
@@ -402,7 +405,7 @@ impl PrefillAttention {
         let positions: u64 = (0..self.n_blocks(n_tokens))
             .map(|b| start + (((b + 1) * rows).min(n_rows) - 1) / group + 1)
             .sum();
-        let row_bytes = self.heads.kv_dim() * self.kv.bytes_per_value();
+        let row_bytes = self.heads.n_kv_heads * self.kv.row_bytes(self.heads.head_dim);
         positions * row_bytes * (self.n_slices() + 1)
     }
 

@@ -1,0 +1,175 @@
+const WG: u32 = 256u;
+const HD: u32 = 128u;
+const KV_ROW: u32 = 36u;
+const G: u32 = 4u;
+const TILE: u32 = 64u;
+const ACC: u32 = 1u;
+
+// KV cache in q8_0: each block of 32 values of a head's row is 32 int8 values q and a
+// scale d = max|x| / 127, the values d * q (q = x / d rounded half away from zero, as
+// ggml's quantize_row_q8_0). A cache row (one position's KV head of head_dim values) is
+// head_dim / 4 words of four int8 values, then head_dim / 32 f32 scales, then padding
+// to a multiple of four words (16 bytes): 36 words for a head of 128, where f16 takes 64.
+// ggml keeps d as f16; here it is f32 in the same padded row, so d adds no error.
+
+alias KvWord = u32;
+// A head's value pairs in a q8_0 KV cache (`attention/kv_q8_0.wgsl`), for the kernels
+// that read the cache a pair at a time: cache row `row` (position * n_kv_heads + KV
+// head) is KV_ROW words, pair p in the half of word p / 2 that p % 2 says, its scale
+// the f32 at word HD / 4 + p / 16. The includer declares `k_cache` and `v_cache` and
+// sets HD and KV_ROW.
+
+fn q8_pair(word: u32, p: u32, d: f32) -> vec2<f32> {
+    let q = vec4<f32>(unpack4xI8(word));
+    return select(q.xy, q.zw, p % 2u == 1u) * d;
+}
+
+fn k_pair(row: u32, p: u32) -> vec2<f32> {
+    let first = row * KV_ROW;
+    return q8_pair(k_cache[first + p / 2u], p, bitcast<f32>(k_cache[first + HD / 4u + p / 16u]));
+}
+
+fn v_pair(row: u32, p: u32) -> vec2<f32> {
+    let first = row * KV_ROW;
+    return q8_pair(v_cache[first + p / 2u], p, bitcast<f32>(v_cache[first + HD / 4u + p / 16u]));
+}
+// What both decode attention kernels (`attention/decode.wgsl` and
+// `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
+// dispatch shape serves both. Each kernel names the element types it reads and writes
+// them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
+
+struct Params {
+    n_kv_heads: u32,
+    n_pos: u32,   // positions in the cache, this one included: keys first..n_pos
+    chunk: u32,   // positions per chunk (the last may be shorter)
+    n_chunks: u32,
+    group: u32,   // query heads per KV head
+    scale: f32,
+    first: u32,   // the first position attended to (a sliding window's; else 0)
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<QRead>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
+// Per query head h and chunk c, at h * n_chunks + c: (m, l).
+@group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
+// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
+
+const HALF: u32 = HD / 2u;
+// Split-K decode attention without subgroups, for devices that have none: the same
+// chunks, head groups, outputs and combine as `attention/decode.wgsl`.
+//
+// Positions go in tiles of TILE: the scores of a tile (query heads x positions) sit in
+// workgroup memory, one invocation per query head folds them into its running max and
+// sum (an online softmax), and the accumulators (query head x value pairs, ACC per
+// invocation) are rescaled by exp(m_old - m_new) before the tile's weighted V rows are
+// added.
+//
+// The host sets WG (invocations), TILE, HD (head_dim), G (query heads per workgroup;
+// G <= WG), ACC (G * HD / 2 over WG, rounded up) and KV_ROW. The format includes give
+// KvWord, k_pair and v_pair; the bindings are `attention/decode_io.wgsl`'s, a pair
+// per element.
+
+alias QRead = vec2<f32>;
+alias KvRead = KvWord;
+alias OutWord = vec2<f32>;
+
+
+var<workgroup> scores: array<f32, G * TILE>;
+var<workgroup> run_max: array<f32, G>;
+var<workgroup> run_sum: array<f32, G>;
+var<workgroup> rescale: array<f32, G>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let kvh = wid.y;
+    let g0 = wid.z * G;
+    let heads = min(G, params.group - g0);
+    let h0 = kvh * params.group + g0;
+    let c = wid.x;
+    let p0 = params.first + c * params.chunk;
+    let p1 = min(p0 + params.chunk, params.n_pos);
+
+    var acc: array<vec2<f32>, ACC>;
+    for (var j = 0u; j < ACC; j++) {
+        acc[j] = vec2<f32>(0.0);
+    }
+    if (lid < heads) {
+        run_max[lid] = -3.0e38;
+        run_sum[lid] = 0.0;
+    }
+    workgroupBarrier();
+
+    for (var t0 = p0; t0 < p1; t0 += TILE) {
+        let nt = min(TILE, p1 - t0);
+        // One (head, position) dot product per invocation.
+        for (var i = lid; i < heads * nt; i += WG) {
+            let g = i / nt;
+            let t = i % nt;
+            let q_base = (h0 + g) * HALF;
+            let row = (t0 + t) * params.n_kv_heads + kvh;
+            var s = 0.0;
+            for (var p = 0u; p < HALF; p++) {
+                s += dot(q[q_base + p], k_pair(row, p));
+            }
+            scores[g * TILE + t] = s * params.scale;
+        }
+        workgroupBarrier();
+        if (lid < heads) {
+            let row = lid * TILE;
+            var m = run_max[lid];
+            for (var t = 0u; t < nt; t++) {
+                m = max(m, scores[row + t]);
+            }
+            let r = exp(run_max[lid] - m);
+            var tile_sum = 0.0;
+            for (var t = 0u; t < nt; t++) {
+                let e = exp(scores[row + t] - m);
+                scores[row + t] = e;
+                tile_sum += e;
+            }
+            run_sum[lid] = run_sum[lid] * r + tile_sum;
+            run_max[lid] = m;
+            rescale[lid] = r;
+        }
+        workgroupBarrier();
+        // Invocation lid owns (head, pair) lid, lid + WG, ...
+        for (var j = 0u; j < ACC; j++) {
+            let i = lid + j * WG;
+            if (i < heads * HALF) {
+                let g = i / HALF;
+                let p = i % HALF;
+                var a = acc[j] * rescale[g];
+                for (var t = 0u; t < nt; t++) {
+                    a += scores[g * TILE + t] * v_pair((t0 + t) * params.n_kv_heads + kvh, p);
+                }
+                acc[j] = a;
+            }
+        }
+        workgroupBarrier();
+    }
+
+    let one_chunk = params.n_chunks == 1u;
+    for (var j = 0u; j < ACC; j++) {
+        let i = lid + j * WG;
+        if (i < heads * HALF) {
+            let g = i / HALF;
+            let h = h0 + g;
+            let p = i % HALF;
+            if (one_chunk) {
+                out[h * HALF + p] = acc[j] / run_sum[g];
+            } else {
+                part_acc[(h * params.n_chunks + c) * HALF + p] = acc[j];
+            }
+        }
+    }
+    if (!one_chunk && lid < heads) {
+        part_ml[(h0 + lid) * params.n_chunks + c] = vec2<f32>(run_max[lid], run_sum[lid]);
+    }
+}
+
+// attention/decode_portable over a q8_0 KV cache.

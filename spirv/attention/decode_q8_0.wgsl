@@ -1,0 +1,385 @@
+const WG: u32 = 128u;
+const HD: u32 = 128u;
+const KV_ROW: u32 = 36u;
+const G: u32 = 4u;
+const TEAM: u32 = 8u;
+const LW: u32 = 1u;
+
+// attention/decode's view of a q8_0 KV cache (`attention/kv_q8_0.wgsl`): the row of one
+// position and KV head is HD / 16 words of 16 int8 values, then HD / 32 f32 scales (one
+// per block of 32 values: words 2b and 2b + 1 share scale b), padded to whole words. The
+// includer (`attention/decode.wgsl`) declares `q`, `k_cache` and `v_cache` (arrays of
+// vec4) and Word; the host sets HD (a multiple of 32) and KV_ROW (u32s a row).
+
+const WORD_VALUES: u32 = 16u;
+const DATA_WORDS: u32 = HD / 16u;
+const ROW_WORDS: u32 = KV_ROW / 4u;
+
+struct Vals {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
+fn vals_zero() -> Vals {
+    return Vals(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+}
+
+fn vals_dot(x: Vals, y: Vals) -> f32 {
+    return dot(x.a, y.a) + dot(x.b, y.b) + dot(x.c, y.c) + dot(x.d, y.d);
+}
+
+fn vals_scaled(x: Vals, r: f32) -> Vals {
+    return Vals(x.a * r, x.b * r, x.c * r, x.d * r);
+}
+
+// x + e * v
+fn vals_mad(x: Vals, e: f32, v: Vals) -> Vals {
+    let s = vec4<f32>(e);
+    return Vals(fma(s, v.a, x.a), fma(s, v.b, x.b), fma(s, v.c, x.c), fma(s, v.d, x.d));
+}
+
+// The i-th 4 of a word's values.
+fn vals_part(x: Vals, i: u32) -> vec4<f32> {
+    switch (i) {
+        case 0u: { return x.a; }
+        case 1u: { return x.b; }
+        case 2u: { return x.c; }
+        default: { return x.d; }
+    }
+}
+
+// A word's int8 values (the scale is applied to sums and weights, not to each value).
+fn unpacked(w: vec4<u32>) -> Vals {
+    return Vals(vec4<f32>(unpack4xI8(w.x)), vec4<f32>(unpack4xI8(w.y)),
+                vec4<f32>(unpack4xI8(w.z)), vec4<f32>(unpack4xI8(w.w)));
+}
+
+// The scale of word w's block, from the row's scale word that holds it.
+fn scale_at(scales: vec4<u32>, w: u32) -> f32 {
+    return bitcast<f32>(scales[(w / 2u) % 4u]);
+}
+
+// Word w of cache row `row` (position * n_kv_heads + KV head), with its block's scale.
+fn k_word(row: u32, w: u32) -> Word {
+    let first = row * ROW_WORDS;
+    return Word(unpacked(k_cache[first + w]), scale_at(k_cache[first + DATA_WORDS + w / 8u], w));
+}
+
+fn v_word(row: u32, w: u32) -> Word {
+    let first = row * ROW_WORDS;
+    return Word(unpacked(v_cache[first + w]), scale_at(v_cache[first + DATA_WORDS + w / 8u], w));
+}
+
+// Word w of query head h.
+fn q_vals(h: u32, w: u32) -> Vals {
+    let i = (h * HD) / 4u + 4u * w;
+    return Vals(q[i], q[i + 1u], q[i + 2u], q[i + 3u]);
+}
+// What both decode attention kernels (`attention/decode.wgsl` and
+// `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
+// dispatch shape serves both. Each kernel names the element types it reads and writes
+// them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
+
+struct Params {
+    n_kv_heads: u32,
+    n_pos: u32,   // positions in the cache, this one included: keys first..n_pos
+    chunk: u32,   // positions per chunk (the last may be shorter)
+    n_chunks: u32,
+    group: u32,   // query heads per KV head
+    scale: f32,
+    first: u32,   // the first position attended to (a sliding window's; else 0)
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<QRead>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
+// Per query head h and chunk c, at h * n_chunks + c: (m, l).
+@group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
+// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
+
+const HALF: u32 = HD / 2u;
+// Split-K decode attention (flash-decoding) on subgroups. Workgroup (c, kvh, hg) takes
+// the positions of chunk c for the (up to 4) query heads of head group hg that read KV
+// head kvh, so each K and V byte of a chunk is read by one workgroup whatever the GQA
+// ratio, and the chunks spread a long context over the whole GPU.
+//
+// What a decode step waits on is memory latency, so the kernel is written to keep many
+// independent reads in flight. A team of TEAM lanes (a power of two no larger than the
+// smallest subgroup) reads a cache row in 16-byte words, LW words per lane (1 wherever
+// the subgroup is as wide as a row's words), and takes ROWS = 4 positions a step: the
+// four rows' K and V words are read together, in straight-line code, and the next
+// step's while this one's are used. Private arrays are avoided (drivers move them to
+// slow local memory); the loops over a lane's words run one trip where LW is 1.
+//
+// Each lane scores the four rows against all four query head slots (a vec4 per head;
+// slots past the group score zeros and are never stored), the team sums its lanes'
+// parts by shuffles, and folds the scores into its own online softmax: a running max m
+// and sum l per head (vec4s over heads) and an accumulator of exp(s - m) v per head and
+// word, in registers where a lane holds one word, else in workgroup memory. A word's
+// scale (q8_0's; 1 for plain formats) multiplies the dot products and the weights, not
+// every value. The position loop is uniform over the workgroup (rows past the chunk are
+// read clamped and weigh nothing), so every shuffle runs in uniform control flow, as
+// Metal wants. At the end the workgroup merges its teams: with one chunk it writes the
+// normalized output, otherwise (m, l) and the accumulator per query head for
+// `attention/combine.wgsl`.
+//
+// The host sets WG (invocations, a multiple of the largest subgroup), HD, KV_ROW, G
+// (query heads per workgroup, at most 4), TEAM and LW (a row's value words over TEAM,
+// rounded up). The format include gives WORD_VALUES, DATA_WORDS, Vals and its
+// arithmetic, k_word, v_word and q_vals; the bindings are `attention/decode_io.wgsl`'s,
+// in 16-byte words.
+
+alias QRead = vec4<f32>;
+alias KvRead = vec4<u32>;
+alias OutWord = vec4<f32>;
+
+const NO_SCORE: f32 = -3.0e38;
+const ROWS: u32 = 4u;
+const TEAMS: u32 = WG / TEAM;
+const WORD_VEC4S: u32 = WORD_VALUES / 4u;
+
+// A word of the cache: values v times scale d (1 for plain formats).
+struct Word {
+    v: Vals,
+    d: f32,
+}
+
+// One team's ROWS positions of a step at the lane's first word: K and V.
+struct Tile {
+    k0: Word,
+    k1: Word,
+    k2: Word,
+    k3: Word,
+    v0: Word,
+    v1: Word,
+    v2: Word,
+    v3: Word,
+}
+
+// Query heads (4 slots), scaled, by word.
+var<workgroup> q_words: array<Vals, 4u * DATA_WORDS>;
+// Per team, head and word: the accumulator (live where LW > 1, merged at the end).
+var<workgroup> team_acc: array<Vals, TEAMS * G * DATA_WORDS>;
+// Per team: m (first TEAMS) and l (next TEAMS), a vec4 over heads.
+var<workgroup> team_ml: array<vec4<f32>, 2u * TEAMS>;
+
+fn max4(v: vec4<f32>) -> f32 {
+    return max(max(v.x, v.y), max(v.z, v.w));
+}
+
+// acc * r + e.x v0 + e.y v1 + e.z v2 + e.w v3
+fn fold(acc: Vals, r: f32, e: vec4<f32>, v0: Vals, v1: Vals, v2: Vals, v3: Vals) -> Vals {
+    return vals_mad(vals_mad(vals_mad(vals_mad(vals_scaled(acc, r), e.x, v0), e.y, v1), e.z, v2),
+                    e.w, v3);
+}
+
+// The lane's scores of four rows (by position) against query head slot g at word w.
+fn word_scores(g: u32, w: u32, k0: Word, k1: Word, k2: Word, k3: Word) -> vec4<f32> {
+    let qg = q_words[g * DATA_WORDS + w];
+    return vec4<f32>(vals_dot(qg, k0.v) * k0.d, vals_dot(qg, k1.v) * k1.d,
+                     vals_dot(qg, k2.v) * k2.d, vals_dot(qg, k3.v) * k3.d);
+}
+
+// Cache row of position t (clamped to `last`, which is in the cache) of KV head kvh.
+fn row_of(t: u32, last: u32, kvh: u32) -> u32 {
+    return min(t, last) * params.n_kv_heads + kvh;
+}
+
+// K and V of positions t..t + 4 (clamped) at word w.
+fn load_tile(t: u32, last: u32, kvh: u32, w: u32) -> Tile {
+    let r0 = row_of(t, last, kvh);
+    let r1 = row_of(t + 1u, last, kvh);
+    let r2 = row_of(t + 2u, last, kvh);
+    let r3 = row_of(t + 3u, last, kvh);
+    return Tile(k_word(r0, w), k_word(r1, w), k_word(r2, w), k_word(r3, w),
+                v_word(r0, w), v_word(r1, w), v_word(r2, w), v_word(r3, w));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sub: u32,
+        @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(subgroup_size) sg: u32) {
+    let kvh = wid.y;
+    let g0 = wid.z * G;
+    let heads = min(G, params.group - g0);
+    let h0 = kvh * params.group + g0;
+    let c = wid.x;
+    let p0 = params.first + c * params.chunk;
+    let p1 = min(p0 + params.chunk, params.n_pos);
+    let last = p1 - 1u;
+    let team = sub * (sg / TEAM) + lane / TEAM;
+    let lt = lane % TEAM;
+
+    for (var i = lid; i < 4u * DATA_WORDS; i += WG) {
+        let g = i / DATA_WORDS;
+        var v = vals_zero();
+        if (g < heads) {
+            v = vals_scaled(q_vals(h0 + g, i % DATA_WORDS), params.scale);
+        }
+        q_words[i] = v;
+    }
+    if (LW > 1u) {
+        for (var j = 0u; j < LW; j++) {
+            let w = lt + j * TEAM;
+            for (var g = 0u; g < G; g++) {
+                if (w < DATA_WORDS) {
+                    team_acc[(team * G + g) * DATA_WORDS + w] = vals_zero();
+                }
+            }
+        }
+    }
+    // The lane's first word (clamped: lanes past a row's words read its last and add
+    // nothing), and whether it is a real one.
+    let w0 = min(lt, DATA_WORDS - 1u);
+    let live0 = lt < DATA_WORDS;
+    let step = TEAMS * ROWS;
+    // The first step's rows are read before the barrier: they need no q.
+    var cur = load_tile(p0 + team * ROWS, last, kvh, w0);
+    workgroupBarrier();
+
+    var m = vec4<f32>(NO_SCORE);
+    var l = vec4<f32>(0.0);
+    var acc0 = vals_zero();
+    var acc1 = vals_zero();
+    var acc2 = vals_zero();
+    var acc3 = vals_zero();
+    for (var base = p0; base < p1; base += step) {
+        let t = base + team * ROWS;
+        // The next step's rows, read while this one's are used.
+        var next: Tile;
+        if (base + step < p1) {
+            next = load_tile(t + step, last, kvh, w0);
+        }
+        var s0 = vec4<f32>(0.0);
+        var s1 = vec4<f32>(0.0);
+        var s2 = vec4<f32>(0.0);
+        var s3 = vec4<f32>(0.0);
+        for (var j = 0u; j < LW; j++) {
+            var k = cur;
+            if (j > 0u) {
+                k = load_tile(t, last, kvh, min(lt + j * TEAM, DATA_WORDS - 1u));
+            }
+            let w = min(lt + j * TEAM, DATA_WORDS - 1u);
+            let live = select(0.0, 1.0, lt + j * TEAM < DATA_WORDS);
+            s0 += live * word_scores(0u, w, k.k0, k.k1, k.k2, k.k3);
+            s1 += live * word_scores(1u, w, k.k0, k.k1, k.k2, k.k3);
+            s2 += live * word_scores(2u, w, k.k0, k.k1, k.k2, k.k3);
+            s3 += live * word_scores(3u, w, k.k0, k.k1, k.k2, k.k3);
+        }
+        for (var o = TEAM / 2u; o > 0u; o /= 2u) {
+            s0 += subgroupShuffleXor(s0, o);
+            s1 += subgroupShuffleXor(s1, o);
+            s2 += subgroupShuffleXor(s2, o);
+            s3 += subgroupShuffleXor(s3, o);
+        }
+        let valid = vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p1);
+        let none = vec4<f32>(NO_SCORE);
+        s0 = select(none, s0, valid);
+        s1 = select(none, s1, valid);
+        s2 = select(none, s2, valid);
+        s3 = select(none, s3, valid);
+        let m_new = max(m, vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)));
+        let r = exp(m - m_new);
+        // Rows past the chunk weigh nothing, also for a team that has seen no row yet
+        // (its m_new is still NO_SCORE).
+        let zero = vec4<f32>(0.0);
+        let e0 = select(zero, exp(s0 - m_new.x), valid);
+        let e1 = select(zero, exp(s1 - m_new.y), valid);
+        let e2 = select(zero, exp(s2 - m_new.z), valid);
+        let e3 = select(zero, exp(s3 - m_new.w), valid);
+        let ones = vec4<f32>(1.0);
+        l = l * r + vec4<f32>(dot(e0, ones), dot(e1, ones), dot(e2, ones), dot(e3, ones));
+        m = m_new;
+        // V's scales go into the weights.
+        let vd = vec4<f32>(cur.v0.d, cur.v1.d, cur.v2.d, cur.v3.d);
+        if (LW == 1u) {
+            acc0 = fold(acc0, r.x, e0 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc1 = fold(acc1, r.y, e1 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc2 = fold(acc2, r.z, e2 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc3 = fold(acc3, r.w, e3 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+        } else {
+            for (var j = 0u; j < LW; j++) {
+                let w = lt + j * TEAM;
+                if (w < DATA_WORDS) {
+                    var u = cur;
+                    if (j > 0u) {
+                        u = load_tile(t, last, kvh, w);
+                    }
+                    let ud = vec4<f32>(u.v0.d, u.v1.d, u.v2.d, u.v3.d);
+                    for (var g = 0u; g < G; g++) {
+                        let at = (team * G + g) * DATA_WORDS + w;
+                        let e = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
+                        team_acc[at] = fold(team_acc[at], r[g], e * ud, u.v0.v, u.v1.v, u.v2.v,
+                                            u.v3.v);
+                    }
+                }
+            }
+        }
+        cur = next;
+    }
+
+    if (LW == 1u && live0) {
+        let at = team * G * DATA_WORDS + w0;
+        team_acc[at] = acc0;
+        if (G > 1u) {
+            team_acc[at + DATA_WORDS] = acc1;
+        }
+        if (G > 2u) {
+            team_acc[at + 2u * DATA_WORDS] = acc2;
+        }
+        if (G > 3u) {
+            team_acc[at + 3u * DATA_WORDS] = acc3;
+        }
+    }
+    if (lt == 0u) {
+        team_ml[team] = m;
+        team_ml[TEAMS + team] = l;
+    }
+    workgroupBarrier();
+
+    // The teams merged: with M the largest team max of a head, each team's accumulator
+    // counts exp(m - M).
+    let one_chunk = params.n_chunks == 1u;
+    for (var i = lid; i < heads * DATA_WORDS; i += WG) {
+        let g = i / DATA_WORDS;
+        let w = i % DATA_WORDS;
+        var big_m = NO_SCORE;
+        for (var tm = 0u; tm < TEAMS; tm++) {
+            big_m = max(big_m, team_ml[tm][g]);
+        }
+        var big_l = 0.0;
+        var sum = vals_zero();
+        for (var tm = 0u; tm < TEAMS; tm++) {
+            let f = exp(team_ml[tm][g] - big_m);
+            big_l += team_ml[TEAMS + tm][g] * f;
+            sum = vals_mad(sum, f, team_acc[(tm * G + g) * DATA_WORDS + w]);
+        }
+        let h = h0 + g;
+        if (one_chunk) {
+            let first = (h * HD + w * WORD_VALUES) / 4u;
+            let norm = vals_scaled(sum, 1.0 / big_l);
+            for (var k = 0u; k < WORD_VEC4S; k++) {
+                out[first + k] = vals_part(norm, k);
+            }
+        } else {
+            let slot = h * params.n_chunks + c;
+            let first = (slot * HD + w * WORD_VALUES) / 4u;
+            for (var k = 0u; k < WORD_VEC4S; k++) {
+                part_acc[first + k] = vals_part(sum, k);
+            }
+            if (w == 0u) {
+                part_ml[slot] = vec2<f32>(big_m, big_l);
+            }
+        }
+    }
+}
+
+// attention/decode over a q8_0 KV cache.

@@ -1,0 +1,226 @@
+const WG: u32 = 128u;
+const HD: u32 = 128u;
+const KV_ROW: u32 = 36u;
+const ROWS: u32 = 16u;
+const KT: u32 = 32u;
+const CHUNK: u32 = 32u;
+const SLICE: u32 = 64u;
+
+// KV cache in q8_0: each block of 32 values of a head's row is 32 int8 values q and a
+// scale d = max|x| / 127, the values d * q (q = x / d rounded half away from zero, as
+// ggml's quantize_row_q8_0). A cache row (one position's KV head of head_dim values) is
+// head_dim / 4 words of four int8 values, then head_dim / 32 f32 scales, then padding
+// to a multiple of four words (16 bytes): 36 words for a head of 128, where f16 takes 64.
+// ggml keeps d as f16; here it is f32 in the same padded row, so d adds no error.
+
+alias KvWord = u32;
+// A head's value pairs in a q8_0 KV cache (`attention/kv_q8_0.wgsl`), for the kernels
+// that read the cache a pair at a time: cache row `row` (position * n_kv_heads + KV
+// head) is KV_ROW words, pair p in the half of word p / 2 that p % 2 says, its scale
+// the f32 at word HD / 4 + p / 16. The includer declares `k_cache` and `v_cache` and
+// sets HD and KV_ROW.
+
+fn q8_pair(word: u32, p: u32, d: f32) -> vec2<f32> {
+    let q = vec4<f32>(unpack4xI8(word));
+    return select(q.xy, q.zw, p % 2u == 1u) * d;
+}
+
+fn k_pair(row: u32, p: u32) -> vec2<f32> {
+    let first = row * KV_ROW;
+    return q8_pair(k_cache[first + p / 2u], p, bitcast<f32>(k_cache[first + HD / 4u + p / 16u]));
+}
+
+fn v_pair(row: u32, p: u32) -> vec2<f32> {
+    let first = row * KV_ROW;
+    return q8_pair(v_cache[first + p / 2u], p, bitcast<f32>(v_cache[first + HD / 4u + p / 16u]));
+}
+// Causal attention for a prompt's tokens (prefill), flash-attention style. Token t of
+// n_tokens sits at position start + t and attends to cache positions 0..=start + t;
+// its q rows are at q[t * q_stride + head * HD ..], its output rows at
+// out[t * out_stride + head * HD ..]. The cache holds every position up to the last
+// token's (layout [pos][kv_head][HD], a KvWord per pair of values).
+//
+// The rows of KV head kvh are its (token, query head) pairs, token-major: row
+// t * group + g is token t's query head kvh * group + g. Workgroup (b, kvh, s) takes
+// ROWS consecutive rows of them, so a GQA group of any size shares one walk over the
+// keys, and the output pairs [s * SLICE, (s + 1) * SLICE) of those rows. It walks the
+// keys in tiles of KT positions, each K and V tile staged in workgroup memory once for
+// all its rows, in chunks of CHUNK pairs (a head of any size fits, chunk by chunk):
+// the scores of a tile (rows x positions) sum over the K chunks, one online-softmax
+// step per row turns them into weights (the running max and sum, and the factor that
+// rescales the accumulator), then the V chunks are added into the accumulators.
+//
+// Every accumulator lives in workgroup memory and every private value is a scalar:
+// arrays in registers indexed at run time are moved to slow local memory by drivers.
+// No subgroup operations, so any subgroup size is right.
+//
+// The host sets WG (invocations), HD (head_dim, even), ROWS, KT, CHUNK (pairs per
+// staged chunk, at most HD / 2) and SLICE (output pairs per workgroup, at most HD / 2);
+// the workgroup memory they take is the host's `PrefillAttention::workgroup_bytes`.
+// The format includes give KvWord, k_pair and v_pair.
+
+struct Params {
+    n_kv_heads: u32,
+    group: u32,       // query heads per KV head
+    start: u32,       // position of the first token
+    n_tokens: u32,
+    q_stride: u32,    // elements from one token's q to the next's
+    out_stride: u32,  // elements from one token's output to the next's
+    scale: f32,       // what q is multiplied by before its dot products
+    block_first: u32, // first row block of this dispatch (the grid's x is limited)
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+const HALF: u32 = HD / 2u;
+// A row of the K/V tile is one pair longer than a chunk, so the positions that
+// neighbouring invocations read fall in different memory banks.
+const KV_STRIDE: u32 = CHUNK + 1u;
+// With one chunk per head the scaled q rows are staged once, not once per tile.
+const Q_RESIDENT: bool = CHUNK == HALF;
+const NO_SCORE: f32 = -3.0e38;
+
+var<workgroup> q_tile: array<vec2<f32>, ROWS * CHUNK>;
+var<workgroup> kv_tile: array<vec2<f32>, KT * KV_STRIDE>;
+var<workgroup> scores: array<f32, ROWS * KT>;
+var<workgroup> acc: array<vec2<f32>, ROWS * SLICE>;
+var<workgroup> run_max: array<f32, ROWS>;
+var<workgroup> run_sum: array<f32, ROWS>;
+var<workgroup> rescale: array<f32, ROWS>;
+
+// Where pair p of row `row` (of KV head kvh) starts in a buffer of `stride` elements
+// per token.
+fn row_element(row: u32, kvh: u32, p: u32, stride: u32) -> u32 {
+    let head = kvh * params.group + row % params.group;
+    return (row / params.group) * stride + head * HD + 2u * p;
+}
+
+// Pairs c0..c0 + nc of rows r0..r0 + rows, scaled as decode attention scales q; the
+// rows past `rows` are zero.
+fn stage_q(r0: u32, rows: u32, kvh: u32, c0: u32, nc: u32, lid: u32) {
+    for (var i = lid; i < ROWS * nc; i += WG) {
+        let r = i / nc;
+        let p = i % nc;
+        var v = vec2<f32>(0.0);
+        if (r < rows) {
+            let j = row_element(r0 + r, kvh, c0 + p, params.q_stride);
+            v = vec2<f32>(q[j], q[j + 1u]) * params.scale;
+        }
+        q_tile[r * CHUNK + p] = v;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let kvh = wid.y;
+    let n_rows = params.n_tokens * params.group;
+    let n_blocks = (n_rows + ROWS - 1u) / ROWS;
+    // The last rows are the latest tokens, which attend to the most positions: they
+    // start first, so the longest workgroups do not trail behind the rest.
+    let r0 = (n_blocks - 1u - (params.block_first + wid.x)) * ROWS;
+    let rows = min(ROWS, n_rows - r0);
+    let s0 = wid.z * SLICE;
+    let s1 = min(s0 + SLICE, HALF);
+    let last_pos = params.start + (r0 + rows - 1u) / params.group;
+
+    for (var i = lid; i < ROWS * SLICE; i += WG) {
+        acc[i] = vec2<f32>(0.0);
+    }
+    if (lid < ROWS) {
+        run_max[lid] = NO_SCORE;
+        run_sum[lid] = 0.0;
+    }
+    if (Q_RESIDENT) {
+        stage_q(r0, rows, kvh, 0u, HALF, lid);
+    }
+    workgroupBarrier();
+
+    for (var t0 = 0u; t0 <= last_pos; t0 += KT) {
+        let nt = min(KT, last_pos + 1u - t0);
+        for (var c0 = 0u; c0 < HALF; c0 += CHUNK) {
+            let nc = min(CHUNK, HALF - c0);
+            if (!Q_RESIDENT) {
+                stage_q(r0, rows, kvh, c0, nc, lid);
+            }
+            for (var i = lid; i < nt * nc; i += WG) {
+                let t = i / nc;
+                let p = i % nc;
+                kv_tile[t * KV_STRIDE + p] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+            }
+            workgroupBarrier();
+            for (var i = lid; i < rows * nt; i += WG) {
+                let r = i / nt;
+                let t = i % nt;
+                var s = 0.0;
+                for (var p = 0u; p < nc; p++) {
+                    s += dot(q_tile[r * CHUNK + p], kv_tile[t * KV_STRIDE + p]);
+                }
+                let at = r * KT + t;
+                scores[at] = select(scores[at] + s, s, c0 == 0u);
+            }
+            workgroupBarrier();
+        }
+
+        // Row r's online-softmax step: positions past its own are masked out (a row
+        // always sees position 0 in the first tile, so its max is a real score from
+        // then on and exp(NO_SCORE - max) is 0).
+        if (lid < rows) {
+            let pos = params.start + (r0 + lid) / params.group;
+            let seen = select(0u, min(nt, pos + 1u - t0), pos >= t0);
+            let row = lid * KT;
+            let m_old = run_max[lid];
+            var m = m_old;
+            for (var t = 0u; t < seen; t++) {
+                m = max(m, scores[row + t]);
+            }
+            var tile_sum = 0.0;
+            for (var t = 0u; t < nt; t++) {
+                let e = select(0.0, exp(scores[row + t] - m), t < seen);
+                scores[row + t] = e;
+                tile_sum += e;
+            }
+            let r = exp(m_old - m);
+            run_sum[lid] = run_sum[lid] * r + tile_sum;
+            run_max[lid] = m;
+            rescale[lid] = r;
+        }
+        workgroupBarrier();
+
+        for (var c0 = s0; c0 < s1; c0 += CHUNK) {
+            let nc = min(CHUNK, s1 - c0);
+            for (var i = lid; i < nt * nc; i += WG) {
+                let t = i / nc;
+                let p = i % nc;
+                kv_tile[t * KV_STRIDE + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+            }
+            workgroupBarrier();
+            for (var i = lid; i < rows * nc; i += WG) {
+                let r = i / nc;
+                let p = i % nc;
+                let at = r * SLICE + c0 - s0 + p;
+                var a = acc[at] * rescale[r];
+                for (var t = 0u; t < nt; t++) {
+                    a += scores[r * KT + t] * kv_tile[t * KV_STRIDE + p];
+                }
+                acc[at] = a;
+            }
+            workgroupBarrier();
+        }
+    }
+
+    let width = s1 - s0;
+    for (var i = lid; i < rows * width; i += WG) {
+        let r = i / width;
+        let p = i % width;
+        let j = row_element(r0 + r, kvh, s0 + p, params.out_stride);
+        let v = acc[r * SLICE + p] / run_sum[r];
+        out[j] = v.x;
+        out[j + 1u] = v.y;
+    }
+}
+
+// attention/prefill over a q8_0 KV cache.

@@ -1,0 +1,49 @@
+// attention/decode's view of an f32 KV cache: the row of one position and KV head (HD
+// values, a multiple of 4) is HD / 4 words of 16 bytes, 4 values each. The includer
+// (`attention/decode.wgsl`) declares `q`, `k_cache` and `v_cache` (arrays of vec4) and
+// Word; the host sets HD and KV_ROW (pairs a row).
+
+const WORD_VALUES: u32 = 4u;
+// 16-byte words of a row, and the ones that hold values (all of them here).
+const ROW_WORDS: u32 = KV_ROW / 2u;
+const DATA_WORDS: u32 = HD / 4u;
+
+struct Vals {
+    a: vec4<f32>,
+}
+
+fn vals_zero() -> Vals {
+    return Vals(vec4<f32>(0.0));
+}
+
+fn vals_dot(x: Vals, y: Vals) -> f32 {
+    return dot(x.a, y.a);
+}
+
+fn vals_scaled(x: Vals, r: f32) -> Vals {
+    return Vals(x.a * r);
+}
+
+// x + e * v
+fn vals_mad(x: Vals, e: f32, v: Vals) -> Vals {
+    return Vals(fma(vec4<f32>(e), v.a, x.a));
+}
+
+// The i-th 4 of a word's values.
+fn vals_part(x: Vals, i: u32) -> vec4<f32> {
+    return x.a;
+}
+
+// Word w of cache row `row` (position * n_kv_heads + KV head); its scale is 1.
+fn k_word(row: u32, w: u32) -> Word {
+    return Word(Vals(bitcast<vec4<f32>>(k_cache[row * ROW_WORDS + w])), 1.0);
+}
+
+fn v_word(row: u32, w: u32) -> Word {
+    return Word(Vals(bitcast<vec4<f32>>(v_cache[row * ROW_WORDS + w])), 1.0);
+}
+
+// Word w of query head h.
+fn q_vals(h: u32, w: u32) -> Vals {
+    return Vals(q[(h * HD) / 4u + w]);
+}
