@@ -340,9 +340,11 @@ pub const DECODE_MIN_WG: u32 = 32;
 pub const DECODE_HEADS: u32 = 4;
 /// Positions a team of the subgroup kernel takes at once.
 pub const DECODE_ROWS: u32 = 4;
-/// Steps of the whole workgroup (every team's rows) a chunk takes at least: fewer
-/// leave each workgroup too little to overlap with its fixed costs.
-pub const DECODE_MIN_STEPS: u64 = 2;
+/// Positions a chunk of the subgroup kernel takes at least, rounded up to whole steps
+/// (every team's rows once): shorter ones cost more in the combine pass and each
+/// workgroup's fixed work than their parallelism gains. On the H200 64 was best or
+/// tied for the 8B and SmolLM2 heads at 2,048 to 32,768 positions (results/long_context).
+pub const DECODE_MIN_CHUNK: u64 = 64;
 /// Workgroup memory the subgroup kernel may take, however much the device has.
 pub const DECODE_WORKGROUP_BYTES: u64 = 40 << 10;
 /// Invocations of a portable decode workgroup.
@@ -415,7 +417,7 @@ impl AttentionLaunch {
             heads_per_group: g,
             n_ctx,
             target_workgroups: target_workgroups.max(1),
-            min_chunk: DECODE_MIN_STEPS * teams * DECODE_ROWS as u64,
+            min_chunk: DECODE_MIN_CHUNK.next_multiple_of(teams * DECODE_ROWS as u64),
         })
     }
 
