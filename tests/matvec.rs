@@ -130,8 +130,16 @@ fn run(
     y
 }
 
-/// Every output within what rounding x to int8 can explain, plus `slack` relative to
-/// the reference for f32 arithmetic.
+/// The int8 planes a launch multiplies x on.
+fn planes_of(launch: &MatvecLaunch) -> u32 {
+    match launch.x_stage() {
+        XStage::Int8x2 => 2,
+        _ => 1,
+    }
+}
+
+/// Every output within what rounding x to int8 on `planes` planes can explain, plus
+/// `slack` relative to the reference for f32 arithmetic.
 #[allow(clippy::too_many_arguments)]
 fn assert_within_int8_bound(
     ctx: &str,
@@ -141,9 +149,9 @@ fn assert_within_int8_bound(
     x: &[f32],
     expected: &[f32],
     actual: &[f32],
-    slack: f64,
+    (planes, slack): (u32, f64),
 ) {
-    let bound = int8_x_error_bound(ty, w, m as usize, k as usize, x).unwrap();
+    let bound = int8_x_error_bound(ty, w, m as usize, k as usize, x, planes).unwrap();
     for (i, ((&e, &a), &b)) in expected.iter().zip(actual).zip(&bound).enumerate() {
         let diff = (e as f64 - a as f64).abs();
         assert!(
@@ -159,11 +167,12 @@ fn check(
     profile: &DeviceProfile,
     kernel: &MatvecKernel,
     (m, k): (u64, u64),
-    dot4_lanes: Option<u32>,
+    (dot4_lanes, x_planes): (Option<u32>, Option<u32>),
 ) {
     let ty = kernel.ty;
     let overrides = Overrides {
         lanes: dot4_lanes,
+        x_planes,
         ..Overrides::default()
     };
     let launch = launch_of(profile, kernel, (m, k), XInput::F32, overrides);
@@ -172,9 +181,10 @@ fn check(
     let actual = run(device, cache, &launch, &w, &x);
     let err = nmse(&expected, &actual);
     let ctx = format!("{} on {m} x {k}", launch.pipeline_key());
-    if launch.x_stage() == XStage::Int8 {
+    if matches!(launch.x_stage(), XStage::Int8 | XStage::Int8x2) {
         // Every output within what rounding x to int8 can explain...
-        assert_within_int8_bound(&ctx, ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+        let planes = planes_of(&launch);
+        assert_within_int8_bound(&ctx, ty, &w, (m, k), &x, &expected, &actual, (planes, 1e-5));
         // ...and NMSE where there are enough outputs for it to be a statistic: with int8
         // x one output is a single draw of the rounding noise.
         if m < 16 {
@@ -209,18 +219,47 @@ fn kernel_matches_its_cpu_reference(name: &str) {
         (130, 576u64.next_multiple_of(unit)),
         (3, 16384),
     ] {
-        check(&device, &cache, &profile, kernel, (m, k), None);
+        check(&device, &cache, &profile, kernel, (m, k), (None, None));
     }
     if kernel.family.cooperative() {
         // 1280 = 2.5 tiles of 512 (f16, int8) or 5 of 256 (f32).
-        check(&device, &cache, &small_tiles, kernel, (45, 1280), None);
+        check(
+            &device,
+            &cache,
+            &small_tiles,
+            kernel,
+            (45, 1280),
+            (None, None),
+        );
+    }
+    // x on two int8 planes: the same shapes within the second plane's bound, 256 times
+    // tighter than one plane's.
+    if kernel.family == Family::Dot4 {
+        for (m, k) in [(67, 256), (3, 16384)] {
+            check(&device, &cache, &profile, kernel, (m, k), (None, Some(2)));
+        }
+        check(
+            &device,
+            &cache,
+            &small_tiles,
+            kernel,
+            (45, 1280),
+            (Some(4), Some(2)),
+        );
     }
     // Several rows per subgroup (dot4: 2 or 4 lanes per row, so 2 to 8 rows per
     // subgroup at widths 4 to 16): M not a multiple of them, one tile and several.
     if kernel.family == Family::Dot4 {
         for lanes in [2, 4] {
             for (m, k) in [(1, 256), (67, 256), (130, 576u64.next_multiple_of(unit))] {
-                check(&device, &cache, &profile, kernel, (m, k), Some(lanes));
+                check(
+                    &device,
+                    &cache,
+                    &profile,
+                    kernel,
+                    (m, k),
+                    (Some(lanes), None),
+                );
             }
             check(
                 &device,
@@ -228,7 +267,7 @@ fn kernel_matches_its_cpu_reference(name: &str) {
                 &small_tiles,
                 kernel,
                 (45, 1280),
-                Some(lanes),
+                (Some(lanes), None),
             );
         }
     }
@@ -291,7 +330,7 @@ fn rearranged_weights_are_right_in_every_part() {
             &x,
             &expected,
             &actual,
-            1e-5,
+            (planes_of(&launch), 1e-5),
         );
     }
 }
@@ -501,7 +540,7 @@ fn dot4_prefetch_gives_the_same_bits() {
                             &x,
                             &expected,
                             &actual,
-                            1e-5,
+                            (planes_of(&launch), 1e-5),
                         );
                         bits(&actual)
                     });
@@ -599,7 +638,17 @@ fn dot4_applies_swiglu_while_staging() {
         let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
         // The CPU's exp and the GPU's may differ in the last bits: 1e-4 of slack.
         let ctx = format!("{} glu {m} x {k}", kernel.name);
-        assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &glu, &expected, &actual, 1e-4);
+        let planes = planes_of(&launch);
+        assert_within_int8_bound(
+            &ctx,
+            kernel.ty,
+            &w,
+            (m, k),
+            &glu,
+            &expected,
+            &actual,
+            (planes, 1e-4),
+        );
 
         // The large models' path: silu(gate) * up quantized once by ops/silu_mul_q8 and
         // copied while staging. The same quantized x, staged the same way: the same bits.
@@ -653,7 +702,8 @@ fn each_dot4_case(
 
 /// An `x_q8` dot4 route takes x already quantized (as the norms write it): staging
 /// copies it, or the lanes read it in place (`Dot4X::InPlace`). Every quant type, one tile and
-/// several, within the same int8 bound as quantizing while staging. Where the staged
+/// several, on one int8 plane and on two, within the same int8 bound as quantizing while
+/// staging. Where the staged
 /// route is one tile with the same lanes, both give the same output bit for bit: the
 /// same sums in the same order.
 #[test]
@@ -670,34 +720,47 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
             .collect();
         assert_eq!(q8.len() as u64 * 4, k / 32 * matvec::Q8_GROUP_BYTES);
 
-        let outputs = [false, true].map(|direct| {
-            let overrides = Overrides {
-                x_q8: Some(true),
-                x_in_place: Some(direct),
-                ..Overrides::default()
-            };
-            let launch = launch_of(profile, kernel, (m, k), XInput::Norm, overrides);
-            let LaunchConfig::Dot4(c) = launch.config() else {
-                panic!("{}", launch.pipeline_key())
-            };
-            let one_tile = match c.x {
-                Dot4X::InPlace => true,
-                Dot4X::Staged { tile, .. } => k <= tile as u64,
-            };
-            assert_eq!(c.x == Dot4X::InPlace, direct);
-            let actual = run(&device, &cache, &launch, &w, &q8);
-            let ctx = format!("{} {m} x {k}", launch.pipeline_key());
-            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
-            (bits(&actual), one_tile.then_some(c.lanes))
-        });
-        let [(staged, staged_order), (direct, direct_order)] = outputs;
-        if staged_order.is_some() && staged_order == direct_order {
-            assert_eq!(
-                staged, direct,
-                "{} {m} x {k}: staged vs in place",
-                kernel.name
-            );
-            compared += 1;
+        for planes in [1, 2] {
+            let outputs = [false, true].map(|direct| {
+                let overrides = Overrides {
+                    x_q8: Some(true),
+                    x_in_place: Some(direct),
+                    x_planes: Some(planes),
+                    ..Overrides::default()
+                };
+                let launch = launch_of(profile, kernel, (m, k), XInput::Norm, overrides);
+                let LaunchConfig::Dot4(c) = launch.config() else {
+                    panic!("{}", launch.pipeline_key())
+                };
+                let one_tile = match c.x {
+                    Dot4X::InPlace => true,
+                    Dot4X::Staged { tile, .. } => k <= tile as u64,
+                };
+                assert_eq!(c.x == Dot4X::InPlace, direct);
+                let actual = run(&device, &cache, &launch, &w, &q8);
+                let ctx = format!("{} {m} x {k}", launch.pipeline_key());
+                let planes = planes_of(&launch);
+                assert_within_int8_bound(
+                    &ctx,
+                    kernel.ty,
+                    &w,
+                    (m, k),
+                    &x,
+                    &expected,
+                    &actual,
+                    (planes, 1e-5),
+                );
+                (bits(&actual), one_tile.then_some(c.lanes))
+            });
+            let [(staged, staged_order), (direct, direct_order)] = outputs;
+            if staged_order.is_some() && staged_order == direct_order {
+                assert_eq!(
+                    staged, direct,
+                    "{} {m} x {k} on {planes} planes: staged vs in place",
+                    kernel.name
+                );
+                compared += 1;
+            }
         }
     });
     assert!(compared > 0, "no route compared staged and in place");
@@ -732,7 +795,17 @@ fn dot4_rows_are_covered_on_any_number_of_workgroups() {
             assert!(launch.parts().iter().all(|p| p.workgroups[0] <= groups));
             let actual = run(&device, &cache, &launch, &w, &x);
             let ctx = format!("{} on {groups} workgroups", launch.pipeline_key());
-            assert_within_int8_bound(&ctx, kernel.ty, &w, (m, k), &x, &expected, &actual, 1e-5);
+            let planes = planes_of(&launch);
+            assert_within_int8_bound(
+                &ctx,
+                kernel.ty,
+                &w,
+                (m, k),
+                &x,
+                &expected,
+                &actual,
+                (planes, 1e-5),
+            );
         }
     });
 }

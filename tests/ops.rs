@@ -266,8 +266,9 @@ fn argmax_counts_non_finite_logits_and_keeps_the_embedded_id() {
     assert_eq!(ops::non_finite_ref(&cases[1].1), 1);
 }
 
-/// `q8` as the GPU wrote it matches `quantize_x_q8(values)`: every int8 within one step
-/// (rounding at a tie may differ) and the scale to f32 precision.
+/// `q8` as the GPU wrote it matches `quantize_x_q8(values)`: every int8 of the first
+/// plane within one step (rounding at a tie may differ), every value of both planes
+/// (256 q1 + q2) within two steps of the second, and the scales to f32 precision.
 fn assert_q8_of(what: &str, values: &[f32], q8: &[f32]) {
     assert_q8_near(what, values, q8, 1e-6);
 }
@@ -278,35 +279,54 @@ fn assert_q8_near(what: &str, values: &[f32], q8: &[f32], scale_rel: f32) {
     let gpu: Vec<u8> = q8.iter().flat_map(|v| v.to_le_bytes()).collect();
     let cpu = quantize_x_q8(values);
     assert_eq!(gpu.len(), cpu.len(), "{what}: q8 length");
-    let scale = |g: &[u8]| f32::from_le_bytes(g[32..36].try_into().unwrap());
+    // Group layout (matvec/q8_x.wgsl): plane 1 at 0, its tail at 32, plane 2 at 48, the
+    // two planes' tail at 80.
+    let word = |g: &[u8], at: usize| i32::from_le_bytes(g[at..at + 4].try_into().unwrap());
+    let int8 = |g: &[u8], at: usize| g[at] as i8 as i32;
     for (n, (g, c)) in gpu
         .chunks(Q8_GROUP_BYTES as usize)
         .zip(cpu.chunks(Q8_GROUP_BYTES as usize))
         .enumerate()
     {
         for i in 0..32 {
-            let (a, b) = (g[i] as i8 as i32, c[i] as i8 as i32);
+            let (a, b) = (int8(g, i), int8(c, i));
             assert!(
                 (a - b).abs() <= 1,
                 "{what}: group {n} value {i}: {a} vs {b}"
             );
+            let (a, b) = (256 * a + int8(g, 48 + i), 256 * b + int8(c, 48 + i));
+            assert!(
+                (a - b).abs() <= 2,
+                "{what}: group {n} value {i} on both planes: {a} vs {b}"
+            );
         }
-        let (d_gpu, d_cpu) = (scale(g), scale(c));
-        assert!(
-            (d_gpu - d_cpu).abs() <= scale_rel * d_cpu.abs(),
-            "{what}: group {n} scale {d_gpu} vs {d_cpu}"
-        );
-        // The tail's sums are of the GPU's own int8 values, which may differ from the
-        // CPU's by a step at a tie: checked against those, bit for bit.
-        let word = |i: usize| i32::from_le_bytes(g[32 + 4 * i..36 + 4 * i].try_into().unwrap());
-        let sum = |r: std::ops::Range<usize>| g[r].iter().map(|&v| v as i8 as i32).sum::<i32>();
-        let (s_lo, s_hi) = (sum(0..16), sum(16..32));
-        assert_eq!((word(2), word(3)), (s_lo, s_hi), "{what}: group {n} sums");
-        assert_eq!(
-            f32::from_bits(word(1) as u32).to_bits(),
-            (d_gpu * (s_lo + s_hi) as f32).to_bits(),
-            "{what}: group {n} d * sum"
-        );
+        for (tail, planes) in [(32usize, 1i32), (80, 2)] {
+            let (d_gpu, d_cpu) = (
+                f32::from_bits(word(g, tail) as u32),
+                f32::from_bits(word(c, tail) as u32),
+            );
+            assert!(
+                (d_gpu - d_cpu).abs() <= scale_rel * d_cpu.abs(),
+                "{what}: group {n} scale {d_gpu} vs {d_cpu}"
+            );
+            // The tail's sums are of the GPU's own int8 values, which may differ from
+            // the CPU's by a step at a tie: checked against those, bit for bit.
+            let value = |i: usize| match planes {
+                1 => int8(g, i),
+                _ => 256 * int8(g, i) + int8(g, 48 + i),
+            };
+            let (s_lo, s_hi) = ((0..16).map(value).sum::<i32>(), (16..32).map(value).sum());
+            assert_eq!(
+                (word(g, tail + 8), word(g, tail + 12)),
+                (s_lo, s_hi),
+                "{what}: group {n} sums of {planes} planes"
+            );
+            assert_eq!(
+                f32::from_bits(word(g, tail + 4) as u32).to_bits(),
+                (d_gpu * (s_lo + s_hi) as f32).to_bits(),
+                "{what}: group {n} d * sum of {planes} planes"
+            );
+        }
     }
 }
 
@@ -327,7 +347,7 @@ fn q8_norms_also_write_their_output_quantized() {
         let x: Vec<f32> = rng.vec(n).iter().map(|v| v * 3.0).collect();
         let y = rng.vec(n);
         let w = rng.vec(n);
-        let (out, q8) = (g.zeros(n), g.zeros(n.div_ceil(32) * 12));
+        let (out, q8) = (g.zeros(n), g.zeros(n.div_ceil(32) * 24));
         g.run(vec![g.ops.rms_norm(
             n as u64,
             1e-5,
@@ -340,7 +360,7 @@ fn q8_norms_also_write_their_output_quantized() {
         assert_close(&what, &ops::rms_norm_ref(&x, &w, 1e-5), &g.get(out), 1e-5);
         assert_q8_of(&what, &g.get(out), &g.get(q8));
 
-        let (xb, out, q8) = (g.buf(&x), g.zeros(n), g.zeros(n.div_ceil(32) * 12));
+        let (xb, out, q8) = (g.buf(&x), g.zeros(n), g.zeros(n.div_ceil(32) * 24));
         g.run(vec![g.ops.add_rms_norm(
             n as u64,
             1e-5,
@@ -378,12 +398,12 @@ fn silu_mul_q8_writes_the_glu_quantized() {
         let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 8.0).collect();
         let up = rng.vec(n);
         let (gb, ub) = (g.buf(&gate), g.buf(&up));
-        let q8 = g.zeros(n.div_ceil(32) * 12);
+        let q8 = g.zeros(n.div_ceil(32) * 24);
         g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, q8)]);
         let what = format!("silu_mul_q8 n={n}");
         assert_q8_near(&what, &ops::silu_mul_ref(&gate, &up), &g.get(q8), 1e-5);
         // Three workgroups looping over all the groups write the same.
-        let looped = g.zeros(n.div_ceil(32) * 12);
+        let looped = g.zeros(n.div_ceil(32) * 24);
         let mut d = g.ops.silu_mul_q8(n as u64, gb, ub, looped);
         d.workgroups = [3, 1, 1];
         g.run(vec![d]);
@@ -425,7 +445,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         let w = rng.vec(n);
         let wb = g.buf(&w);
 
-        let (xb, out, q8) = (g.buf(&x), g.zeros(rows * n), g.zeros(rows * groups * 12));
+        let (xb, out, q8) = (g.buf(&x), g.zeros(rows * n), g.zeros(rows * groups * 24));
         g.run(vec![batch.rms_norm(
             (n as u64, rows as u64),
             1e-5,
@@ -433,7 +453,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             wb,
             (out, q8),
         )]);
-        let (xb2, out2, q82) = (g.buf(&x), g.zeros(rows * n), g.zeros(rows * groups * 12));
+        let (xb2, out2, q82) = (g.buf(&x), g.zeros(rows * n), g.zeros(rows * groups * 24));
         g.run(vec![batch.add_rms_norm(
             (n as u64, rows as u64),
             1e-5,
@@ -446,7 +466,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         for r in 0..rows {
             let what = format!("n={n} row {r}");
             let row = &x[r * n..][..n];
-            let (one, one_q8) = (g.zeros(n), g.zeros(groups * 12));
+            let (one, one_q8) = (g.zeros(n), g.zeros(groups * 24));
             g.run(vec![g.ops.rms_norm(
                 n as u64,
                 1e-5,
@@ -462,10 +482,10 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             );
             assert_eq!(
                 bits(g.get(one_q8)),
-                bits(batch_q8[r * groups * 12..][..groups * 12].to_vec()),
+                bits(batch_q8[r * groups * 24..][..groups * 24].to_vec()),
                 "rms_norm q8 {what}"
             );
-            let (rx, one, one_q8) = (g.buf(row), g.zeros(n), g.zeros(groups * 12));
+            let (rx, one, one_q8) = (g.buf(row), g.zeros(n), g.zeros(groups * 24));
             let ry = g.buf(&y[r * n..][..n]);
             g.run(vec![g.ops.add_rms_norm(
                 n as u64,
@@ -488,7 +508,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             );
             assert_eq!(
                 bits(g.get(one_q8)),
-                bits(batch_add_q8[r * groups * 12..][..groups * 12].to_vec()),
+                bits(batch_add_q8[r * groups * 24..][..groups * 24].to_vec()),
                 "add_rms_norm q8 {what}"
             );
         }
@@ -498,7 +518,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         let stride = 2 * n + 8;
         let wide = rng.vec(rows * stride);
         let wide_b = g.buf(&wide);
-        let q8 = g.zeros(rows * groups * 12);
+        let q8 = g.zeros(rows * groups * 24);
         // In the model the up half is bound at its own offset of the same buffer; here
         // it is a copy laid out the same way, every row `stride` long.
         let ups: Vec<f32> = (0..rows)
@@ -522,7 +542,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             ups_b,
             glu,
         )]);
-        let qx = g.zeros(rows * groups * 12);
+        let qx = g.zeros(rows * groups * 24);
         g.run(vec![batch.quantize_rows(
             (n as u64, rows as u64, stride as u64),
             wide_b,
@@ -533,8 +553,8 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             let gate = &wide[r * stride..][..n];
             let up = &ups[r * stride..][..n];
             let what = format!("n={n} row {r}");
-            let glu_q8 = &got_glu[r * groups * 12..][..groups * 12];
-            let (gb, ub, one) = (g.buf(gate), g.buf(up), g.zeros(groups * 12));
+            let glu_q8 = &got_glu[r * groups * 24..][..groups * 24];
+            let (gb, ub, one) = (g.buf(gate), g.buf(up), g.zeros(groups * 24));
             g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, one)]);
             assert_eq!(
                 bits(g.get(one)),
@@ -551,7 +571,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             assert_q8_near(
                 &format!("quantize_rows {what}"),
                 gate,
-                &got_x[r * groups * 12..][..groups * 12],
+                &got_x[r * groups * 24..][..groups * 24],
                 1e-6,
             );
         }
@@ -611,7 +631,7 @@ fn gelu_mul_matches_in_f32_and_quantized() {
         let out = g.zeros(n);
         g.run(vec![g.ops.silu_mul(n as u64, gb, ub, out)]);
         assert_close(&format!("gelu_mul n={n}"), &expected, &g.get(out), 1e-6);
-        let q8 = g.zeros(n.div_ceil(32) * 12);
+        let q8 = g.zeros(n.div_ceil(32) * 24);
         g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, q8)]);
         assert_q8_near(&format!("gelu_mul_q8 n={n}"), &expected, &g.get(q8), 1e-5);
     }

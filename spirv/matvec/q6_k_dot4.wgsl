@@ -1,6 +1,7 @@
 const WG: u32 = 256u;
 const TILE: u32 = 4096u;
 const LANES: u32 = 0u;
+const X_PLANES: u32 = 1u;
 const X_GLU: bool = false;
 const X_Q8: bool = false;
 const X_DIRECT: bool = false;
@@ -9,12 +10,14 @@ const PREFETCH: bool = false;
 
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
-// x is quantized to int8 in groups of 32 (scale amax / 127, as llama.cpp's q8_1
-// activations; q8_x.wgsl), once per workgroup or once for all by the op that produced
-// it, staged in workgroup memory with each group's scale and sum, and multiplied with
-// the weights' integer quants by dot4I8Packed: one instruction for four products, where
-// the float path spends about four per weight (unpack, convert, FMA) and ran out of
-// issue slots before memory did.
+// x is quantized to int8 in groups of 32 on one or two planes (X_PLANES; the first with
+// scale amax / 127, as llama.cpp's q8_1 activations, the second its residual 256 times
+// finer; q8_x.wgsl), once per workgroup or once for all by the op that produced it,
+// staged in workgroup memory with each group's scale and sums, and multiplied with the
+// weights' integer quants by dot4I8Packed: one instruction for four products, where the
+// float path spends about four per weight (unpack, convert, FMA) and ran out of issue
+// slots before memory did. With two planes a group's integer dot product is 256 times
+// the first plane's plus the second's, and its scale amax / (127 * 256).
 //
 // Weights are read in "slices": a slice is the part of a block one lane decodes, sized
 // by the per-type file so that the lanes of a row read consecutive 16-byte pieces of it
@@ -25,7 +28,8 @@ const PREFETCH: bool = false;
 // (`take_batch`); either way any subgroup size and any number of workgroups is correct.
 //
 // The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256),
-// LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_GLU (whether x is
+// LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_PLANES (1 or 2),
+// X_GLU (whether x is
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
 // already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
@@ -77,6 +81,9 @@ const GROUPS: u32 = TILE / 32u;
 const SLOTS: u32 = GROUPS + GROUPS / 8u;
 const HALF: u32 = (SLOTS + 7u) / 8u * 8u + HALF_SKEW;
 var<workgroup> xq: array<vec4<u32>, HALF + SLOTS>;
+// The second plane, laid out as the first (one slot where X_PLANES is 1).
+const R_SLOTS: u32 = select(1u, HALF + SLOTS, X_PLANES == 2u);
+var<workgroup> xr: array<vec4<u32>, R_SLOTS>;
 var<workgroup> xds: array<vec2<f32>, SLOTS>;
 // Each half's sum of quantized values, for the kernels whose quants carry an offset per
 // half group (Q6_K's q - 32).
@@ -92,13 +99,14 @@ fn slot(g: u32) -> u32 {
 // load. Every workgroup's lanes read the same few KB, which stay in the compute unit's
 // cache.
 
-// With X_Q8, vec4 j of group g of x (q8_x.wgsl's layout): 0 and 1 its halves' int8
-// values, 2 its tail (d, d * sum(xq), and the sums of its halves, bitcast).
+// With X_Q8, vec4 j of group g of x (q8_x.wgsl's layout): 0 and 1 the first plane's
+// halves, 2 its tail, 3 and 4 the second plane's halves, 5 the two planes' tail (d,
+// d * sum, and the sums of the halves, bitcast).
 fn x_q8(g: u32, j: u32) -> vec4<f32> {
-    return x[3u * g + j];
+    return x[Q8_GROUP_VEC4S * g + j];
 }
 
-// Half h (0 or 1) of group g.
+// Half h (0 or 1) of group g, first plane.
 fn xq16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
         return bitcast<vec4<u32>>(x_q8(g, h));
@@ -106,9 +114,17 @@ fn xq16(g: u32, h: u32) -> vec4<u32> {
     return xq[h * HALF + slot(g)];
 }
 
-// Group g's tail, read in place.
+// Half h of group g, second plane.
+fn xr16(g: u32, h: u32) -> vec4<u32> {
+    if (X_DIRECT) {
+        return bitcast<vec4<u32>>(x_q8(g, 3u + h));
+    }
+    return xr[h * HALF + slot(g)];
+}
+
+// Group g's tail for X_PLANES planes, read in place.
 fn xtail(g: u32) -> vec4<f32> {
-    return x_q8(g, 2u);
+    return x_q8(g, select(2u, 5u, X_PLANES == 2u));
 }
 
 // Group g's scale.
@@ -141,10 +157,20 @@ fn dot16(q: vec4<u32>, xv: vec4<u32>) -> i32 {
          + dot4I8Packed(q.z, xv.z) + dot4I8Packed(q.w, xv.w);
 }
 
+// sum(q * xq) over half h of x group g, on every plane (256 * the first's + the
+// second's, which the scale xd(g) is made for).
+fn xdot16(q: vec4<u32>, g: u32, h: u32) -> i32 {
+    let first = dot16(q, xq16(g, h));
+    if (X_PLANES == 2u) {
+        return 256 * first + dot16(q, xr16(g, h));
+    }
+    return first;
+}
+
 // sum(q * xq) over all 32 weights of x group g: int8 quants `lo` against its first half,
 // `hi` against its second.
 fn group_dot(lo: vec4<u32>, hi: vec4<u32>, g: u32) -> i32 {
-    return dot16(lo, xq16(g, 0u)) + dot16(hi, xq16(g, 1u));
+    return xdot16(lo, g, 0u) + xdot16(hi, g, 1u);
 }
 
 // Four elements of the matvec's input starting at element 4i: x itself, or with X_GLU
@@ -167,11 +193,13 @@ fn stage_x(t0: u32, lid: u32) {
         let at = slot(g);
         var q: Q8Group;
         if (e >= params.k) {
-            q = Q8Group(vec4<u32>(0u), vec4<u32>(0u), vec4<f32>(0.0));
+            let z = vec4<u32>(0u);
+            q = Q8Group(z, z, vec4<f32>(0.0), z, z, vec4<f32>(0.0));
         } else if (X_Q8) {
             let xg = e / 32u;
             q = Q8Group(bitcast<vec4<u32>>(x_q8(xg, 0u)), bitcast<vec4<u32>>(x_q8(xg, 1u)),
-                        x_q8(xg, 2u));
+                        x_q8(xg, 2u), bitcast<vec4<u32>>(x_q8(xg, 3u)),
+                        bitcast<vec4<u32>>(x_q8(xg, 4u)), x_q8(xg, 5u));
         } else {
             let i = e / 4u;
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),
@@ -179,8 +207,14 @@ fn stage_x(t0: u32, lid: u32) {
         }
         xq[at] = q.lo;
         xq[HALF + at] = q.hi;
-        xds[at] = q.tail.xy;
-        xhalf_sums[at] = bitcast<vec2<i32>>(q.tail.zw);
+        var tail = q.tail;
+        if (X_PLANES == 2u) {
+            xr[at] = q.lo2;
+            xr[HALF + at] = q.hi2;
+            tail = q.tail2;
+        }
+        xds[at] = tail.xy;
+        xhalf_sums[at] = bitcast<vec2<i32>>(tail.zw);
     }
 }
 
@@ -329,15 +363,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 const_assert !PREFETCH;
 
 fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {}
-// x as the dot4 matvecs take it, "q8 groups": each 32 values as int8 with one scale
-// d = amax / 127, rounded to nearest (llama.cpp's q8_1 activations). The dot4 driver
-// quantizes f32 x this way while staging it, and the norms and ops/silu_mul_q8 can
-// write it once for every matvec that reads their output (ops/q8_round.wgsl), so that
-// those matvecs copy it or read it in place. All use this arithmetic, so a
-// pre-quantized x is bit for bit the x the matvec would have quantized.
+// x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
+// first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
+// second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's
+// value is d (256 q1 + q2) with d = d1 / 256: 256 times finer than one plane (issue 22:
+// one plane's rounding of groups with an outlier channel gave logit errors twice
+// llama.cpp's at some positions, noise that moved with the summation order). The
+// matvecs multiply both planes (256 * sum(w q1) + sum(w q2), exact in i32); the matmuls
+// of a prompt batch, which are bound by their integer throughput, the first alone.
 //
-// In a buffer (array<vec4<f32>>), group g is the three vec4s from 3g: its first 16 int8
-// values (4 per word, little-endian), its last 16, then its tail as `Q8Group` holds it.
+// The dot4 matvec driver quantizes f32 x this way while staging it, and the norms and
+// ops/silu_mul_q8 can write it once for every kernel that reads their output
+// (ops/q8_round.wgsl), so that the matvecs copy it or read it in place and the matmuls
+// stage it. All use this arithmetic, so a pre-quantized x is bit for bit the x the
+// matvec would have quantized.
+//
+// In a buffer (array<vec4<f32>>), group g is the six vec4s from 6g: the first plane's
+// first 16 int8 values (4 per word, little-endian) and last 16, its tail (d1, d1 *
+// sum(q1), and the sums of the two halves of q1), then the second plane's two halves,
+// then the two planes' tail (d, d * sum(256 q1 + q2), and the halves' sums of 256 q1 +
+// q2), as `Q8Group` holds them.
 
 // SwiGLU's elementwise part, silu(a) * b: the one formula for the dot4 staging of a
 // `glu` route and ops/silu_mul_q8, so that both quantize the same values.
@@ -348,9 +393,16 @@ fn silu_times(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
 struct Q8Group {
     lo: vec4<u32>,
     hi: vec4<u32>,
-    // d, d * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of the int8 values, bitcast)
+    // d1, d1 * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of q1's values, bitcast)
     tail: vec4<f32>,
+    lo2: vec4<u32>,
+    hi2: vec4<u32>,
+    // d, d * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of 256 q1 + q2, bitcast)
+    tail2: vec4<f32>,
 }
+
+// Values per buffer group (vec4s).
+const Q8_GROUP_VEC4S: u32 = 6u;
 
 // 1 / the scale, 0 for a group of zeros.
 fn q8_inv(amax: f32) -> f32 {
@@ -363,32 +415,53 @@ fn q8_tail_of(d: f32, s_lo: i32, s_hi: i32) -> vec4<f32> {
     return vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
 }
 
-// The group's tail from its int8 values (two halves of 16) and its scale.
-fn q8_tail(lo: vec4<u32>, hi: vec4<u32>, d: f32) -> vec4<f32> {
-    // The sum of the quantized values, not of x: an offset or minimum term then carries
-    // the same rounding as the quants' term (sum(w * xq) exactly), where the exact sum
-    // would leave their errors uncancelled.
+// The sums of a plane's 16-value halves.
+fn q8_half_sums(lo: vec4<u32>, hi: vec4<u32>) -> vec2<i32> {
     let ones = 0x01010101u;
-    let s_lo = dot4I8Packed(lo.x, ones) + dot4I8Packed(lo.y, ones)
-             + dot4I8Packed(lo.z, ones) + dot4I8Packed(lo.w, ones);
-    let s_hi = dot4I8Packed(hi.x, ones) + dot4I8Packed(hi.y, ones)
-             + dot4I8Packed(hi.z, ones) + dot4I8Packed(hi.w, ones);
-    return q8_tail_of(d, s_lo, s_hi);
+    return vec2<i32>(dot4I8Packed(lo.x, ones) + dot4I8Packed(lo.y, ones)
+                   + dot4I8Packed(lo.z, ones) + dot4I8Packed(lo.w, ones),
+                     dot4I8Packed(hi.x, ones) + dot4I8Packed(hi.y, ones)
+                   + dot4I8Packed(hi.z, ones) + dot4I8Packed(hi.w, ones));
+}
+
+// The first plane's packed word of four values v and its residual's: the one formula
+// for both (q8_group, ops/q8_round.wgsl). `inv` is q8_inv(amax): pack4x8snorm rounds
+// clamp(v * inv, -1, 1) * 127 to the nearest integer, q1; the residual v - d1 q1 over
+// d1 / 256 is v * 256 * inv * 127 - 256 q1, which pack4x8snorm takes as that over 127.
+fn q8_planes(v: vec4<f32>, inv: f32) -> vec2<u32> {
+    let p1 = pack4x8snorm(v * inv);
+    let q1 = unpack4x8snorm(p1) * 127.0;
+    return vec2<u32>(p1, pack4x8snorm((v * inv * 127.0 - q1) * 256.0 / 127.0));
+}
+
+// The two planes' tail from their halves' sums: d = amax / (127 * 256).
+fn q8_tail2_of(amax: f32, s1: vec2<i32>, s2: vec2<i32>) -> vec4<f32> {
+    return q8_tail_of(amax / (127.0 * 256.0), 256 * s1.x + s2.x, 256 * s1.y + s2.y);
 }
 
 // One group by one invocation. (ops/q8_round.wgsl spreads a group over eight, with the
-// same arithmetic: q8_inv, pack4x8snorm of v * inv, d = amax / 127.)
+// same arithmetic: q8_inv, q8_planes, d1 = amax / 127.)
 fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
     let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),
                 max(max(abs(v[4]), abs(v[5])), max(abs(v[6]), abs(v[7]))));
     let amax = max(max(a.x, a.y), max(a.z, a.w));
     let inv = q8_inv(amax);
-    // pack4x8snorm rounds clamp(v, -1, 1) * 127 to the nearest integer.
-    let lo = vec4<u32>(pack4x8snorm(v[0] * inv), pack4x8snorm(v[1] * inv),
-                       pack4x8snorm(v[2] * inv), pack4x8snorm(v[3] * inv));
-    let hi = vec4<u32>(pack4x8snorm(v[4] * inv), pack4x8snorm(v[5] * inv),
-                       pack4x8snorm(v[6] * inv), pack4x8snorm(v[7] * inv));
-    return Q8Group(lo, hi, q8_tail(lo, hi, amax / 127.0));
+    let w0 = q8_planes(v[0], inv);
+    let w1 = q8_planes(v[1], inv);
+    let w2 = q8_planes(v[2], inv);
+    let w3 = q8_planes(v[3], inv);
+    let w4 = q8_planes(v[4], inv);
+    let w5 = q8_planes(v[5], inv);
+    let w6 = q8_planes(v[6], inv);
+    let w7 = q8_planes(v[7], inv);
+    let lo = vec4<u32>(w0.x, w1.x, w2.x, w3.x);
+    let hi = vec4<u32>(w4.x, w5.x, w6.x, w7.x);
+    let lo2 = vec4<u32>(w0.y, w1.y, w2.y, w3.y);
+    let hi2 = vec4<u32>(w4.y, w5.y, w6.y, w7.y);
+    let s1 = q8_half_sums(lo, hi);
+    let s2 = q8_half_sums(lo2, hi2);
+    return Q8Group(lo, hi, q8_tail_of(amax / 127.0, s1.x, s1.y), lo2, hi2,
+                   q8_tail2_of(amax, s1, s2));
 }
 
 // Q6_K with int8 x: 256 weights per 210-byte super-block
@@ -425,7 +498,7 @@ const STEP: u32 = 1u;
 // already at bits 4..5 of `top`'s bytes, against half hh of x group g.
 fn run_dot(ql: vec4<u32>, top: vec4<u32>, n: u32, g: u32, hh: u32) -> i32 {
     let q = ((ql >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu)) | (top & vec4<u32>(0x30303030u));
-    return dot16(q, xq16(g, hh)) - 32 * xsum16(g, hh);
+    return xdot16(q, g, hh) - 32 * xsum16(g, hh);
 }
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {

@@ -210,8 +210,11 @@ macro_rules! kernel {
 }
 
 /// Bytes per 32 values of x quantized as `wgsl/matvec/q8_x.wgsl` describes
-/// ([`quantize_x_q8`]).
-pub const Q8_GROUP_BYTES: u64 = 48;
+/// ([`quantize_x_q8`]): two int8 planes and a tail each.
+pub const Q8_GROUP_BYTES: u64 = 96;
+
+/// The most int8 planes a dot4 matvec multiplies x on ([`Dot4Launch::planes`]).
+pub const MAX_X_PLANES: u32 = 2;
 
 /// Every matvec kernel brass has: the dispatch table, one line per kernel.
 pub const MATVEC_KERNELS: &[MatvecKernel] = &[
@@ -275,6 +278,9 @@ pub enum XStage {
     F16,
     /// int8 groups of 32 with an f32 scale and sum each (the `dot4` driver).
     Int8,
+    /// The same on two int8 planes, the second the first's residual 256 times finer
+    /// ([`Dot4Launch::planes`]).
+    Int8x2,
 }
 
 impl XStage {
@@ -283,6 +289,7 @@ impl XStage {
             XStage::F32 => "f32",
             XStage::F16 => "f16",
             XStage::Int8 => "int8",
+            XStage::Int8x2 => "int8x2",
         }
     }
 
@@ -294,12 +301,13 @@ impl XStage {
         match self {
             XStage::F32 => (tile / 32) * 33 * 4,
             XStage::F16 => (tile / 32) * 34 * 2,
-            // dot4.wgsl: int8 halves in 16-byte slots (one of padding per 8 groups, at
-            // most 15 more to place the second halves), a scale and sum per slot, and
-            // the two halves' integer sums.
-            XStage::Int8 => {
+            // dot4.wgsl: per plane, int8 halves in 16-byte slots (one of padding per 8
+            // groups, at most 15 more to place the second halves); a scale and sum per
+            // slot, and the two halves' integer sums.
+            XStage::Int8 | XStage::Int8x2 => {
+                let planes = if self == XStage::Int8x2 { 2 } else { 1 };
                 let slots = tile / 32 + tile / 256;
-                (2 * slots + 15) * 16 + slots * 16
+                planes * (2 * slots + 15) * 16 + slots * 16
             }
         }
     }
@@ -384,22 +392,30 @@ fn for_each_row<T>(
         .collect()
 }
 
-/// Per row, the most that quantizing x to int8 (the `dot4` driver: groups of 32 with
-/// scale amax / 127, round to nearest) can move y: sum |w_i| * scale_i / 2. An exact
-/// kernel stays within it whatever the data, so a test can hold every output to it,
-/// including a single row, where NMSE is one noisy sample.
+/// Per row, the most that quantizing x to int8 on `planes` planes as the `dot4` matvecs
+/// do can move y: sum |w_i| * e_i, with e_i the most a value of x's group moves. On one
+/// plane (scale amax / 127, round to nearest) that is half a step; on two a whole step of
+/// the second plane, amax / (127 * 256) (its residual may round to 128, clamped to 127).
+/// An exact kernel stays within it whatever the data, so a test can hold every output
+/// to it, including a single row, where NMSE is one noisy sample.
 pub fn int8_x_error_bound(
     ty: GgmlType,
     weights: &[u8],
     m: usize,
     k: usize,
     x: &[f32],
+    planes: u32,
 ) -> Result<Vec<f64>> {
     let half_steps: Vec<f64> = x[..k.min(x.len())]
         .chunks(32)
         .flat_map(|g| {
             let amax = g.iter().fold(0f32, |a, v| a.max(v.abs()));
-            std::iter::repeat_n(amax as f64 / 127.0 / 2.0, g.len())
+            let step = amax as f64 / 127.0;
+            let e = match planes {
+                1 => step / 2.0,
+                _ => step / 256.0,
+            };
+            std::iter::repeat_n(e, g.len())
         })
         .collect();
     for_each_row(ty, weights, m, k, x, |row| {
@@ -410,31 +426,47 @@ pub fn int8_x_error_bound(
     })
 }
 
-/// x quantized as the dot4 driver takes it (`wgsl/matvec/q8_x.wgsl`): per 32 values
-/// (zero-padded past the end) 16 + 16 int8 values, then the group's tail: the f32 scale
-/// d = amax / 127, d times the sum of the int8 values (f32), and the sums of the first
-/// and the last 16 (i32). The CPU twin of the WGSL `q8_group`, for tests and benchmarks
-/// that hand a matvec pre-quantized x.
+/// x quantized as the dot4 kernels take it (`wgsl/matvec/q8_x.wgsl`): per 32 values
+/// (zero-padded past the end) the first plane, q1 = x / d1 rounded with d1 = amax / 127
+/// (16 + 16 int8), its tail (d1, d1 times the sum of q1 as f32, the sums of q1's halves
+/// as i32), the second plane, q2 = (x - d1 q1) / (d1 / 256) rounded (16 + 16 int8), and
+/// the two planes' tail (d = d1 / 256, d times the sum of 256 q1 + q2, the halves' sums
+/// of 256 q1 + q2). The CPU twin of the WGSL `q8_group`, for tests and benchmarks that
+/// hand a kernel pre-quantized x.
 pub fn quantize_x_q8(x: &[f32]) -> Vec<u8> {
+    // pack4x8snorm: floor(0.5 + 127 * clamp(v, -1, 1)).
+    let snorm = |v: f32| (0.5 + 127.0 * v.clamp(-1.0, 1.0)).floor() as i8;
     let mut out = Vec::with_capacity(x.len().div_ceil(32) * Q8_GROUP_BYTES as usize);
     for chunk in x.chunks(32) {
         let mut g = [0f32; 32];
         g[..chunk.len()].copy_from_slice(chunk);
         let amax = g.iter().fold(0f32, |a, v| a.max(v.abs()));
         let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
-        // pack4x8snorm: floor(0.5 + 127 * clamp(v, -1, 1)).
-        let q: Vec<i8> = g
+        // q8_planes: the residual in units of the first plane's step, 256 times over.
+        let (q1, q2): (Vec<i8>, Vec<i8>) = g
             .iter()
-            .map(|&v| (0.5 + 127.0 * (v * inv).clamp(-1.0, 1.0)).floor() as i8)
-            .collect();
-        let sum = |h: &[i8]| h.iter().map(|&v| v as i32).sum::<i32>();
-        let (s_lo, s_hi) = (sum(&q[..16]), sum(&q[16..]));
-        let d = amax / 127.0;
-        out.extend(q.iter().map(|&v| v as u8));
-        out.extend(d.to_le_bytes());
-        out.extend((d * (s_lo + s_hi) as f32).to_le_bytes());
-        out.extend(s_lo.to_le_bytes());
-        out.extend(s_hi.to_le_bytes());
+            .map(|&v| {
+                let q1 = snorm(v * inv);
+                let q1f = q1 as f32 / 127.0 * 127.0;
+                (q1, snorm((v * inv * 127.0 - q1f) * 256.0 / 127.0))
+            })
+            .unzip();
+        let sums = |q: &[i8]| {
+            let sum = |h: &[i8]| h.iter().map(|&v| v as i32).sum::<i32>();
+            (sum(&q[..16]), sum(&q[16..]))
+        };
+        let tail = |out: &mut Vec<u8>, d: f32, (lo, hi): (i32, i32)| {
+            out.extend(d.to_le_bytes());
+            out.extend((d * (lo + hi) as f32).to_le_bytes());
+            out.extend(lo.to_le_bytes());
+            out.extend(hi.to_le_bytes());
+        };
+        let (s1, s2) = (sums(&q1), sums(&q2));
+        out.extend(q1.iter().map(|&v| v as u8));
+        tail(&mut out, amax / 127.0, s1);
+        out.extend(q2.iter().map(|&v| v as u8));
+        let both = (256 * s1.0 + s2.0, 256 * s1.1 + s2.1);
+        tail(&mut out, amax / (127.0 * 256.0), both);
     }
     out
 }

@@ -115,6 +115,7 @@ pub enum Override {
     Lanes(u32),
     MaxWorkgroups(u32),
     Batches(Batches),
+    XPlanes(u32),
 }
 
 impl From<Clause> for String {
@@ -312,6 +313,7 @@ impl std::fmt::Display for Clause {
                 Override::Lanes(lanes) => write!(f, "override: {lanes} lanes per row"),
                 Override::MaxWorkgroups(n) => write!(f, "override: at most {n} workgroups"),
                 Override::Batches(b) => write!(f, "override: row batches {b:?}"),
+                Override::XPlanes(n) => write!(f, "override: x on {n} int8 planes"),
             },
         }
     }

@@ -107,6 +107,9 @@ pub struct Overrides {
     /// Positions a decode attention chunk takes at least, in place of the kernel's
     /// (A/B of the chunking rule).
     pub attention_min_chunk: Option<u64>,
+    /// The int8 planes dot4 matvecs multiply x on (1 or 2; see
+    /// [`Dot4Launch::planes`]), in place of one.
+    pub x_planes: Option<u32>,
     /// Whether prefill matmuls multiply on cooperative matrices: yes (refused where the
     /// adapter has none), no (dot4), or (None) where the adapter has them
     /// ([`crate::kernels::matmul::MatmulEngine::route`]).
@@ -451,11 +454,18 @@ fn dot4_launch(
         let config = Dot4Launch {
             wg,
             lanes,
+            planes: x_planes(o, why),
             x: Dot4X::InPlace,
         };
         return (LaunchConfig::Dot4(config), parts);
     };
-    let tile = x_tile(profile, XStage::Int8, q.k, why);
+    let planes = x_planes(o, why);
+    let stage = if planes == 2 {
+        XStage::Int8x2
+    } else {
+        XStage::Int8
+    };
+    let tile = x_tile(profile, stage, q.k, why);
     let lanes = dot4_lanes(profile, kernel, q.k.min(tile as u64), o, why);
     let rows_per_wg = dot4_rows_per_workgroup(wg, lanes, sg);
     let row_bytes = rows.row_bytes;
@@ -500,6 +510,7 @@ fn dot4_launch(
     let config = Dot4Launch {
         wg,
         lanes,
+        planes,
         x: Dot4X::Staged {
             tile,
             from,
@@ -507,6 +518,21 @@ fn dot4_launch(
         },
     };
     (LaunchConfig::Dot4(config), parts)
+}
+
+/// The int8 planes dot4 multiplies x on: one, as llama.cpp rounds activations, unless
+/// the override asks for two (x's residual 256 times finer: logits within a few
+/// hundredths of exact math where one plane's move by llama.cpp's amount, up to about
+/// 1 on SmolLM2; on the H200 two cost 12 % of the 8B shape's decode and 9 % of
+/// SmolLM2's, results/int8_tail).
+fn x_planes(o: &Overrides, why: &mut Vec<Clause>) -> u32 {
+    match o.x_planes {
+        Some(planes) => {
+            why.push(Clause::Override(Override::XPlanes(planes)));
+            planes
+        }
+        None => 1,
+    }
 }
 
 /// Clause 4: what dot4 stages x from, by what the op before hands it; None where x

@@ -25,6 +25,7 @@
 // must be in uniform control flow, so no subgroup can sit them out) and stored alike.
 
 #include "matmul/io.wgsl"
+#include "matvec/q8_x.wgsl"
 
 const SUBGROUPS: u32 = 8u;
 // A subgroup's part: BR x BT matrices; the parts: 2 (rows) x 4 (tokens).
@@ -85,7 +86,7 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
                 min = q.min;
             }
         } else if (tok0 + r < params.n_tokens && g < n_groups) {
-            let base = (tok0 + r) * params.x_stride + 3u * g;
+            let base = (tok0 + r) * params.x_stride + Q8_GROUP_VEC4S * g;
             lo = bitcast<vec4<u32>>(x[base]);
             hi = bitcast<vec4<u32>>(x[base + 1u]);
             scale = vec2<f32>(x[base + 2u].x);

@@ -4,7 +4,8 @@
 // A workgroup computes a tile of TILE_M rows by TILE_N tokens. It walks K in steps of
 // K_GROUPS groups of 32: each step decodes the tile's weight groups once into workgroup
 // memory as int8 quants with their scales, copies the tokens' x groups (already
-// quantized to int8 per 32, q8_x.wgsl's layout, as the dot4 matvecs round them), and
+// quantized to int8 per 32, q8_x.wgsl's layout: its first plane, as llama.cpp rounds
+// activations; the matvecs add the second), and
 // then every invocation multiplies its 4 rows by its 4 tokens on dot4I8Packed. So a
 // weight is read and decoded once per TILE_N tokens rather than once per token, and
 // each decoded group feeds TILE_N dot products.
@@ -17,6 +18,7 @@
 // once share their weight rows and read them from DRAM about once.
 
 #include "matmul/io.wgsl"
+#include "matvec/q8_x.wgsl"
 
 const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;
@@ -69,7 +71,7 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
             var hi = vec4<u32>(0u);
             var tail = vec4<f32>(0.0);
             if (tok < params.n_tokens && g < n_groups) {
-                let at = tok * params.x_stride + 3u * g;
+                let at = tok * params.x_stride + Q8_GROUP_VEC4S * g;
                 lo = bitcast<vec4<u32>>(x[at]);
                 hi = bitcast<vec4<u32>>(x[at + 1u]);
                 tail = x[at + 2u];

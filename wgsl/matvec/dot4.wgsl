@@ -1,11 +1,13 @@
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
-// x is quantized to int8 in groups of 32 (scale amax / 127, as llama.cpp's q8_1
-// activations; q8_x.wgsl), once per workgroup or once for all by the op that produced
-// it, staged in workgroup memory with each group's scale and sum, and multiplied with
-// the weights' integer quants by dot4I8Packed: one instruction for four products, where
-// the float path spends about four per weight (unpack, convert, FMA) and ran out of
-// issue slots before memory did.
+// x is quantized to int8 in groups of 32 on one or two planes (X_PLANES; the first with
+// scale amax / 127, as llama.cpp's q8_1 activations, the second its residual 256 times
+// finer; q8_x.wgsl), once per workgroup or once for all by the op that produced it,
+// staged in workgroup memory with each group's scale and sums, and multiplied with the
+// weights' integer quants by dot4I8Packed: one instruction for four products, where the
+// float path spends about four per weight (unpack, convert, FMA) and ran out of issue
+// slots before memory did. With two planes a group's integer dot product is 256 times
+// the first plane's plus the second's, and its scale amax / (127 * 256).
 //
 // Weights are read in "slices": a slice is the part of a block one lane decodes, sized
 // by the per-type file so that the lanes of a row read consecutive 16-byte pieces of it
@@ -16,7 +18,8 @@
 // (`take_batch`); either way any subgroup size and any number of workgroups is correct.
 //
 // The host prepends WG (invocations), TILE (x elements per tile, a multiple of 256),
-// LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_GLU (whether x is
+// LANES (lanes per row: 0 for a whole subgroup, or a power of two), X_PLANES (1 or 2),
+// X_GLU (whether x is
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
 // already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
@@ -68,6 +71,9 @@ const GROUPS: u32 = TILE / 32u;
 const SLOTS: u32 = GROUPS + GROUPS / 8u;
 const HALF: u32 = (SLOTS + 7u) / 8u * 8u + HALF_SKEW;
 var<workgroup> xq: array<vec4<u32>, HALF + SLOTS>;
+// The second plane, laid out as the first (one slot where X_PLANES is 1).
+const R_SLOTS: u32 = select(1u, HALF + SLOTS, X_PLANES == 2u);
+var<workgroup> xr: array<vec4<u32>, R_SLOTS>;
 var<workgroup> xds: array<vec2<f32>, SLOTS>;
 // Each half's sum of quantized values, for the kernels whose quants carry an offset per
 // half group (Q6_K's q - 32).
@@ -83,13 +89,14 @@ fn slot(g: u32) -> u32 {
 // load. Every workgroup's lanes read the same few KB, which stay in the compute unit's
 // cache.
 
-// With X_Q8, vec4 j of group g of x (q8_x.wgsl's layout): 0 and 1 its halves' int8
-// values, 2 its tail (d, d * sum(xq), and the sums of its halves, bitcast).
+// With X_Q8, vec4 j of group g of x (q8_x.wgsl's layout): 0 and 1 the first plane's
+// halves, 2 its tail, 3 and 4 the second plane's halves, 5 the two planes' tail (d,
+// d * sum, and the sums of the halves, bitcast).
 fn x_q8(g: u32, j: u32) -> vec4<f32> {
-    return x[3u * g + j];
+    return x[Q8_GROUP_VEC4S * g + j];
 }
 
-// Half h (0 or 1) of group g.
+// Half h (0 or 1) of group g, first plane.
 fn xq16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
         return bitcast<vec4<u32>>(x_q8(g, h));
@@ -97,9 +104,17 @@ fn xq16(g: u32, h: u32) -> vec4<u32> {
     return xq[h * HALF + slot(g)];
 }
 
-// Group g's tail, read in place.
+// Half h of group g, second plane.
+fn xr16(g: u32, h: u32) -> vec4<u32> {
+    if (X_DIRECT) {
+        return bitcast<vec4<u32>>(x_q8(g, 3u + h));
+    }
+    return xr[h * HALF + slot(g)];
+}
+
+// Group g's tail for X_PLANES planes, read in place.
 fn xtail(g: u32) -> vec4<f32> {
-    return x_q8(g, 2u);
+    return x_q8(g, select(2u, 5u, X_PLANES == 2u));
 }
 
 // Group g's scale.
@@ -132,10 +147,20 @@ fn dot16(q: vec4<u32>, xv: vec4<u32>) -> i32 {
          + dot4I8Packed(q.z, xv.z) + dot4I8Packed(q.w, xv.w);
 }
 
+// sum(q * xq) over half h of x group g, on every plane (256 * the first's + the
+// second's, which the scale xd(g) is made for).
+fn xdot16(q: vec4<u32>, g: u32, h: u32) -> i32 {
+    let first = dot16(q, xq16(g, h));
+    if (X_PLANES == 2u) {
+        return 256 * first + dot16(q, xr16(g, h));
+    }
+    return first;
+}
+
 // sum(q * xq) over all 32 weights of x group g: int8 quants `lo` against its first half,
 // `hi` against its second.
 fn group_dot(lo: vec4<u32>, hi: vec4<u32>, g: u32) -> i32 {
-    return dot16(lo, xq16(g, 0u)) + dot16(hi, xq16(g, 1u));
+    return xdot16(lo, g, 0u) + xdot16(hi, g, 1u);
 }
 
 // Four elements of the matvec's input starting at element 4i: x itself, or with X_GLU
@@ -158,11 +183,13 @@ fn stage_x(t0: u32, lid: u32) {
         let at = slot(g);
         var q: Q8Group;
         if (e >= params.k) {
-            q = Q8Group(vec4<u32>(0u), vec4<u32>(0u), vec4<f32>(0.0));
+            let z = vec4<u32>(0u);
+            q = Q8Group(z, z, vec4<f32>(0.0), z, z, vec4<f32>(0.0));
         } else if (X_Q8) {
             let xg = e / 32u;
             q = Q8Group(bitcast<vec4<u32>>(x_q8(xg, 0u)), bitcast<vec4<u32>>(x_q8(xg, 1u)),
-                        x_q8(xg, 2u));
+                        x_q8(xg, 2u), bitcast<vec4<u32>>(x_q8(xg, 3u)),
+                        bitcast<vec4<u32>>(x_q8(xg, 4u)), x_q8(xg, 5u));
         } else {
             let i = e / 4u;
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),
@@ -170,8 +197,14 @@ fn stage_x(t0: u32, lid: u32) {
         }
         xq[at] = q.lo;
         xq[HALF + at] = q.hi;
-        xds[at] = q.tail.xy;
-        xhalf_sums[at] = bitcast<vec2<i32>>(q.tail.zw);
+        var tail = q.tail;
+        if (X_PLANES == 2u) {
+            xr[at] = q.lo2;
+            xr[HALF + at] = q.hi2;
+            tail = q.tail2;
+        }
+        xds[at] = tail.xy;
+        xhalf_sums[at] = bitcast<vec2<i32>>(tail.zw);
     }
 }
 

@@ -36,7 +36,7 @@ const STEP: u32 = 1u;
 // already at bits 4..5 of `top`'s bytes, against half hh of x group g.
 fn run_dot(ql: vec4<u32>, top: vec4<u32>, n: u32, g: u32, hh: u32) -> i32 {
     let q = ((ql >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu)) | (top & vec4<u32>(0x30303030u));
-    return dot16(q, xq16(g, hh)) - 32 * xsum16(g, hh);
+    return xdot16(q, g, hh) - 32 * xsum16(g, hh);
 }
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {

@@ -67,6 +67,10 @@ pub struct Dot4Launch {
     /// Lanes per row: 0 for a whole subgroup, or a power of two no wider than the
     /// device's smallest subgroup (a subgroup then takes several rows at once).
     pub lanes: u32,
+    /// The int8 planes x is multiplied on (`wgsl/matvec/q8_x.wgsl`): 1 rounds it as
+    /// llama.cpp does; 2 adds the residual 256 times finer, within a few hundredths of
+    /// exact math in logits (issue 22) at a cost (H200: 12 % of the 8B shape's decode).
+    pub planes: u32,
     pub x: Dot4X,
 }
 
@@ -208,6 +212,7 @@ impl MatvecLaunch {
             Family::Dot4 => LaunchConfig::Dot4(Dot4Launch {
                 wg,
                 lanes: 0,
+                planes: 1,
                 x: Dot4X::Staged {
                     tile,
                     from: StagedFrom::F32,
@@ -291,6 +296,13 @@ impl MatvecLaunch {
                         c.lanes, profile.subgroup_min, profile.subgroup_max
                     ));
                 }
+                if !(1..=super::MAX_X_PLANES).contains(&c.planes) {
+                    return bad(format!(
+                        "x on {} int8 planes (1 to {})",
+                        c.planes,
+                        super::MAX_X_PLANES
+                    ));
+                }
                 match c.x {
                     Dot4X::Staged { tile, batches, .. } => {
                         if batches == Batches::Prefetch
@@ -301,7 +313,7 @@ impl MatvecLaunch {
                                     .into(),
                             );
                         }
-                        (c.wg, Some((tile, XStage::Int8)))
+                        (c.wg, Some((tile, self.x_stage())))
                     }
                     Dot4X::InPlace => (c.wg, None),
                 }
@@ -369,6 +381,7 @@ impl MatvecLaunch {
     pub fn x_stage(&self) -> XStage {
         match self.config {
             LaunchConfig::Coop(c) => c.x.stage(),
+            LaunchConfig::Dot4(c) if c.planes == 2 => XStage::Int8x2,
             LaunchConfig::Dot4(_) => XStage::Int8,
             LaunchConfig::Scalar => XStage::F32,
         }
@@ -444,6 +457,7 @@ impl MatvecLaunch {
                     u32_("WG", c.wg),
                     u32_("TILE", tile),
                     u32_("LANES", c.lanes),
+                    u32_("X_PLANES", c.planes),
                     bool_("X_GLU", matches!(from, StagedFrom::Glu { .. })),
                     bool_("X_Q8", from == StagedFrom::Q8),
                     bool_("X_DIRECT", direct),
