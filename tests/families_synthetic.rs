@@ -1,8 +1,8 @@
-//! qwen2, qwen3 and gemma3 on tiny synthetic files (random weights, the families' tensors
-//! and metadata): brass's exact route against an exact-math (f64) forward pass of the
-//! same file (`common::exact`), token by token over enough positions that gemma3's
-//! sliding window (8 here) drops keys on its local layers; and the default route
-//! against the same, at a looser bound.
+//! qwen2, qwen3, gemma3 and a Mistral-style llama (a sliding window on every layer) on
+//! tiny synthetic files (random weights, the families' tensors and metadata): brass's
+//! exact route against an exact-math (f64) forward pass of the same file
+//! (`common::exact`), token by token over enough positions that the sliding windows (8
+//! here) drop keys; and the default route against the same, printed.
 
 mod common;
 
@@ -61,6 +61,15 @@ fn spec(arch: Arch) -> SyntheticSpec {
             rope_base: 1e6,
             ..base
         },
+        // Mistral 7B v0.1's files: llama with attention.sliding_window (4,096 there).
+        Arch::Llama => SyntheticSpec {
+            sliding_window: Some(SyntheticWindow {
+                window: WINDOW,
+                pattern: None,
+                rope_base: 10_000.0,
+            }),
+            ..base
+        },
         _ => base,
     }
 }
@@ -71,7 +80,13 @@ fn check_config(arch: Arch, c: &Config) {
     assert_eq!(c.architecture, arch.name());
     let s = spec(arch);
     assert_eq!(c.head_dim as u64, s.head_dim());
-    assert_eq!(c.rope, RopeStyle::Neox, "{arch}");
+    let llama = arch == Arch::Llama;
+    let rope = if llama {
+        RopeStyle::Normal
+    } else {
+        RopeStyle::Neox
+    };
+    assert_eq!(c.rope, rope, "{arch}");
     assert_eq!(c.qkv_bias, arch == Arch::Qwen2, "{arch}");
     assert_eq!(
         c.qk_norm,
@@ -90,12 +105,17 @@ fn check_config(arch: Arch, c: &Config) {
     assert_eq!(c.embed_scale, scale);
     match c.sliding_window {
         Some(w) => {
-            assert!(gemma);
+            assert!(gemma || llama);
             assert_eq!(w.window, WINDOW as usize);
             assert_eq!(w.rope_base, 10_000.0);
-            assert!(w.is_local(0) && w.is_local(1) && !w.is_local(2));
+            // Gemma's third layer is global; none of Mistral's is.
+            let local: Vec<bool> = (0..c.n_layers).map(|i| w.is_local(i)).collect();
+            match llama {
+                true => assert!(local.iter().all(|&l| l), "{local:?}"),
+                false => assert_eq!(local, [true, true, false]),
+            }
         }
-        None => assert!(!gemma),
+        None => assert!(!gemma && !llama),
     }
 }
 
@@ -213,6 +233,11 @@ fn qwen3_synthetic_matches_exact_math() {
 #[test]
 fn gemma3_synthetic_matches_exact_math() {
     check(Arch::Gemma3);
+}
+
+#[test]
+fn mistral_style_llama_synthetic_matches_exact_math() {
+    check(Arch::Llama);
 }
 
 /// The family presets' files have llama.cpp's tensors for their architecture.

@@ -113,8 +113,19 @@ struct Family {
     activation: Activation,
     /// Embeddings scaled by sqrt(dim).
     embed_scaled: bool,
-    /// Layers are local in groups of this many where the file sets a sliding window.
-    swa_pattern: Option<usize>,
+    /// Which layers a sliding window (`attention.sliding_window`, where the file sets
+    /// one) makes local.
+    swa: Swa,
+}
+
+/// Where a family's sliding window applies.
+#[derive(Clone, Copy)]
+enum Swa {
+    /// Every layer (Mistral's `llama` files), at the model's RoPE base.
+    AllLayers,
+    /// All but every n-th layer (`attention.sliding_window_pattern`, default n), at
+    /// their own RoPE base (`rope.freq_base_swa`): Gemma 3.
+    Pattern(usize),
 }
 
 const LLAMA: Family = Family {
@@ -125,7 +136,7 @@ const LLAMA: Family = Family {
     post_norms: false,
     activation: Activation::Silu,
     embed_scaled: false,
-    swa_pattern: None,
+    swa: Swa::AllLayers,
 };
 
 const FAMILIES: &[Family] = &[
@@ -156,7 +167,7 @@ const FAMILIES: &[Family] = &[
         post_norms: true,
         activation: Activation::GeluTanh,
         embed_scaled: true,
-        swa_pattern: Some(6),
+        swa: Swa::Pattern(6),
         ..LLAMA
     },
 ];
@@ -247,13 +258,18 @@ impl Config {
         };
         let rope_base = positive_finite("rope.freq_base", 10_000.0)?;
         let eps = positive_finite("attention.layer_norm_rms_epsilon", 1e-5)?;
-        let sliding_window = match (
-            family.swa_pattern,
-            file.get(&key("attention.sliding_window")),
-        ) {
-            (Some(pattern), Some(_)) => match u("attention.sliding_window")? {
-                0 => None,
-                window => Some(SlidingWindow {
+        let n_layers = u("block_count")?;
+        let sliding_window = match file.get(&key("attention.sliding_window")) {
+            None => None,
+            Some(_) => match (u("attention.sliding_window")?, family.swa) {
+                (0, _) => None,
+                // No layer is global: every pattern-th of more than there are.
+                (window, Swa::AllLayers) => Some(SlidingWindow {
+                    window,
+                    pattern: n_layers + 1,
+                    rope_base: rope_base.into(),
+                }),
+                (window, Swa::Pattern(pattern)) => Some(SlidingWindow {
                     window,
                     pattern: positive(
                         "attention.sliding_window_pattern",
@@ -262,7 +278,6 @@ impl Config {
                     rope_base: positive_finite("rope.freq_base_swa", 10_000.0)?.into(),
                 }),
             },
-            _ => None,
         };
         // Linear scaling only (Gemma 3 4B and up: factor 8 on the global layers); YaRN
         // and the others need more than a position scale.
@@ -281,7 +296,7 @@ impl Config {
             .tensor("token_embd.weight")
             .ok_or_else(|| Error::Invalid("the model has no `token_embd.weight` tensor".into()))?;
         Ok(Config {
-            n_layers: u("block_count")?,
+            n_layers,
             ffn_dim: u("feed_forward_length")?,
             dim,
             n_heads,
@@ -350,12 +365,15 @@ impl Config {
                 .filter(|&i| !w.is_local(i))
                 .map(|i| i.to_string())
                 .collect();
-            parts.push(format!(
-                "layers attend to their last {} positions (RoPE base {}) but {} (global)",
-                w.window,
-                w.rope_base,
-                global.join(", ")
-            ));
+            parts.push(match global.is_empty() {
+                true => format!("every layer attends to its last {} positions", w.window),
+                false => format!(
+                    "layers attend to their last {} positions (RoPE base {}) but {} (global)",
+                    w.window,
+                    w.rope_base,
+                    global.join(", ")
+                ),
+            });
         }
         format!("{}: {}", self.architecture, parts.join("; "))
     }

@@ -449,11 +449,17 @@ impl SyntheticSpec {
         if self.head_dim == Some(0) {
             return bad("head size 0".into());
         }
-        if self.sliding_window.is_some() && self.arch != Arch::Gemma3 {
-            return bad(format!(
-                "{} takes no sliding window (gemma3 does)",
-                self.arch
-            ));
+        match (self.sliding_window, self.arch) {
+            (None, _) | (Some(_), Arch::Gemma3) => {}
+            (Some(w), Arch::Llama) if w.pattern.is_none() => {}
+            (Some(_), Arch::Llama) => {
+                return bad("a llama (Mistral) window takes every layer: no pattern".into())
+            }
+            (Some(_), arch) => {
+                return bad(format!(
+                    "{arch} takes no sliding window (gemma3 and llama, as Mistral, do)"
+                ))
+            }
         }
         if let Some(w) = self.sliding_window {
             if w.window == 0 || w.pattern == Some(0) {
@@ -517,8 +523,10 @@ impl SyntheticSpec {
             b.set(
                 k("attention.sliding_window"),
                 u32_of(w.window, "sliding window")?,
-            )
-            .set(k("rope.freq_base_swa"), w.rope_base);
+            );
+            if self.arch == Arch::Gemma3 {
+                b.set(k("rope.freq_base_swa"), w.rope_base);
+            }
             if let Some(pattern) = w.pattern {
                 b.set(
                     k("attention.sliding_window_pattern"),
