@@ -130,28 +130,23 @@ fn run(
     y
 }
 
-/// The int8 planes a launch multiplies x on.
-fn planes_of(launch: &MatvecLaunch) -> u32 {
-    match launch.x_stage() {
-        XStage::Int8x2 => 2,
-        _ => 1,
-    }
-}
-
-/// Every output within what rounding x to int8 on `planes` planes can explain, plus
-/// `slack` relative to the reference for f32 arithmetic.
+/// Every output of `launch` within what rounding x to int8 on its planes can explain,
+/// plus `slack` relative to the reference for f32 arithmetic.
 #[allow(clippy::too_many_arguments)]
 fn assert_within_int8_bound(
     ctx: &str,
-    ty: GgmlType,
-    w: &[u8],
-    (m, k): (u64, u64),
-    x: &[f32],
+    launch: &MatvecLaunch,
+    (w, x): (&[u8], &[f32]),
     expected: &[f32],
     actual: &[f32],
-    (planes, slack): (u32, f64),
+    slack: f64,
 ) {
-    let bound = int8_x_error_bound(ty, w, m as usize, k as usize, x, planes).unwrap();
+    let planes = match launch.x_stage() {
+        XStage::Int8x2 => 2,
+        _ => 1,
+    };
+    let (ty, m, k) = (launch.kernel().ty, launch.m() as usize, launch.k() as usize);
+    let bound = int8_x_error_bound(ty, w, m, k, x, planes).unwrap();
     for (i, ((&e, &a), &b)) in expected.iter().zip(actual).zip(&bound).enumerate() {
         let diff = (e as f64 - a as f64).abs();
         assert!(
@@ -183,8 +178,7 @@ fn check(
     let ctx = format!("{} on {m} x {k}", launch.pipeline_key());
     if matches!(launch.x_stage(), XStage::Int8 | XStage::Int8x2) {
         // Every output within what rounding x to int8 can explain...
-        let planes = planes_of(&launch);
-        assert_within_int8_bound(&ctx, ty, &w, (m, k), &x, &expected, &actual, (planes, 1e-5));
+        assert_within_int8_bound(&ctx, &launch, (&w, &x), &expected, &actual, 1e-5);
         // ...and NMSE where there are enough outputs for it to be a statistic: with int8
         // x one output is a single draw of the rounding noise.
         if m < 16 {
@@ -324,13 +318,11 @@ fn rearranged_weights_are_right_in_every_part() {
         let actual = run(&device, &cache, &launch, &w, &x);
         assert_within_int8_bound(
             &launch.pipeline_key(),
-            ty,
-            &w,
-            (m, k),
-            &x,
+            &launch,
+            (&w, &x),
             &expected,
             &actual,
-            (planes_of(&launch), 1e-5),
+            1e-5,
         );
     }
 }
@@ -532,16 +524,7 @@ fn dot4_prefetch_gives_the_same_bits() {
                         assert!(launch.parts()[0].workgroups[0] <= groups);
                         let actual = run(&device, &cache, &launch, &w, &x);
                         let ctx = format!("{} on {groups} workgroups", launch.pipeline_key());
-                        assert_within_int8_bound(
-                            &ctx,
-                            kernel.ty,
-                            &w,
-                            (m, k),
-                            &x,
-                            &expected,
-                            &actual,
-                            (planes_of(&launch), 1e-5),
-                        );
+                        assert_within_int8_bound(&ctx, &launch, (&w, &x), &expected, &actual, 1e-5);
                         bits(&actual)
                     });
                     if one_at_a_time || lanes > 0 {
@@ -638,17 +621,7 @@ fn dot4_applies_swiglu_while_staging() {
         let expected = cpu_reference(kernel.ty, &w, m as usize, k as usize, &glu).unwrap();
         // The CPU's exp and the GPU's may differ in the last bits: 1e-4 of slack.
         let ctx = format!("{} glu {m} x {k}", kernel.name);
-        let planes = planes_of(&launch);
-        assert_within_int8_bound(
-            &ctx,
-            kernel.ty,
-            &w,
-            (m, k),
-            &glu,
-            &expected,
-            &actual,
-            (planes, 1e-4),
-        );
+        assert_within_int8_bound(&ctx, &launch, (&w, &glu), &expected, &actual, 1e-4);
 
         // The large models' path: silu(gate) * up quantized once by ops/silu_mul_q8 and
         // copied while staging. The same quantized x, staged the same way: the same bits.
@@ -739,17 +712,7 @@ fn dot4_takes_prequantized_x_staged_or_in_place() {
                 assert_eq!(c.x == Dot4X::InPlace, direct);
                 let actual = run(&device, &cache, &launch, &w, &q8);
                 let ctx = format!("{} {m} x {k}", launch.pipeline_key());
-                let planes = planes_of(&launch);
-                assert_within_int8_bound(
-                    &ctx,
-                    kernel.ty,
-                    &w,
-                    (m, k),
-                    &x,
-                    &expected,
-                    &actual,
-                    (planes, 1e-5),
-                );
+                assert_within_int8_bound(&ctx, &launch, (&w, &x), &expected, &actual, 1e-5);
                 (bits(&actual), one_tile.then_some(c.lanes))
             });
             let [(staged, staged_order), (direct, direct_order)] = outputs;
@@ -795,17 +758,7 @@ fn dot4_rows_are_covered_on_any_number_of_workgroups() {
             assert!(launch.parts().iter().all(|p| p.workgroups[0] <= groups));
             let actual = run(&device, &cache, &launch, &w, &x);
             let ctx = format!("{} on {groups} workgroups", launch.pipeline_key());
-            let planes = planes_of(&launch);
-            assert_within_int8_bound(
-                &ctx,
-                kernel.ty,
-                &w,
-                (m, k),
-                &x,
-                &expected,
-                &actual,
-                (planes, 1e-5),
-            );
+            assert_within_int8_bound(&ctx, &launch, (&w, &x), &expected, &actual, 1e-5);
         }
     });
 }
