@@ -1,11 +1,17 @@
 //! Whole-model decode against `tests/reference/`: exact-math (`_f64`) references,
 //! teacher-forced position by position, free-running greedy tokens, and llama.cpp's
 //! output as an independent check. See that folder's README for what each file is.
+//!
+//! A model's cache at a position depends only on the tokens up to it, so where two
+//! sequences checked on one model share their first tokens, those positions run once
+//! (the default model's exact-math and llama.cpp sequences share their first 10), and
+//! the three tests of the default model on the coop route share one pass (see
+//! [`coop_default_model`]).
 
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use brass::device::Device;
 use brass::kernels::attention::KvType;
@@ -49,9 +55,17 @@ fn load_with(path: &Path, family: Family, q8: Option<bool>, planes: Option<u32>)
     .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
 }
 
-fn assert_no_defects(model: &Model) {
+/// The model's dispatch ledger defects, printed; empty if none.
+fn defects(model: &Model) -> String {
     let ledger = model.audit();
-    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+    match ledger.defects().is_empty() {
+        true => String::new(),
+        false => format!("{ledger}"),
+    }
+}
+
+fn assert_no_defects(defects: &str) {
+    assert!(defects.is_empty(), "ledger defects:\n{defects}");
 }
 
 /// The sequence a reference processed: prompt, then every generated token but the last.
@@ -61,16 +75,42 @@ fn sequence(r: &Reference) -> Vec<u32> {
     ids
 }
 
-/// Teacher-forces `r`'s sequence through `model` and checks every position: each of the
-/// reference's top-5 logits within `tol`, and the same top-1 wherever the reference's
-/// own top-2 gap exceeds `min_gap`.
-fn teacher_forced(model: &Model, r: &Reference, tol: f32, min_gap: f32) {
+/// How many leading positions `a` and `b` share: the cache `a` leaves there is `b`'s.
+fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Teacher-forces each of `seqs` through `model` in turn; returns every position's
+/// logits. Positions a sequence shares with the one before, from the first, are taken
+/// from that one's run (the cache there holds the same tokens), not run again.
+fn teacher_forced_logits(model: &Model, seqs: &[&[u32]]) -> Vec<Vec<Vec<f32>>> {
+    let mut out: Vec<Vec<Vec<f32>>> = Vec::with_capacity(seqs.len());
+    for (i, seq) in seqs.iter().enumerate() {
+        let (mut logits, shared) = match i.checked_sub(1) {
+            Some(prev) => {
+                let shared = shared_prefix(seqs[prev], seq);
+                (out[prev][..shared].to_vec(), shared)
+            }
+            None => (Vec::new(), 0),
+        };
+        for (pos, &id) in seq.iter().enumerate().skip(shared) {
+            logits.push(model.forward_logits(Input::Token(id), pos).unwrap());
+        }
+        out.push(logits);
+    }
+    out
+}
+
+/// Checks every position of `r`'s sequence teacher-forced (`logits`, one per position):
+/// each of the reference's top-5 logits within `tol`, and the same top-1 wherever the
+/// reference's own top-2 gap exceeds `min_gap`.
+fn teacher_forced(logits: &[Vec<f32>], r: &Reference, tol: f32, min_gap: f32) {
     let ids = sequence(r);
     assert_eq!(ids.len(), r.steps.len());
+    assert_eq!(logits.len(), r.steps.len());
     let mut worst = 0f32;
-    for (pos, (&id, step)) in ids.iter().zip(&r.steps).enumerate() {
+    for (pos, (logits, step)) in logits.iter().zip(&r.steps).enumerate() {
         assert_eq!(step.pos, pos);
-        let logits = model.forward_logits(Input::Token(id), pos).unwrap();
         for &(tid, expected) in &step.top {
             let err = (logits[tid as usize] - expected).abs();
             worst = worst.max(err);
@@ -82,7 +122,7 @@ fn teacher_forced(model: &Model, r: &Reference, tol: f32, min_gap: f32) {
         }
         let gap = step.top[0].1 - step.top[1].1;
         if gap > min_gap {
-            let top1 = brass::kernels::ops::argmax_ref(&logits);
+            let top1 = brass::kernels::ops::argmax_ref(logits);
             assert_eq!(
                 top1, step.top[0].0,
                 "pos {pos}: top-1 (reference gap {gap})"
@@ -95,74 +135,137 @@ fn teacher_forced(model: &Model, r: &Reference, tol: f32, min_gap: f32) {
     );
 }
 
+/// Greedy tokens after the prompt that the coop test checks.
+const GREEDY: usize = 24;
+
+/// What the default model gives on the coop route, for the three tests of it.
+struct CoopDefault {
+    /// Every position's logits along the exact-math reference's sequence.
+    exact_logits: Vec<Vec<f32>>,
+    /// Greedy decode after that reference's prompt, each step fed the id the GPU's
+    /// argmax left (`Input::Previous`): its first [`GREEDY`] tokens, or up to and
+    /// including the first that leaves the reference's sequence.
+    greedy: Vec<u32>,
+    /// The GPU's argmax at every position of llama.cpp's sequence, teacher-forced.
+    llamacpp_top1: Vec<u32>,
+    defects: String,
+}
+
+/// One pass of the default model on the coop route (a decode step takes lavapipe about
+/// 1.8 s there) along the exact-math reference's sequence, each step reading back both
+/// the GPU's argmax and the logits: the prompt, then greedy decode from the GPU's own
+/// ids while they are the reference's (so those steps are both the greedy test's and
+/// the teacher-forced test's), then the rest teacher-forced; then llama.cpp's sequence
+/// from where it leaves that one. The tests run it once, whichever asks first.
+fn coop_default_model() -> &'static CoopDefault {
+    static RUN: OnceLock<CoopDefault> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let model = load(&default_model_path().unwrap(), Family::Coop);
+        let exact = reference("smollm2_q4_1_f64.json");
+        let seq = sequence(&exact);
+        let last_prompt = exact.prompt_ids.len() - 1;
+        let mut ids = Vec::with_capacity(seq.len());
+        let mut exact_logits = Vec::with_capacity(seq.len());
+        let mut greedy = Vec::new();
+        let mut on_path = true;
+        for (pos, &id) in seq.iter().enumerate() {
+            // Greedy: the step after the prompt's last token takes the GPU's argmax of
+            // the step before, while greedy is still on the reference's path.
+            let greedy_step = pos > last_prompt && pos < last_prompt + GREEDY;
+            let input = match greedy_step && on_path {
+                true => Input::Previous,
+                false => Input::Token(id),
+            };
+            let (top1, logits) = model.forward_token_and_logits(input, pos).unwrap();
+            if pos >= last_prompt && pos < last_prompt + GREEDY && on_path {
+                greedy.push(top1);
+                // The next step takes the GPU's id only if it is the reference's token:
+                // otherwise greedy has left the path (the greedy test fails) and the
+                // rest of the sequence is teacher-forced.
+                on_path = seq.get(pos + 1).is_none_or(|&next| next == top1);
+            }
+            ids.push(top1);
+            exact_logits.push(logits);
+        }
+        let llamacpp = sequence(&reference("smollm2_q4_1_llamacpp.json"));
+        let shared = shared_prefix(&seq, &llamacpp);
+        let mut llamacpp_top1 = ids[..shared].to_vec();
+        for (pos, &id) in llamacpp.iter().enumerate().skip(shared) {
+            llamacpp_top1.push(model.forward(Input::Token(id), pos).unwrap());
+        }
+        eprintln!(
+            "coop: {} positions along exact math's sequence, {} of llama.cpp's shared, {} run",
+            seq.len(),
+            shared,
+            llamacpp.len() - shared
+        );
+        CoopDefault {
+            exact_logits,
+            greedy,
+            llamacpp_top1,
+            defects: defects(&model),
+        }
+    })
+}
+
 #[test]
 fn default_model_teacher_forced_matches_exact_math() {
-    let model = load(&default_model_path().unwrap(), Family::Coop);
-    teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.08, 0.1);
-    assert_no_defects(&model);
+    let run = coop_default_model();
+    teacher_forced(
+        &run.exact_logits,
+        &reference("smollm2_q4_1_f64.json"),
+        0.08,
+        0.1,
+    );
+    assert_no_defects(&run.defects);
 }
 
 #[test]
 fn synthetic_k_quant_model_teacher_forced_matches_exact_math() {
     let model = load(&common::reference_path("synkq_q4_k_m.gguf"), Family::Coop);
-    teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.01, 0.1);
-    assert_no_defects(&model);
+    let r = reference("synkq_q4_k_m_f64.json");
+    let logits = teacher_forced_logits(&model, &[&sequence(&r)]);
+    teacher_forced(&logits[0], &r, 0.01, 0.1);
+    assert_no_defects(&defects(&model));
 }
 
-/// Greedy decode of `n` tokens after `r`'s prompt.
-fn greedy(model: &Model, r: &Reference, n: usize) -> Vec<u32> {
-    let (last, rest) = r.prompt_ids.split_last().unwrap();
-    for (pos, &id) in rest.iter().enumerate() {
-        model.step(Input::Token(id), pos).unwrap();
-    }
-    let mut pos = rest.len();
-    let mut generated = vec![model.forward(Input::Token(*last), pos).unwrap()];
-    while generated.len() < n {
-        pos += 1;
-        // The id argmax left on the GPU feeds the next step: no upload between tokens.
-        generated.push(model.forward(Input::Previous, pos).unwrap());
-    }
-    generated
-}
-
+/// Greedy decode of [`GREEDY`] tokens after the prompt, the id argmax left on the GPU
+/// feeding the next step: no upload between tokens.
 #[test]
 fn default_model_greedy_reproduces_exact_math_tokens() {
-    let model = load(&default_model_path().unwrap(), Family::Coop);
+    let run = coop_default_model();
     let r = reference("smollm2_q4_1_f64.json");
-    assert_eq!(greedy(&model, &r, 24), r.generated[..24]);
-    assert_no_defects(&model);
+    assert_eq!(run.greedy, r.generated[..GREEDY]);
+    assert_no_defects(&run.defects);
 }
 
-/// Top-1 agreement with llama.cpp, teacher-forced along its own sequence.
-fn agreement_with_llamacpp(family: Family) {
-    let model = load(&default_model_path().unwrap(), family);
+/// Top-1 agreement with llama.cpp, teacher-forced along its own sequence: the GPU's
+/// argmax at each position (`top1`).
+fn agreement_with_llamacpp(family: Family, top1: &[u32]) {
     let r = reference("smollm2_q4_1_llamacpp.json");
-    let ids = sequence(&r);
-    let agree = ids
+    let n = sequence(&r).len();
+    assert_eq!(top1.len(), n);
+    let agree = top1
         .iter()
         .zip(&r.steps)
-        .enumerate()
-        .filter(|(pos, (&id, step))| {
-            model.forward(Input::Token(id), *pos).unwrap() == step.top[0].0
-        })
+        .filter(|(&id, step)| id == step.top[0].0)
         .count();
-    let rate = agree as f64 / ids.len() as f64;
+    let rate = agree as f64 / n as f64;
     eprintln!(
-        "{}: top-1 agreement with llama.cpp: {agree} of {}",
-        family.name(),
-        ids.len()
+        "{}: top-1 agreement with llama.cpp: {agree} of {n}",
+        family.name()
     );
     assert!(
         rate >= 0.9,
-        "top-1 agreement with llama.cpp {agree} of {} < 90%",
-        ids.len()
+        "top-1 agreement with llama.cpp {agree} of {n} < 90%"
     );
-    assert_no_defects(&model);
 }
 
 #[test]
 fn default_model_agrees_with_llamacpp() {
-    agreement_with_llamacpp(Family::Coop);
+    let run = coop_default_model();
+    agreement_with_llamacpp(Family::Coop, &run.llamacpp_top1);
+    assert_no_defects(&run.defects);
 }
 
 // dot4 rounds activations to int8 groups as llama.cpp's CPU backend does (Q8_1 / Q8_K).
@@ -184,36 +287,44 @@ fn default_model_agrees_with_llamacpp() {
 // agreement test below runs the default (here: down projections computing it while
 // staging).
 
+/// Teacher-forced along the exact-math and llama.cpp references of `model_path`
+/// (`name`: their files' stem) with x on `planes` int8 planes (default one), each
+/// checked with its bound and top-1 gap.
+fn dot4_error_within(model_path: &Path, name: &str, planes: Option<u32>, bounds: [(f32, f32); 2]) {
+    let model = load_with(model_path, Family::Dot4, Some(true), planes);
+    let refs = [
+        reference(&format!("{name}_f64.json")),
+        reference(&format!("{name}_llamacpp.json")),
+    ];
+    let seqs = refs.each_ref().map(sequence);
+    let logits = teacher_forced_logits(&model, &seqs.each_ref().map(Vec::as_slice));
+    for ((logits, r), (tol, min_gap)) in logits.iter().zip(&refs).zip(bounds) {
+        teacher_forced(logits, r, tol, min_gap);
+    }
+    assert_no_defects(&defects(&model));
+}
+
 #[test]
 fn dot4_synthetic_k_quant_model_error_is_llamacpp_class() {
     let path = common::reference_path("synkq_q4_k_m.gguf");
-    let model = load_with(&path, Family::Dot4, Some(true), None);
-    teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.05, 0.1);
-    teacher_forced(&model, &reference("synkq_q4_k_m_llamacpp.json"), 0.1, 0.2);
-    assert_no_defects(&model);
+    dot4_error_within(&path, "synkq_q4_k_m", None, [(0.05, 0.1), (0.1, 0.2)]);
 }
 
 #[test]
 fn dot4_two_planes_default_model_error_is_exact_route_class() {
     let path = default_model_path().unwrap();
-    let model = load_with(&path, Family::Dot4, Some(true), Some(2));
-    teacher_forced(&model, &reference("smollm2_q4_1_f64.json"), 0.08, 0.1);
-    teacher_forced(&model, &reference("smollm2_q4_1_llamacpp.json"), 1.2, 2.4);
-    assert_no_defects(&model);
+    dot4_error_within(&path, "smollm2_q4_1", Some(2), [(0.08, 0.1), (1.2, 2.4)]);
 }
 
 #[test]
 fn dot4_two_planes_synthetic_k_quant_model_error_is_exact_route_class() {
     let path = common::reference_path("synkq_q4_k_m.gguf");
-    let model = load_with(&path, Family::Dot4, Some(true), Some(2));
-    teacher_forced(&model, &reference("synkq_q4_k_m_f64.json"), 0.01, 0.1);
-    teacher_forced(&model, &reference("synkq_q4_k_m_llamacpp.json"), 0.1, 0.2);
-    assert_no_defects(&model);
+    dot4_error_within(&path, "synkq_q4_k_m", Some(2), [(0.01, 0.1), (0.1, 0.2)]);
 }
 
 /// Issue 22's bound, for the route as a user loads it (f16 KV cache, as llama.cpp's
-/// reference has) with x on `planes` int8 planes, on the positions where a model's `_f64` and `_llamacpp`
-/// references processed the same tokens (the prompt and the greedy tokens both picked,
+/// reference has) with x on `planes` int8 planes, on the positions where a model's
+/// `_f64` and `_llamacpp` references processed the same tokens (the prompt and the greedy tokens both picked,
 /// so both logits are of one context) and the logits in both top-5s there: llama.cpp's
 /// error is its logit minus the exact one, the default route's its own minus the exact
 /// one. The worst must be at most 1.25 times llama.cpp's and the median no larger.
@@ -221,7 +332,7 @@ fn route_within_llamacpp(model_path: &Path, name: &str, planes: u32) {
     let exact = reference(&format!("{name}_f64.json"));
     let llama = reference(&format!("{name}_llamacpp.json"));
     let (a, b) = (sequence(&exact), sequence(&llama));
-    let shared = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let shared = shared_prefix(&a, &b);
     assert!(
         shared >= exact.prompt_ids.len(),
         "{name}: {shared} shared positions"
@@ -269,7 +380,7 @@ fn route_within_llamacpp(model_path: &Path, name: &str, planes: u32) {
         med <= lmed,
         "{name}: the median logit error {med} > llama.cpp's {lmed}"
     );
-    assert_no_defects(&model);
+    assert_no_defects(&defects(&model));
 }
 
 // One plane (the default route) fails the default model's: worst 0.667 at position 5
@@ -289,5 +400,13 @@ fn two_planes_synthetic_k_quant_model_error_within_llamacpp() {
 
 #[test]
 fn dot4_default_model_agrees_with_llamacpp() {
-    agreement_with_llamacpp(Family::Dot4);
+    let model = load(&default_model_path().unwrap(), Family::Dot4);
+    let r = reference("smollm2_q4_1_llamacpp.json");
+    let top1: Vec<u32> = sequence(&r)
+        .iter()
+        .enumerate()
+        .map(|(pos, &id)| model.forward(Input::Token(id), pos).unwrap())
+        .collect();
+    agreement_with_llamacpp(Family::Dot4, &top1);
+    assert_no_defects(&defects(&model));
 }

@@ -553,6 +553,10 @@ fn weights_beyond_the_binding_limit_are_split() {
     // still runs; the buffers stay the same size either way.
     profile.max_binding_bytes = profile.max_binding_bytes.min(128 << 20);
     let m = (profile.usable_binding_bytes() / row_bytes) * 5 / 4;
+    // One matrix and its CPU reference, for every family.
+    let w = weights(ty, m, k, 99);
+    let x = common::Rng::new(5).vec(k as usize);
+    let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
     for family in Family::ALL {
         let kernel = matvec::find(ty, family).unwrap();
         let launch = launch_of(&profile, kernel, (m, k), XInput::F32, Overrides::default());
@@ -561,9 +565,6 @@ fn weights_beyond_the_binding_limit_are_split() {
             .parts()
             .iter()
             .all(|p| p.rows * row_bytes <= real_limit));
-        let w = weights(ty, m, k, 99);
-        let x = common::Rng::new(5).vec(k as usize);
-        let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
         let actual = run(&device, &cache, &launch, &w, &x);
         let err = nmse(&expected, &actual);
         assert!(

@@ -1018,6 +1018,20 @@ impl Model {
         Ok(logits)
     }
 
+    /// One decode step; returns both the greedy next token, as [`forward`](Self::forward)
+    /// does, and all logits, as [`forward_logits`](Self::forward_logits) does: tests
+    /// check the GPU's argmax and the logits of one step without running it twice.
+    pub fn forward_token_and_logits(&self, input: Input, pos: usize) -> Result<(u32, Vec<f32>)> {
+        let id = self.forward(input, pos)?;
+        let logits = crate::device::read_f32(
+            self.device.as_ref(),
+            self.act.logits.buffer,
+            0,
+            self.config.vocab,
+        )?;
+        Ok((id, logits))
+    }
+
     /// The whole token as one command list:
     /// x = embed(token); per layer x += attn(norm(x)); x += ffn(norm(x));
     /// logits = output(norm(x)); token = argmax(logits).
