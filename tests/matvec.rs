@@ -6,7 +6,7 @@ mod common;
 use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile, Slice};
 use brass::kernels::matvec::{
     self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4X, Family, LaunchConfig, Layout,
-    MatvecKernel, MatvecLaunch, XStage, MATVEC_KERNELS,
+    MatvecKernel, MatvecLaunch, MATVEC_KERNELS,
 };
 use brass::kernels::ops::{NormNeeds, Ops, OpsNeeds};
 use brass::kernels::PipelineCache;
@@ -141,10 +141,7 @@ fn assert_within_int8_bound(
     actual: &[f32],
     slack: f64,
 ) {
-    let planes = match launch.x_stage() {
-        XStage::Int8x2 => 2,
-        _ => 1,
-    };
+    let planes = launch.x_stage().int8_planes();
     let (ty, m, k) = (launch.kernel().ty, launch.m() as usize, launch.k() as usize);
     let bound = int8_x_error_bound(ty, w, m, k, x, planes).unwrap();
     for (i, ((&e, &a), &b)) in expected.iter().zip(actual).zip(&bound).enumerate() {
@@ -176,7 +173,7 @@ fn check(
     let actual = run(device, cache, &launch, &w, &x);
     let err = nmse(&expected, &actual);
     let ctx = format!("{} on {m} x {k}", launch.pipeline_key());
-    if matches!(launch.x_stage(), XStage::Int8 | XStage::Int8x2) {
+    if launch.x_stage().int8_planes() > 0 {
         // Every output within what rounding x to int8 can explain...
         assert_within_int8_bound(&ctx, &launch, (&w, &x), &expected, &actual, 1e-5);
         // ...and NMSE where there are enough outputs for it to be a statistic: with int8

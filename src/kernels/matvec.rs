@@ -284,6 +284,23 @@ pub enum XStage {
 }
 
 impl XStage {
+    /// The int8 stage of x on `planes` planes (1 or 2).
+    pub fn int8(planes: u32) -> XStage {
+        match planes {
+            2 => XStage::Int8x2,
+            _ => XStage::Int8,
+        }
+    }
+
+    /// The int8 planes x is staged on: 0 for float stages.
+    pub fn int8_planes(self) -> u32 {
+        match self {
+            XStage::F32 | XStage::F16 => 0,
+            XStage::Int8 => 1,
+            XStage::Int8x2 => 2,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             XStage::F32 => "f32",
@@ -305,9 +322,8 @@ impl XStage {
             // groups, at most 15 more to place the second halves); a scale and sum per
             // slot, and the two halves' integer sums.
             XStage::Int8 | XStage::Int8x2 => {
-                let planes = if self == XStage::Int8x2 { 2 } else { 1 };
                 let slots = tile / 32 + tile / 256;
-                planes * (2 * slots + 15) * 16 + slots * 16
+                self.int8_planes() as u64 * (2 * slots + 15) * 16 + slots * 16
             }
         }
     }

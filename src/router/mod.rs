@@ -460,12 +460,7 @@ fn dot4_launch(
         return (LaunchConfig::Dot4(config), parts);
     };
     let planes = x_planes(o, why);
-    let stage = if planes == 2 {
-        XStage::Int8x2
-    } else {
-        XStage::Int8
-    };
-    let tile = x_tile(profile, stage, q.k, why);
+    let tile = x_tile(profile, XStage::int8(planes), q.k, why);
     let lanes = dot4_lanes(profile, kernel, q.k.min(tile as u64), o, why);
     let rows_per_wg = dot4_rows_per_workgroup(wg, lanes, sg);
     let row_bytes = rows.row_bytes;

@@ -45,16 +45,12 @@ struct Word {
     d: f32,
 }
 
-// One team's ROWS positions of a step at the lane's first word: K and V.
-struct Tile {
-    k0: Word,
-    k1: Word,
-    k2: Word,
-    k3: Word,
-    v0: Word,
-    v1: Word,
-    v2: Word,
-    v3: Word,
+// One team's ROWS positions of a step at one word of K or of V.
+struct Rows {
+    r0: Word,
+    r1: Word,
+    r2: Word,
+    r3: Word,
 }
 
 // Query heads (4 slots), scaled, by word.
@@ -75,10 +71,16 @@ fn fold(acc: Vals, r: f32, e: vec4<f32>, v0: Vals, v1: Vals, v2: Vals, v3: Vals)
 }
 
 // The lane's scores of four rows (by position) against query head slot g at word w.
-fn word_scores(g: u32, w: u32, k0: Word, k1: Word, k2: Word, k3: Word) -> vec4<f32> {
+fn word_scores(g: u32, w: u32, k: Rows) -> vec4<f32> {
     let qg = q_words[g * DATA_WORDS + w];
-    return vec4<f32>(vals_dot(qg, k0.v) * k0.d, vals_dot(qg, k1.v) * k1.d,
-                     vals_dot(qg, k2.v) * k2.d, vals_dot(qg, k3.v) * k3.d);
+    return vec4<f32>(vals_dot(qg, k.r0.v) * k.r0.d, vals_dot(qg, k.r1.v) * k.r1.d,
+                     vals_dot(qg, k.r2.v) * k.r2.d, vals_dot(qg, k.r3.v) * k.r3.d);
+}
+
+// acc * r + the weights e (times each row's scale) of v's four rows.
+fn fold_rows(acc: Vals, r: f32, e: vec4<f32>, v: Rows) -> Vals {
+    let ed = e * vec4<f32>(v.r0.d, v.r1.d, v.r2.d, v.r3.d);
+    return fold(acc, r, ed, v.r0.v, v.r1.v, v.r2.v, v.r3.v);
 }
 
 // Cache row of position t (clamped to `last`, which is in the cache) of KV head kvh.
@@ -86,14 +88,15 @@ fn row_of(t: u32, last: u32, kvh: u32) -> u32 {
     return min(t, last) * params.n_kv_heads + kvh;
 }
 
-// K and V of positions t..t + 4 (clamped) at word w.
-fn load_tile(t: u32, last: u32, kvh: u32, w: u32) -> Tile {
-    let r0 = row_of(t, last, kvh);
-    let r1 = row_of(t + 1u, last, kvh);
-    let r2 = row_of(t + 2u, last, kvh);
-    let r3 = row_of(t + 3u, last, kvh);
-    return Tile(k_word(r0, w), k_word(r1, w), k_word(r2, w), k_word(r3, w),
-                v_word(r0, w), v_word(r1, w), v_word(r2, w), v_word(r3, w));
+// K (or V) of positions t..t + 4 (clamped) at word w.
+fn k_rows(t: u32, last: u32, kvh: u32, w: u32) -> Rows {
+    return Rows(k_word(row_of(t, last, kvh), w), k_word(row_of(t + 1u, last, kvh), w),
+                k_word(row_of(t + 2u, last, kvh), w), k_word(row_of(t + 3u, last, kvh), w));
+}
+
+fn v_rows(t: u32, last: u32, kvh: u32, w: u32) -> Rows {
+    return Rows(v_word(row_of(t, last, kvh), w), v_word(row_of(t + 1u, last, kvh), w),
+                v_word(row_of(t + 2u, last, kvh), w), v_word(row_of(t + 3u, last, kvh), w));
 }
 
 @compute @workgroup_size(WG)
@@ -146,22 +149,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     var acc3 = vals_zero();
     for (var base = p0; base < p1; base += step) {
         let t = base + team * ROWS;
-        let cur = load_tile(t, last, kvh, w0);
+        // The first word's K and V rows, read together.
+        let k0 = k_rows(t, last, kvh, w0);
+        let v0 = v_rows(t, last, kvh, w0);
         var s0 = vec4<f32>(0.0);
         var s1 = vec4<f32>(0.0);
         var s2 = vec4<f32>(0.0);
         var s3 = vec4<f32>(0.0);
         for (var j = 0u; j < LW; j++) {
-            var k = cur;
-            if (j > 0u) {
-                k = load_tile(t, last, kvh, min(lt + j * TEAM, DATA_WORDS - 1u));
-            }
             let w = min(lt + j * TEAM, DATA_WORDS - 1u);
+            var k = k0;
+            if (j > 0u) {
+                k = k_rows(t, last, kvh, w);
+            }
             let live = select(0.0, 1.0, lt + j * TEAM < DATA_WORDS);
-            s0 += live * word_scores(0u, w, k.k0, k.k1, k.k2, k.k3);
-            s1 += live * word_scores(1u, w, k.k0, k.k1, k.k2, k.k3);
-            s2 += live * word_scores(2u, w, k.k0, k.k1, k.k2, k.k3);
-            s3 += live * word_scores(3u, w, k.k0, k.k1, k.k2, k.k3);
+            s0 += live * word_scores(0u, w, k);
+            s1 += live * word_scores(1u, w, k);
+            s2 += live * word_scores(2u, w, k);
+            s3 += live * word_scores(3u, w, k);
         }
         for (var o = TEAM / 2u; o > 0u; o /= 2u) {
             s0 += subgroupShuffleXor(s0, o);
@@ -187,27 +192,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let ones = vec4<f32>(1.0);
         l = l * r + vec4<f32>(dot(e0, ones), dot(e1, ones), dot(e2, ones), dot(e3, ones));
         m = m_new;
-        // V's scales go into the weights.
-        let vd = vec4<f32>(cur.v0.d, cur.v1.d, cur.v2.d, cur.v3.d);
         if (LW == 1u) {
-            acc0 = fold(acc0, r.x, e0 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
-            acc1 = fold(acc1, r.y, e1 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
-            acc2 = fold(acc2, r.z, e2 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
-            acc3 = fold(acc3, r.w, e3 * vd, cur.v0.v, cur.v1.v, cur.v2.v, cur.v3.v);
+            acc0 = fold_rows(acc0, r.x, e0, v0);
+            acc1 = fold_rows(acc1, r.y, e1, v0);
+            acc2 = fold_rows(acc2, r.z, e2, v0);
+            acc3 = fold_rows(acc3, r.w, e3, v0);
         } else {
             for (var j = 0u; j < LW; j++) {
                 let w = lt + j * TEAM;
                 if (w < DATA_WORDS) {
-                    var u = cur;
+                    var v = v0;
                     if (j > 0u) {
-                        u = load_tile(t, last, kvh, w);
+                        v = v_rows(t, last, kvh, w);
                     }
-                    let ud = vec4<f32>(u.v0.d, u.v1.d, u.v2.d, u.v3.d);
                     for (var g = 0u; g < G; g++) {
                         let at = (team * G + g) * DATA_WORDS + w;
                         let e = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
-                        team_acc[at] = fold(team_acc[at], r[g], e * ud, u.v0.v, u.v1.v, u.v2.v,
-                                            u.v3.v);
+                        team_acc[at] = fold_rows(team_acc[at], r[g], e, v);
                     }
                 }
             }

@@ -381,8 +381,7 @@ impl MatvecLaunch {
     pub fn x_stage(&self) -> XStage {
         match self.config {
             LaunchConfig::Coop(c) => c.x.stage(),
-            LaunchConfig::Dot4(c) if c.planes == 2 => XStage::Int8x2,
-            LaunchConfig::Dot4(_) => XStage::Int8,
+            LaunchConfig::Dot4(c) => XStage::int8(c.planes),
             LaunchConfig::Scalar => XStage::F32,
         }
     }
