@@ -299,11 +299,67 @@ pub struct WgpuDevice {
     /// Taken before `state` when both are held, and held from writing a batch to the
     /// submission that copies it out.
     small_uploads: Mutex<SmallUploads>,
+    /// Last, so that it drops after every wgpu handle above: leaves the gate `Drop`
+    /// entered.
+    _leaves_gate: LeavesLifecycleGate,
+}
+
+/// Devices of a process are created and destroyed one at a time. On the H200 (NVIDIA
+/// 580.159.04) a thread dropping its device while others created or used theirs hung
+/// the process now and then: tests/ops.rs, ten tests on ten threads each opening a
+/// device, hung in 6 of 15 runs, one device's drop never returning and every other
+/// thread waiting in the driver; with creation and destruction serialized, 8 runs of 8
+/// passed (results/hardening/h200_2026-12-03_device_lifecycle).
+static LIFECYCLE: Gate = Gate {
+    busy: Mutex::new(false),
+    free: std::sync::Condvar::new(),
+};
+
+struct Gate {
+    busy: Mutex<bool>,
+    free: std::sync::Condvar,
+}
+
+impl Gate {
+    fn enter(&self) {
+        let mut busy = lock(&self.busy);
+        while *busy {
+            busy = self
+                .free
+                .wait(busy)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        *busy = true;
+    }
+
+    fn leave(&self) {
+        *lock(&self.busy) = false;
+        self.free.notify_one();
+    }
+}
+
+/// Leaves [`LIFECYCLE`] when dropped.
+struct LeavesLifecycleGate;
+
+impl Drop for LeavesLifecycleGate {
+    fn drop(&mut self) {
+        LIFECYCLE.leave();
+    }
+}
+
+impl Drop for WgpuDevice {
+    fn drop(&mut self) {
+        // The fields, wgpu's device and queue among them, drop after this, and the last
+        // of them leaves the gate.
+        LIFECYCLE.enter();
+    }
 }
 
 impl WgpuDevice {
     /// Opens the best adapter matching `choice` (high performance first).
     pub fn open(choice: &AdapterChoice) -> Result<Self> {
+        LIFECYCLE.enter();
+        let _leaves = LeavesLifecycleGate;
         let instance = instance();
         let all = adapters(&instance);
         if all.is_empty() {
@@ -442,6 +498,7 @@ impl WgpuDevice {
             uncaptured,
             pending_upload: AtomicUsize::new(0),
             small_uploads: Mutex::new(SmallUploads::default()),
+            _leaves_gate: LeavesLifecycleGate,
             state: Mutex::new(State {
                 buffers: Vec::new(),
                 pipelines: Vec::new(),
