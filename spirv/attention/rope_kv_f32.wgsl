@@ -42,10 +42,13 @@ fn rope_pair(i: u32, half: u32) -> vec2<u32> {
     return vec2<u32>(2u * i, 2u * i + 1u);
 }
 
-// The pair (x0, x1) at pair i of a head, rotated for position `pos`.
+// The pair (x0, x1) at pair i of a head, rotated for position `pos`. The fused
+// multiply-adds are written out: left to the compiler, a - b * c contracts either way,
+// and on the H200 one kernel's did so differently from another's (rope_kv_batch's keys
+// then differed from rope_kv's in the last bit).
 fn rope_rotate(x0: f32, x1: f32, i: u32, pos: u32, rope_dim: u32) -> vec2<f32> {
     let c = cs[pos * (rope_dim / 2u) + i];
-    return vec2<f32>(x0 * c.x - x1 * c.y, x0 * c.y + x1 * c.x);
+    return vec2<f32>(fma(x0, c.x, -(x1 * c.y)), fma(x0, c.y, x1 * c.x));
 }
 
 fn biased(j: u32, q_first: u32) -> f32 {
@@ -68,9 +71,9 @@ fn rope_value(head: u32, d: u32, pos: u32, q_first: u32, h: RopeHeads) -> f32 {
     let pair = rope_pair(i, half);
     let c = cs[pos * half + i];
     if (d == pair.x) {
-        return x * c.x - biased(head + pair.y, q_first) * c.y;
+        return fma(x, c.x, -(biased(head + pair.y, q_first) * c.y));
     }
-    return biased(head + pair.x, q_first) * c.y + x * c.x;
+    return fma(biased(head + pair.x, q_first), c.y, x * c.x);
 }
 
 // Pair t (< n_heads * head_dim / 2) of q: rotated in place (rope_dim / 2 pairs per
