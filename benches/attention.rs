@@ -35,6 +35,12 @@ struct Args {
     /// A/B: positions a chunk takes at least (default: the kernel's rule).
     #[arg(long, value_delimiter = ',')]
     min_chunk: Vec<u64>,
+    /// A/B: invocations per decode workgroup (default: the kernel's).
+    #[arg(long, value_delimiter = ',')]
+    invocations: Vec<u32>,
+    /// Time the decode dispatch alone, without the combine pass.
+    #[arg(long)]
+    decode_only: bool,
     /// Time the portable kernel (no subgroups) instead of the routed one.
     #[arg(long)]
     portable: bool,
@@ -157,14 +163,19 @@ fn decode(
         true => vec![None],
         false => args.min_chunk.iter().map(|&n| Some(n)).collect(),
     };
-    let variants: Vec<(Option<u64>, Option<u64>)> = targets
+    let invocations: Vec<Option<u32>> = match args.invocations.is_empty() {
+        true => vec![None],
+        false => args.invocations.iter().map(|&n| Some(n)).collect(),
+    };
+    let variants: Vec<(Option<u64>, Option<u64>, Option<u32>)> = targets
         .iter()
         .flat_map(|&t| min_chunks.iter().map(move |&c| (t, c)))
+        .flat_map(|(t, c)| invocations.iter().map(move |&i| (t, c, i)))
         .collect();
     for &(name, heads) in shapes {
         for &kv in &args.kv {
             for &n_pos in &args.n_pos {
-                for &(target, min_chunk) in &variants {
+                for &(target, min_chunk, invocations) in &variants {
                     let query = AttentionQuery {
                         heads,
                         kv,
@@ -173,6 +184,7 @@ fn decode(
                     let overrides = Overrides {
                         attention_workgroups: target,
                         attention_min_chunk: min_chunk,
+                        attention_invocations: invocations,
                         ..Overrides::default()
                     };
                     let launch = match args.portable {
@@ -186,7 +198,8 @@ fn decode(
                             .launch()
                             .clone(),
                     };
-                    let t = time_attention(device, cache, &launch, n_pos, effort)?;
+                    let t =
+                        time_attention(device, cache, &launch, n_pos, args.decode_only, effort)?;
                     let bytes = launch.kv_bytes_read(n_pos);
                     let read = time_stream_read(device, bytes, effort)?;
                     let gbps = bytes as f64 / (t.chained_us * 1e3);

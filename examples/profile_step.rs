@@ -1,21 +1,43 @@
 //! Where one decode step's GPU time goes, per pipeline (GPU timestamps per dispatch).
+//!
+//! cargo run --release --example profile_step -- [MODEL] [--x-planes 2] [--depth N]
 
 use std::sync::Arc;
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::model::{default_model_path, Input, LoadOptions, Model};
+use brass::router::Overrides;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Args {
+    /// A GGUF file (default: the default model).
+    model: Option<std::path::PathBuf>,
+    /// A/B: the int8 planes dot4 matvecs multiply x on.
+    #[arg(long)]
+    x_planes: Option<u32>,
+    /// Positions already in the KV cache (as allocated) at the profiled step.
+    #[arg(long, default_value_t = 4)]
+    depth: usize,
+    /// A/B: invocations per decode attention workgroup.
+    #[arg(long)]
+    attention_invocations: Option<u32>,
+}
 
 fn main() -> brass::Result<()> {
-    let path = std::env::args()
-        .nth(1)
-        .map(Into::into)
-        .map_or_else(default_model_path, Ok)?;
+    let args = Args::parse();
+    let path = args.model.map_or_else(default_model_path, Ok)?;
     let device: Arc<dyn Device> = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
     let model = Model::load(
         device,
         path,
         &LoadOptions {
-            context: Some(64),
+            context: Some(args.depth + 64),
+            routing: Overrides {
+                x_planes: args.x_planes,
+                attention_invocations: args.attention_invocations,
+                ..Overrides::default()
+            },
             ..Default::default()
         },
     )?;
@@ -24,16 +46,19 @@ fn main() -> brass::Result<()> {
     // step time of the same build's decode.
     let warm_until = std::time::Instant::now() + std::time::Duration::from_millis(500);
     for pos in 0.. {
-        model.forward(Input::Token(1), pos % 3)?;
+        model.forward(Input::Token(1), args.depth + pos % 3)?;
         if pos >= 3 && std::time::Instant::now() >= warm_until {
             break;
         }
     }
     let t = std::time::Instant::now();
-    model.forward(Input::Token(1), 3)?;
+    model.forward(Input::Token(1), args.depth + 3)?;
     println!("one step, wall: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
-    for (name, ns, n) in model.profile_step(Input::Token(1), 4)? {
-        println!("{name:<40} {n:>5} dispatches {:>9.2} ms", ns / 1e6);
+    let mut total = 0.0;
+    for (name, ns, n) in model.profile_step(Input::Token(1), args.depth + 4)? {
+        println!("{name:<40} {n:>5} dispatches {:>9.3} ms", ns / 1e6);
+        total += ns;
     }
+    println!("{:<40} {:>5}            {:>9.3} ms", "sum", "", total / 1e6);
     Ok(())
 }

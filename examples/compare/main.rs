@@ -95,6 +95,9 @@ struct Args {
     /// rule).
     #[arg(long)]
     attention_min_chunk: Option<u64>,
+    /// A/B: invocations per decode attention workgroup (default: the kernel's).
+    #[arg(long)]
+    attention_invocations: Option<u32>,
     /// Also time prompt processing of this many tokens (comma-separated), as
     /// llama-bench's `-p` (0: none).
     #[arg(long, value_delimiter = ',', default_value = "512")]
@@ -313,6 +316,7 @@ fn measure_device(
             x_planes: args.x_planes,
             attention_workgroups: args.attention_workgroups,
             attention_min_chunk: args.attention_min_chunk,
+            attention_invocations: args.attention_invocations,
             coop_matrix: args.coop_matrix,
             ..Overrides::default()
         },

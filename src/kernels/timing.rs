@@ -112,6 +112,7 @@ pub fn time_attention(
     cache: &PipelineCache,
     launch: &AttentionLaunch,
     n_pos: u64,
+    decode_only: bool,
     effort: Effort,
 ) -> crate::Result<Times> {
     let h = launch.heads();
@@ -145,7 +146,10 @@ pub fn time_attention(
     let mut per_iter = 0;
     for i in 0..iters + SKIP {
         let (k, v) = sets[i % copies];
-        let ds = launch.dispatches(&pipelines, combine, 0..n_pos, q, k, v, parts, out)?;
+        let mut ds = launch.dispatches(&pipelines, combine, 0..n_pos, q, k, v, parts, out)?;
+        if decode_only {
+            ds.truncate(1);
+        }
         per_iter = ds.len();
         ds.into_iter().for_each(|d| list.dispatch(d));
     }

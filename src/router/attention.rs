@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{Clause, Overrides};
 use crate::device::DeviceProfile;
-use crate::kernels::attention::{AttentionLaunch, DecodeKernel, Heads, KvType};
+use crate::kernels::attention::{AttentionLaunch, DecodeKernel, Heads, KvType, DECODE_WG};
 use crate::Result;
 
 /// What the router needs to know about a model's attention.
@@ -63,6 +63,7 @@ pub fn route_attention(
             kv,
             (profile.subgroup_min, profile.subgroup_max),
             profile.workgroup_storage_bytes as u64,
+            overrides.attention_invocations.unwrap_or(DECODE_WG),
             query.n_ctx,
             target,
         )?,
@@ -80,6 +81,8 @@ pub fn route_attention(
             lane_words,
             heads_per_group: launch.heads_per_group(),
             group: heads.group(),
+            invocations: launch.invocations(),
+            forced: overrides.attention_invocations.is_some(),
         },
         DecodeKernel::Portable { .. } => Clause::AttentionPortable {
             heads_per_group: launch.heads_per_group(),

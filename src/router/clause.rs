@@ -84,6 +84,8 @@ pub enum Clause {
         lane_words: u32,
         heads_per_group: u32,
         group: u64,
+        invocations: u32,
+        forced: bool,
     },
     AttentionRowsNotWords {
         head_dim: u64,
@@ -155,12 +157,15 @@ impl std::fmt::Display for Clause {
                 lane_words,
                 heads_per_group,
                 group,
+                invocations,
+                forced: on,
             } => write!(
                 f,
                 "subgroups {min}..{max}: split-K attention on subgroups, teams of {team} \
                  lanes reading a row in 16-byte words ({lane_words} a lane), four positions \
                  per team at a time, {heads_per_group} of the {group} query heads of a KV \
-                 head per workgroup"
+                 head per workgroup of {invocations}{}",
+                forced(on)
             ),
             Clause::AttentionRowsNotWords {
                 head_dim,

@@ -107,6 +107,9 @@ pub struct Overrides {
     /// Positions a decode attention chunk takes at least, in place of the kernel's
     /// (A/B of the chunking rule).
     pub attention_min_chunk: Option<u64>,
+    /// Invocations per subgroup decode attention workgroup, in place of
+    /// [`DECODE_WG`](crate::kernels::attention::DECODE_WG) (A/B).
+    pub attention_invocations: Option<u32>,
     /// The int8 planes dot4 matvecs multiply x on (1 or 2; see
     /// [`Dot4Launch::planes`]), in place of one.
     pub x_planes: Option<u32>,
