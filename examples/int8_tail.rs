@@ -577,9 +577,22 @@ fn main() {
         report(&format!("cpu {scheme:?} all kv_f16={kv}"), &got);
     }
     for &mask in &args.mask {
-        for scheme in [Scheme::Brass, Scheme::Llama] {
-            let got = cpu.run(&ids, scheme, mask, true);
-            report(&format!("cpu {scheme:?} mask {mask:#07b}"), &got);
+        for seed in 0..=args.jitter_seeds {
+            for scheme in [Scheme::Brass, Scheme::Llama] {
+                JITTER.with(|j| {
+                    j.set(if seed == 0 {
+                        0
+                    } else {
+                        0x9E37_79B9_7F4A_7C15 ^ seed
+                    })
+                });
+                let got = cpu.run(&ids, scheme, mask, true);
+                JITTER.with(|j| j.set(0));
+                report(
+                    &format!("cpu {scheme:?} mask {mask:#07b} jitter {seed}"),
+                    &got,
+                );
+            }
         }
     }
     for seed in (1..=args.jitter_seeds).filter(|_| !args.no_cpu) {
