@@ -87,6 +87,18 @@ thread_local! {
     static JITTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// `f` with x perturbed by the jitter of `seed` before each rounding (none for seed 0).
+fn jittered<T>(seed: u64, f: impl FnOnce() -> T) -> T {
+    let state = match seed {
+        0 => 0,
+        _ => 0x9E37_79B9_7F4A_7C15 ^ seed,
+    };
+    JITTER.with(|j| j.set(state));
+    let out = f();
+    JITTER.with(|j| j.set(0));
+    out
+}
+
 /// Uniform in [-1, 1), from JITTER's xorshift state.
 fn jitter() -> f64 {
     JITTER.with(|j| {
@@ -579,15 +591,7 @@ fn main() {
     for &mask in &args.mask {
         for seed in 0..=args.jitter_seeds {
             for scheme in [Scheme::Brass, Scheme::Llama] {
-                JITTER.with(|j| {
-                    j.set(if seed == 0 {
-                        0
-                    } else {
-                        0x9E37_79B9_7F4A_7C15 ^ seed
-                    })
-                });
-                let got = cpu.run(&ids, scheme, mask, true);
-                JITTER.with(|j| j.set(0));
+                let got = jittered(seed, || cpu.run(&ids, scheme, mask, true));
                 report(
                     &format!("cpu {scheme:?} mask {mask:#07b} jitter {seed}"),
                     &got,
@@ -597,9 +601,7 @@ fn main() {
     }
     for seed in (1..=args.jitter_seeds).filter(|_| !args.no_cpu) {
         for scheme in [Scheme::Brass, Scheme::BrassF16d, Scheme::Llama] {
-            JITTER.with(|j| j.set(0x9E37_79B9_7F4A_7C15 ^ seed));
-            let got = cpu.run(&ids, scheme, all, true);
-            JITTER.with(|j| j.set(0));
+            let got = jittered(seed, || cpu.run(&ids, scheme, all, true));
             report(&format!("cpu {scheme:?} all kv_f16 jitter {seed}"), &got);
         }
     }

@@ -361,9 +361,9 @@ pub const PORTABLE_ACC: u32 = 8;
 impl AttentionLaunch {
     /// The subgroup kernel for subgroups of `sg_min..=sg_max` lanes and
     /// `workgroup_bytes` of workgroup memory, on workgroups of `invocations` (a power of
-    /// two; fewer where workgroup memory asks, more where a subgroup is wider). Refused where a head's row is not whole
-    /// 16-byte words of the format (f16 heads not a multiple of 8, f32 of 4): the
-    /// portable kernel takes those.
+    /// two; fewer where workgroup memory asks, more where a subgroup is wider). Refused
+    /// where a head's row is not whole 16-byte words of the format (f16 heads not a
+    /// multiple of 8, f32 of 4): the portable kernel takes those.
     pub fn subgroup(
         heads: Heads,
         kv: KvType,
