@@ -7,7 +7,7 @@
 //! and TFLOP/s.
 //!
 //! cargo bench --bench attention -- [--shapes llama3-8b,smollm2] [--n-pos 512,4096,32768]
-//!     [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128] [--portable] [--iters 30] [--adapter INDEX|NAME]
+//!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128] [--portable] [--iters 30] [--adapter INDEX|NAME]
 //!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
@@ -24,6 +24,10 @@ struct Args {
     /// smollm2-135m).
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
+    /// Heads of no preset, as QUERY/KVxHEAD_DIM (4/1x128: one KV head's rows laid out
+    /// back to back, where a preset's KV heads interleave by position).
+    #[arg(long, value_delimiter = ',')]
+    heads: Vec<String>,
     /// Positions in the cache.
     #[arg(long, value_delimiter = ',', default_values_t = [512u64, 4096, 32768])]
     n_pos: Vec<u64>,
@@ -92,7 +96,7 @@ fn run(args: &Args) -> brass::Result<()> {
     }
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
-    let groups: Vec<String> = match args.shapes.is_empty() {
+    let groups: Vec<String> = match args.shapes.is_empty() && args.heads.is_empty() {
         true => vec!["llama3-8b".into(), "smollm2-135m".into()],
         false => args.shapes.clone(),
     };
@@ -119,6 +123,9 @@ fn run(args: &Args) -> brass::Result<()> {
         };
         shapes.push((*name, heads));
     }
+    for spec in &args.heads {
+        shapes.push(("heads", parse_heads(spec)?));
+    }
     if !args.no_decode {
         decode(args, &device, &cache, &shapes, effort, probe.gbps)?;
     }
@@ -126,6 +133,22 @@ fn run(args: &Args) -> brass::Result<()> {
         prefill(args, &device, &cache, &shapes, effort)?;
     }
     Ok(())
+}
+
+/// QUERY/KVxHEAD_DIM, e.g. 32/8x128.
+fn parse_heads(spec: &str) -> brass::Result<Heads> {
+    let bad = || brass::Error::Invalid(format!("--heads {spec}: QUERY/KVxHEAD_DIM, e.g. 32/8x128"));
+    let (q, rest) = spec.split_once('/').ok_or_else(bad)?;
+    let (kv, hd) = rest.split_once('x').ok_or_else(bad)?;
+    let n = |s: &str| s.parse::<u64>().map_err(|_| bad());
+    let head_dim = n(hd)?;
+    Ok(Heads {
+        n_heads: n(q)?,
+        n_kv_heads: n(kv)?,
+        head_dim,
+        rope_dim: head_dim,
+        rope: RopeStyle::Normal,
+    })
 }
 
 fn decode(

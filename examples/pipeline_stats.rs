@@ -8,6 +8,10 @@
 //!
 //!   cargo run --release --example pipeline_stats -- --types q4_k,q6_k --m 128256 --k 4096 \
 //!       [--x-q8] [--flavours wgpu,no-loop,no-bounds,none] [--adapter INDEX|NAME]
+//!       [--attention llama3-8b,smollm2 [--kv f16]]
+//!
+//! With `--attention`, the routed decode attention kernel of those synthetic presets'
+//! heads and the combine pass come first.
 //!
 //! Routes come from brass's router on the adapter's profile, as the bench's do; the
 //! SPIR-V is naga's, written with the options wgpu 30's Vulkan backend uses (`wgpu`) or
@@ -17,9 +21,13 @@ use std::ffi::CStr;
 
 use ash::vk;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
+use brass::kernels::attention::{self, Heads, KvType, RopeStyle};
 use brass::kernels::matvec::Family;
+use brass::model::synthetic::{SyntheticSpec, PRESETS};
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
+use brass::router::{
+    route_attention, route_matvec, AttentionQuery, Force, MatvecQuery, Overrides, XInput,
+};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -45,6 +53,12 @@ struct Args {
     /// Adapter: an index (as examples/devices lists them) or a name substring.
     #[arg(long)]
     adapter: Option<String>,
+    /// Synthetic presets (or prefixes) whose decode attention to show.
+    #[arg(long, value_delimiter = ',')]
+    attention: Vec<String>,
+    /// The KV cache format of `--attention`.
+    #[arg(long, default_value_t = KvType::F16)]
+    kv: KvType,
 }
 
 /// naga's SPIR-V options for a flavour: `wgpu` as wgpu-hal's Vulkan backend sets them
@@ -271,6 +285,49 @@ fn run() -> Result<(), String> {
     let profile = device.profile().clone();
     let raw = Raw::open(&profile.name)?;
     println!("{} ({})", profile.name, profile.driver);
+    let show = |name: &str, wgsl: &str, n_storage: usize| -> Result<(), String> {
+        for flavour in &args.flavours {
+            let words = spirv(name, wgsl, flavour)?;
+            let stats = raw.statistics(&words, n_storage)?;
+            let line: Vec<String> = stats.iter().map(|(n, v)| format!("{n} {v}")).collect();
+            println!("  {flavour:>9}: {}", line.join(", "));
+        }
+        Ok(())
+    };
+    for group in &args.attention {
+        let preset = PRESETS
+            .iter()
+            .find(|p| p.starts_with(group.as_str()))
+            .ok_or_else(|| format!("no preset `{group}`: {PRESETS:?}"))?;
+        let spec = SyntheticSpec::preset(preset).map_err(|e| e.to_string())?;
+        let hd = spec.head_dim();
+        let heads = Heads {
+            n_heads: spec.heads,
+            n_kv_heads: spec.kv_heads,
+            head_dim: hd,
+            rope_dim: hd,
+            rope: RopeStyle::Normal,
+        };
+        let query = AttentionQuery {
+            heads,
+            kv: args.kv,
+            n_ctx: 8192,
+        };
+        let route =
+            route_attention(&profile, &query, &Overrides::default()).map_err(|e| e.to_string())?;
+        let launch = route.launch();
+        println!("\n{preset} attention: {}", launch.pipeline_key());
+        show("decode", &launch.source().map_err(|e| e.to_string())?, 6)?;
+    }
+    if !args.attention.is_empty() {
+        let sources = attention::sources().map_err(|e| e.to_string())?;
+        let (name, wgsl) = sources
+            .iter()
+            .find(|(n, _)| n == "attention/combine")
+            .ok_or("no attention/combine source")?;
+        println!("\n{name}");
+        show(name, wgsl, 3)?;
+    }
     for t in &args.types {
         let ty = GgmlType::from_name(t).ok_or_else(|| format!("unknown type `{t}`"))?;
         let force = match &args.family {
@@ -296,12 +353,7 @@ fn run() -> Result<(), String> {
         let wgsl = launch.source().map_err(|e| e.to_string())?;
         let n_storage = launch.template().storage.len();
         println!("\n{} {}x{}: {}", ty, args.m, args.k, route.pipeline_key());
-        for flavour in &args.flavours {
-            let words = spirv(kernel.name, &wgsl, flavour)?;
-            let stats = raw.statistics(&words, n_storage)?;
-            let line: Vec<String> = stats.iter().map(|(n, v)| format!("{n} {v}")).collect();
-            println!("  {flavour:>9}: {}", line.join(", "));
-        }
+        show(kernel.name, &wgsl, n_storage)?;
     }
     Ok(())
 }

@@ -2,14 +2,15 @@
 // (`attention/decode.wgsl`): with M the largest chunk max, L = sum_c l_c exp(m_c - M)
 // and out = sum_c acc_c exp(m_c - M) / L.
 //
-// Every step is spread over the workgroup, since a loop over the chunks in one
-// invocation waits a memory round trip per chunk: M and L are tree reductions over
-// the chunks; each chunk's weight exp(m_c - M) goes to workgroup memory, CHUNKS at a
-// time; and each value pair is summed by WG / width invocations (width = the pairs
-// taken at once), each over every (WG / width)-th chunk, then added up.
+// The pass is a few memory round trips long and nothing else, so it has no barriers
+// and no workgroup memory: each invocation merges its own value pairs over all the
+// chunks with an online softmax (a running max and sum), reading STEP chunks' (m, l)
+// and accumulator pairs in straight-line code before using any of them, so that a
+// step's reads are in flight together. Every invocation of a workgroup reads the same
+// (m, l), which the hardware serves once.
 
-const WG: u32 = 256u;
-const CHUNKS: u32 = 256u;
+const WG: u32 = 64u;
+const STEP: u32 = 32u;
 const NO_SCORE: f32 = -3.0e38;
 
 struct Params {
@@ -24,74 +25,74 @@ struct Params {
 @group(0) @binding(2) var<storage, read> part_acc: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
 
-var<workgroup> reduce: array<f32, WG>;
-var<workgroup> weight: array<f32, CHUNKS>;
-var<workgroup> partial: array<vec2<f32>, WG>;
+// Four chunks at value pair p: their maxes (NO_SCORE past the last chunk), sums, and
+// accumulator pairs as x and y over the chunks.
+struct Four {
+    m: vec4<f32>,
+    l: vec4<f32>,
+    x: vec4<f32>,
+    y: vec4<f32>,
+}
 
-// The maximum (max_of = true) or the sum of every invocation's `v`.
-fn workgroup_reduce(v: f32, lid: u32, max_of: bool) -> f32 {
-    reduce[lid] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (lid < stride) {
-            let a = reduce[lid];
-            let b = reduce[lid + stride];
-            reduce[lid] = select(a + b, max(a, b), max_of);
-        }
-        workgroupBarrier();
-    }
-    let r = reduce[0];
-    workgroupBarrier();
-    return r;
+// Chunks c..c + 4 of the head whose first slot is `first` (reads clamped to the last
+// chunk, whose copies are marked by NO_SCORE and weigh nothing).
+fn four(first: u32, c: u32, p: u32) -> Four {
+    let n = params.n_chunks;
+    let s = vec4<u32>(first) + min(vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(n - 1u));
+    let ml0 = part_ml[s.x];
+    let ml1 = part_ml[s.y];
+    let ml2 = part_ml[s.z];
+    let ml3 = part_ml[s.w];
+    let a0 = part_acc[s.x * params.half + p];
+    let a1 = part_acc[s.y * params.half + p];
+    let a2 = part_acc[s.z * params.half + p];
+    let a3 = part_acc[s.w * params.half + p];
+    let real = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(n);
+    return Four(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
+                vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), vec4<f32>(a0.x, a1.x, a2.x, a3.x),
+                vec4<f32>(a0.y, a1.y, a2.y, a3.y));
+}
+
+fn max4(v: vec4<f32>) -> f32 {
+    return max(max(v.x, v.y), max(v.z, v.w));
+}
+
+// The running (m, l, acc) of one value pair.
+struct Merged {
+    m: f32,
+    l: f32,
+    acc: vec2<f32>,
+}
+
+// `run` with four chunks added, all scaled to the max m (at least theirs and run's).
+fn add(run: Merged, m: f32, f: Four) -> Merged {
+    let w = exp(f.m - m);
+    return Merged(m, run.l + dot(w, f.l), run.acc + vec2<f32>(dot(w, f.x), dot(w, f.y)));
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let half = params.half;
-    let n = params.n_chunks;
-    let first = h * n;
-    var m = NO_SCORE;
-    for (var c = lid; c < n; c += WG) {
-        m = max(m, part_ml[first + c].x);
-    }
-    let big_m = workgroup_reduce(m, lid, true);
-    var l = 0.0;
-    for (var c = lid; c < n; c += WG) {
-        let ml = part_ml[first + c];
-        l += ml.y * exp(ml.x - big_m);
-    }
-    let inv = 1.0 / workgroup_reduce(l, lid, false);
-
-    let width = min(half, WG);
-    let lanes = WG / width;
-    let r = lid / width;
-    let pl = lid % width;
-    for (var p0 = 0u; p0 < half; p0 += width) {
-        let p = p0 + pl;
-        var a = vec2<f32>(0.0);
-        for (var c0 = 0u; c0 < n; c0 += CHUNKS) {
-            let nc = min(CHUNKS, n - c0);
-            workgroupBarrier();
-            for (var c = lid; c < nc; c += WG) {
-                weight[c] = exp(part_ml[first + c0 + c].x - big_m) * inv;
-            }
-            workgroupBarrier();
-            if (r < lanes && p < half) {
-                for (var c = r; c < nc; c += lanes) {
-                    a += weight[c] * part_acc[(first + c0 + c) * half + p];
-                }
-            }
+    let first = h * params.n_chunks;
+    for (var p = lid; p < params.half; p += WG) {
+        var run = Merged(NO_SCORE, 0.0, vec2<f32>(0.0));
+        for (var c = 0u; c < params.n_chunks; c += STEP) {
+            let f0 = four(first, c, p);
+            let f1 = four(first, c + 4u, p);
+            let f2 = four(first, c + 8u, p);
+            let f3 = four(first, c + 12u, p);
+            let f4 = four(first, c + 16u, p);
+            let f5 = four(first, c + 20u, p);
+            let f6 = four(first, c + 24u, p);
+            let f7 = four(first, c + 28u, p);
+            let m_lo = max(max(f0.m, f1.m), max(f2.m, f3.m));
+            let m_hi = max(max(f4.m, f5.m), max(f6.m, f7.m));
+            let m = max(run.m, max4(max(m_lo, m_hi)));
+            let r = exp(run.m - m);
+            run = Merged(m, run.l * r, run.acc * r);
+            run = add(add(add(add(run, m, f0), m, f1), m, f2), m, f3);
+            run = add(add(add(add(run, m, f4), m, f5), m, f6), m, f7);
         }
-        partial[lid] = a;
-        workgroupBarrier();
-        if (r == 0u && p < half) {
-            var sum = vec2<f32>(0.0);
-            for (var i = 0u; i < lanes; i++) {
-                sum += partial[i * width + pl];
-            }
-            out[h * half + p] = sum;
-        }
-        workgroupBarrier();
+        out[h * params.half + p] = run.acc / run.l;
     }
 }

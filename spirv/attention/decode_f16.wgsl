@@ -189,6 +189,91 @@ fn v_rows(t: u32, last: u32, kvh: u32, w: u32) -> Rows {
                 v_word(row_of(t + 2u, last, kvh), w), v_word(row_of(t + 3u, last, kvh), w));
 }
 
+// Where a lane reads: its team, its place in the team, the KV head, the chunk's end
+// and last row, and its first word (clamped), with 1 where that is a real one (0 for
+// lanes past a row's words, which read its last and add nothing).
+struct Lane {
+    team: u32,
+    lt: u32,
+    kvh: u32,
+    p1: u32,
+    last: u32,
+    w0: u32,
+    live0: f32,
+}
+
+// A team's online softmax: the running max m and sum l (vec4s over head slots) and,
+// where a lane holds one word (LW = 1), its accumulator per slot.
+struct Softmax {
+    m: vec4<f32>,
+    l: vec4<f32>,
+    a0: Vals,
+    a1: Vals,
+    a2: Vals,
+    a3: Vals,
+}
+
+// `st` with the team's positions t..t + 4 of a step folded in; k0 and v0 are their
+// rows at the lane's first word (the rest, where LW > 1, are read here).
+fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
+    let lt = ln.lt;
+    var s0 = ln.live0 * word_scores(0u, ln.w0, k0);
+    var s1 = ln.live0 * word_scores(1u, ln.w0, k0);
+    var s2 = ln.live0 * word_scores(2u, ln.w0, k0);
+    var s3 = ln.live0 * word_scores(3u, ln.w0, k0);
+    for (var j = 1u; j < LW; j++) {
+        let w = min(lt + j * TEAM, DATA_WORDS - 1u);
+        let k = k_rows(t, ln.last, ln.kvh, w);
+        let live = select(0.0, 1.0, lt + j * TEAM < DATA_WORDS);
+        s0 += live * word_scores(0u, w, k);
+        s1 += live * word_scores(1u, w, k);
+        s2 += live * word_scores(2u, w, k);
+        s3 += live * word_scores(3u, w, k);
+    }
+    for (var o = TEAM / 2u; o > 0u; o /= 2u) {
+        s0 += subgroupShuffleXor(s0, o);
+        s1 += subgroupShuffleXor(s1, o);
+        s2 += subgroupShuffleXor(s2, o);
+        s3 += subgroupShuffleXor(s3, o);
+    }
+    let valid = vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(ln.p1);
+    let none = vec4<f32>(NO_SCORE);
+    s0 = select(none, s0, valid);
+    s1 = select(none, s1, valid);
+    s2 = select(none, s2, valid);
+    s3 = select(none, s3, valid);
+    let m = max(st.m, vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)));
+    let r = exp(st.m - m);
+    // Rows past the chunk weigh nothing, also for a team that has seen no row yet (its
+    // m is still NO_SCORE).
+    let zero = vec4<f32>(0.0);
+    let e0 = select(zero, exp(s0 - m.x), valid);
+    let e1 = select(zero, exp(s1 - m.y), valid);
+    let e2 = select(zero, exp(s2 - m.z), valid);
+    let e3 = select(zero, exp(s3 - m.w), valid);
+    let ones = vec4<f32>(1.0);
+    let l = st.l * r + vec4<f32>(dot(e0, ones), dot(e1, ones), dot(e2, ones), dot(e3, ones));
+    if (LW == 1u) {
+        return Softmax(m, l, fold_rows(st.a0, r.x, e0, v0), fold_rows(st.a1, r.y, e1, v0),
+                       fold_rows(st.a2, r.z, e2, v0), fold_rows(st.a3, r.w, e3, v0));
+    }
+    for (var j = 0u; j < LW; j++) {
+        let w = lt + j * TEAM;
+        if (w < DATA_WORDS) {
+            var v = v0;
+            if (j > 0u) {
+                v = v_rows(t, ln.last, ln.kvh, w);
+            }
+            for (var g = 0u; g < G; g++) {
+                let at = (ln.team * G + g) * DATA_WORDS + w;
+                let e = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
+                team_acc[at] = fold_rows(team_acc[at], r[g], e, v);
+            }
+        }
+    }
+    return Softmax(m, l, st.a0, st.a1, st.a2, st.a3);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
@@ -224,98 +309,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
         }
     }
-    // The lane's first word (clamped: lanes past a row's words read its last and add
-    // nothing), and whether it is a real one.
     let w0 = min(lt, DATA_WORDS - 1u);
     let live0 = lt < DATA_WORDS;
     let step = TEAMS * ROWS;
     workgroupBarrier();
 
-    var m = vec4<f32>(NO_SCORE);
-    var l = vec4<f32>(0.0);
-    var acc0 = vals_zero();
-    var acc1 = vals_zero();
-    var acc2 = vals_zero();
-    var acc3 = vals_zero();
+    let ln = Lane(team, lt, kvh, p1, last, w0, select(0.0, 1.0, live0));
+    var st = Softmax(vec4<f32>(NO_SCORE), vec4<f32>(0.0), vals_zero(), vals_zero(), vals_zero(),
+                     vals_zero());
     for (var base = p0; base < p1; base += step) {
         let t = base + team * ROWS;
         // The first word's K and V rows, read together.
-        let k0 = k_rows(t, last, kvh, w0);
-        let v0 = v_rows(t, last, kvh, w0);
-        var s0 = vec4<f32>(0.0);
-        var s1 = vec4<f32>(0.0);
-        var s2 = vec4<f32>(0.0);
-        var s3 = vec4<f32>(0.0);
-        for (var j = 0u; j < LW; j++) {
-            let w = min(lt + j * TEAM, DATA_WORDS - 1u);
-            var k = k0;
-            if (j > 0u) {
-                k = k_rows(t, last, kvh, w);
-            }
-            let live = select(0.0, 1.0, lt + j * TEAM < DATA_WORDS);
-            s0 += live * word_scores(0u, w, k);
-            s1 += live * word_scores(1u, w, k);
-            s2 += live * word_scores(2u, w, k);
-            s3 += live * word_scores(3u, w, k);
-        }
-        for (var o = TEAM / 2u; o > 0u; o /= 2u) {
-            s0 += subgroupShuffleXor(s0, o);
-            s1 += subgroupShuffleXor(s1, o);
-            s2 += subgroupShuffleXor(s2, o);
-            s3 += subgroupShuffleXor(s3, o);
-        }
-        let valid = vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p1);
-        let none = vec4<f32>(NO_SCORE);
-        s0 = select(none, s0, valid);
-        s1 = select(none, s1, valid);
-        s2 = select(none, s2, valid);
-        s3 = select(none, s3, valid);
-        let m_new = max(m, vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)));
-        let r = exp(m - m_new);
-        // Rows past the chunk weigh nothing, also for a team that has seen no row yet
-        // (its m_new is still NO_SCORE).
-        let zero = vec4<f32>(0.0);
-        let e0 = select(zero, exp(s0 - m_new.x), valid);
-        let e1 = select(zero, exp(s1 - m_new.y), valid);
-        let e2 = select(zero, exp(s2 - m_new.z), valid);
-        let e3 = select(zero, exp(s3 - m_new.w), valid);
-        let ones = vec4<f32>(1.0);
-        l = l * r + vec4<f32>(dot(e0, ones), dot(e1, ones), dot(e2, ones), dot(e3, ones));
-        m = m_new;
-        if (LW == 1u) {
-            acc0 = fold_rows(acc0, r.x, e0, v0);
-            acc1 = fold_rows(acc1, r.y, e1, v0);
-            acc2 = fold_rows(acc2, r.z, e2, v0);
-            acc3 = fold_rows(acc3, r.w, e3, v0);
-        } else {
-            for (var j = 0u; j < LW; j++) {
-                let w = lt + j * TEAM;
-                if (w < DATA_WORDS) {
-                    var v = v0;
-                    if (j > 0u) {
-                        v = v_rows(t, last, kvh, w);
-                    }
-                    for (var g = 0u; g < G; g++) {
-                        let at = (team * G + g) * DATA_WORDS + w;
-                        let e = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
-                        team_acc[at] = fold_rows(team_acc[at], r[g], e, v);
-                    }
-                }
-            }
-        }
+        st = fold_step(st, ln, t, k_rows(t, last, kvh, w0), v_rows(t, last, kvh, w0));
     }
+    let m = st.m;
+    let l = st.l;
 
     if (LW == 1u && live0) {
         let at = team * G * DATA_WORDS + w0;
-        team_acc[at] = acc0;
+        team_acc[at] = st.a0;
         if (G > 1u) {
-            team_acc[at + DATA_WORDS] = acc1;
+            team_acc[at + DATA_WORDS] = st.a1;
         }
         if (G > 2u) {
-            team_acc[at + 2u * DATA_WORDS] = acc2;
+            team_acc[at + 2u * DATA_WORDS] = st.a2;
         }
         if (G > 3u) {
-            team_acc[at + 3u * DATA_WORDS] = acc3;
+            team_acc[at + 3u * DATA_WORDS] = st.a3;
         }
     }
     if (lt == 0u) {

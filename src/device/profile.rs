@@ -169,9 +169,9 @@ pub struct Tuning {
     /// least this many bytes of weights (smaller ones compute it while staging).
     pub glu_q8_min_bytes: u64,
     /// Workgroups split-K decode attention spreads a long context over (per layer):
-    /// about two per compute unit. On the H200 256 beat 512 at every depth measured
-    /// (8B heads, one layer: 19.4 against 23.3 µs at 4,096 positions, 75.5 against
-    /// 83.3 at 32,768; results/long_context).
+    /// about two per compute unit. On the H200 256 beat 384 and 512 at every depth
+    /// measured (8B heads, one layer: 15.9 against 21.7 and 19.8 µs at 4,096 positions,
+    /// 58.6 against 77.6 and 64.2 at 32,768), and tied 264 (results/long_context).
     #[serde(default = "h200_attention_workgroups")]
     pub attention_workgroups: u64,
     /// A prefill matmul multiplies on cooperative matrices (where the adapter has

@@ -340,7 +340,9 @@ pub const DECODE_MIN_WG: u32 = 32;
 /// Query heads a subgroup decode workgroup serves at most (the kernel scores a vec4 of
 /// heads): more split into head groups, each reading the KV head again.
 pub const DECODE_HEADS: u32 = 4;
-/// Positions a team of the subgroup kernel takes at once.
+/// Positions a team of the subgroup kernel takes at once. Eight (two fours, all their
+/// rows read before any is used) were faster on the H200 from 16,384 positions and
+/// slower up to 4,096 (results/long_context).
 pub const DECODE_ROWS: u32 = 4;
 /// Positions a chunk of the subgroup kernel takes at least, rounded up to whole steps
 /// (every team's rows once): shorter ones cost more in the combine pass and each
