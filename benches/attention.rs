@@ -14,7 +14,7 @@ use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention, RopeStyle};
 use brass::kernels::timing::{time_attention, time_prefill_attention, time_stream_read, Effort};
 use brass::kernels::PipelineCache;
-use brass::model::synthetic::{SyntheticSpec, PRESETS};
+use brass::model::synthetic::SyntheticSpec;
 use brass::router::{route_attention, AttentionQuery, Overrides};
 use clap::Parser;
 
@@ -108,23 +108,11 @@ fn run(args: &Args) -> brass::Result<()> {
     let cache = PipelineCache::new();
     let mut shapes = Vec::new();
     for group in &groups {
-        let name = PRESETS
-            .iter()
-            .find(|p| p.starts_with(group.as_str()))
-            .ok_or_else(|| brass::Error::Invalid(format!("no preset `{group}`: {PRESETS:?}")))?;
-        let spec = SyntheticSpec::preset(name)?;
-        let hd = spec.head_dim();
-        let heads = Heads {
-            n_heads: spec.heads,
-            n_kv_heads: spec.kv_heads,
-            head_dim: hd,
-            rope_dim: hd,
-            rope: RopeStyle::Normal,
-        };
-        shapes.push((*name, heads));
+        let spec = SyntheticSpec::preset_by_prefix(group)?;
+        shapes.push((spec.name.clone(), spec.attention_heads()));
     }
     for spec in &args.heads {
-        shapes.push(("heads", parse_heads(spec)?));
+        shapes.push(("heads".to_string(), parse_heads(spec)?));
     }
     if !args.no_decode {
         decode(args, &device, &cache, &shapes, effort, probe.gbps)?;
@@ -155,7 +143,7 @@ fn decode(
     args: &Args,
     device: &WgpuDevice,
     cache: &PipelineCache,
-    shapes: &[(&str, Heads)],
+    shapes: &[(String, Heads)],
     effort: Effort,
     probe_gbps: f64,
 ) -> brass::Result<()> {
@@ -195,7 +183,8 @@ fn decode(
         .flat_map(|&t| min_chunks.iter().map(move |&c| (t, c)))
         .flat_map(|(t, c)| invocations.iter().map(move |&i| (t, c, i)))
         .collect();
-    for &(name, heads) in shapes {
+    for (name, heads) in shapes {
+        let heads = *heads;
         for &kv in &args.kv {
             for &n_pos in &args.n_pos {
                 for &(target, min_chunk, invocations) in &variants {
@@ -251,7 +240,7 @@ fn prefill(
     args: &Args,
     device: &WgpuDevice,
     cache: &PipelineCache,
-    shapes: &[(&str, Heads)],
+    shapes: &[(String, Heads)],
     effort: Effort,
 ) -> brass::Result<()> {
     println!(
@@ -271,7 +260,8 @@ fn prefill(
         "(per layer; GB/s: K and V bytes the workgroups read over the chained time; TFLOP/s: \
          the causal attention's q·k and weight·v, two per multiply-add)"
     );
-    for &(name, heads) in shapes {
+    for (name, heads) in shapes {
+        let heads = *heads;
         for &kv in &args.kv {
             let launch = PrefillAttention::new(heads, kv, device.profile())?;
             launch.check(device.profile())?;

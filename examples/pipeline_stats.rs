@@ -21,9 +21,9 @@ use std::ffi::CStr;
 
 use ash::vk;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
-use brass::kernels::attention::{self, Heads, KvType, RopeStyle};
+use brass::kernels::attention::{self, KvType};
 use brass::kernels::matvec::Family;
-use brass::model::synthetic::{SyntheticSpec, PRESETS};
+use brass::model::synthetic::SyntheticSpec;
 use brass::quant::GgmlType;
 use brass::router::{
     route_attention, route_matvec, AttentionQuery, Force, MatvecQuery, Overrides, XInput,
@@ -295,28 +295,16 @@ fn run() -> Result<(), String> {
         Ok(())
     };
     for group in &args.attention {
-        let preset = PRESETS
-            .iter()
-            .find(|p| p.starts_with(group.as_str()))
-            .ok_or_else(|| format!("no preset `{group}`: {PRESETS:?}"))?;
-        let spec = SyntheticSpec::preset(preset).map_err(|e| e.to_string())?;
-        let hd = spec.head_dim();
-        let heads = Heads {
-            n_heads: spec.heads,
-            n_kv_heads: spec.kv_heads,
-            head_dim: hd,
-            rope_dim: hd,
-            rope: RopeStyle::Normal,
-        };
+        let spec = SyntheticSpec::preset_by_prefix(group).map_err(|e| e.to_string())?;
         let query = AttentionQuery {
-            heads,
+            heads: spec.attention_heads(),
             kv: args.kv,
             n_ctx: 8192,
         };
         let route =
             route_attention(&profile, &query, &Overrides::default()).map_err(|e| e.to_string())?;
         let launch = route.launch();
-        println!("\n{preset} attention: {}", launch.pipeline_key());
+        println!("\n{} attention: {}", spec.name, launch.pipeline_key());
         show("decode", &launch.source().map_err(|e| e.to_string())?, 6)?;
     }
     if !args.attention.is_empty() {

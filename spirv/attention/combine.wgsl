@@ -38,7 +38,8 @@ struct Four {
 // chunk, whose copies are marked by NO_SCORE and weigh nothing).
 fn four(first: u32, c: u32, p: u32) -> Four {
     let n = params.n_chunks;
-    let s = vec4<u32>(first) + min(vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(n - 1u));
+    let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
+    let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
     let ml0 = part_ml[s.x];
     let ml1 = part_ml[s.y];
     let ml2 = part_ml[s.z];
@@ -47,7 +48,7 @@ fn four(first: u32, c: u32, p: u32) -> Four {
     let a1 = part_acc[s.y * params.half + p];
     let a2 = part_acc[s.z * params.half + p];
     let a3 = part_acc[s.w * params.half + p];
-    let real = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(n);
+    let real = cs < vec4<u32>(n);
     return Four(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
                 vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), vec4<f32>(a0.x, a1.x, a2.x, a3.x),
                 vec4<f32>(a0.y, a1.y, a2.y, a3.y));

@@ -182,17 +182,14 @@ fn v_rows(t: u32, last: u32, kvh: u32, w: u32) -> Rows {
                 v_word(row_of(t + 2u, last, kvh), w), v_word(row_of(t + 3u, last, kvh), w));
 }
 
-// Where a lane reads: its team, its place in the team, the KV head, the chunk's end
-// and last row, and its first word (clamped), with 1 where that is a real one (0 for
-// lanes past a row's words, which read its last and add nothing).
+// Where a lane reads: its team, its place in the team, the KV head, and the chunk's end
+// and last row.
 struct Lane {
     team: u32,
     lt: u32,
     kvh: u32,
     p1: u32,
     last: u32,
-    w0: u32,
-    live0: f32,
 }
 
 // A team's online softmax: the running max m and sum l (vec4s over head slots) and,
@@ -210,13 +207,16 @@ struct Softmax {
 // rows at the lane's first word (the rest, where LW > 1, are read here).
 fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
     let lt = ln.lt;
-    var s0 = ln.live0 * word_scores(0u, ln.w0, k0);
-    var s1 = ln.live0 * word_scores(1u, ln.w0, k0);
-    var s2 = ln.live0 * word_scores(2u, ln.w0, k0);
-    var s3 = ln.live0 * word_scores(3u, ln.w0, k0);
-    for (var j = 1u; j < LW; j++) {
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    var s3 = vec4<f32>(0.0);
+    for (var j = 0u; j < LW; j++) {
         let w = min(lt + j * TEAM, DATA_WORDS - 1u);
-        let k = k_rows(t, ln.last, ln.kvh, w);
+        var k = k0;
+        if (j > 0u) {
+            k = k_rows(t, ln.last, ln.kvh, w);
+        }
         let live = select(0.0, 1.0, lt + j * TEAM < DATA_WORDS);
         s0 += live * word_scores(0u, w, k);
         s1 += live * word_scores(1u, w, k);
@@ -302,12 +302,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
         }
     }
+    // The lane's first word (clamped: lanes past a row's words read its last and add
+    // nothing), and whether it is a real one.
     let w0 = min(lt, DATA_WORDS - 1u);
     let live0 = lt < DATA_WORDS;
     let step = TEAMS * ROWS;
     workgroupBarrier();
 
-    let ln = Lane(team, lt, kvh, p1, last, w0, select(0.0, 1.0, live0));
+    let ln = Lane(team, lt, kvh, p1, last);
     var st = Softmax(vec4<f32>(NO_SCORE), vec4<f32>(0.0), vals_zero(), vals_zero(), vals_zero(),
                      vals_zero());
     for (var base = p0; base < p1; base += step) {
@@ -315,8 +317,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // The first word's K and V rows, read together.
         st = fold_step(st, ln, t, k_rows(t, last, kvh, w0), v_rows(t, last, kvh, w0));
     }
-    let m = st.m;
-    let l = st.l;
 
     if (LW == 1u && live0) {
         let at = team * G * DATA_WORDS + w0;
@@ -332,8 +332,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     if (lt == 0u) {
-        team_ml[team] = m;
-        team_ml[TEAMS + team] = l;
+        team_ml[team] = st.m;
+        team_ml[TEAMS + team] = st.l;
     }
     workgroupBarrier();
 

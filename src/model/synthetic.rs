@@ -27,6 +27,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use crate::gguf::GgufBuilder;
+use crate::kernels::attention::{Heads, RopeStyle};
 use crate::quant::{random_blocks, GgmlType};
 use crate::{Error, Result};
 
@@ -298,8 +299,32 @@ impl SyntheticSpec {
         })
     }
 
+    /// The first preset whose name starts with `prefix` (`llama3` for `llama3-8b`).
+    pub fn preset_by_prefix(prefix: &str) -> Result<SyntheticSpec> {
+        let name = PRESETS
+            .iter()
+            .find(|p| p.starts_with(prefix))
+            .ok_or_else(|| {
+                Error::Invalid(format!("no synthetic preset `{prefix}`: {PRESETS:?}"))
+            })?;
+        Self::preset(name)
+    }
+
     pub fn head_dim(&self) -> u64 {
         self.head_dim.unwrap_or(self.hidden / self.heads.max(1))
+    }
+
+    /// The heads decode attention reads, RoPE over the whole head in the normal style
+    /// (attention reads the cache alike whatever the style; the append differs).
+    pub fn attention_heads(&self) -> Heads {
+        let head_dim = self.head_dim();
+        Heads {
+            n_heads: self.heads,
+            n_kv_heads: self.kv_heads,
+            head_dim,
+            rope_dim: head_dim,
+            rope: RopeStyle::Normal,
+        }
     }
 
     /// The distinct matvec shapes of this model's decode step, as (matrix, M, K):
