@@ -5,7 +5,9 @@
 
 mod common;
 
-use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, PipelineId, Slice};
+use brass::device::{
+    read_f32, BufferUse, CommandList, Device, DeviceProfile, Dispatch, PipelineId, Slice, PRESETS,
+};
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
     DecodeKernel, Heads, KvType, PrefillAttention, RopeStyle,
@@ -291,7 +293,14 @@ fn decode_attention_matches_the_reference() {
     let mut cases = 0;
     let mut worst = [0f32; 3];
     for kv in KvType::ALL {
-        for (n_heads, n_kv, hd) in [(4usize, 4usize, 64usize), (8, 2, 128), (7, 1, 256)] {
+        // Heads of 32 are fewer 16-byte words than a team's four lanes in q8_0 (two) and
+        // f16 (four), so some lanes of a team read nothing.
+        for (n_heads, n_kv, hd) in [
+            (4usize, 4usize, 64usize),
+            (8, 2, 128),
+            (7, 1, 256),
+            (2, 1, 32),
+        ] {
             for n_pos in [1usize, 2, 31, 1000, 9000] {
                 let kv_dim = n_kv * hd;
                 let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
@@ -345,7 +354,7 @@ fn decode_attention_matches_the_reference() {
     }
     eprintln!("worst error from exact math (f32, f16, q8_0): {worst:?}");
     let kernels = g.launches(heads(4, 4, 64, 64), KvType::F16, 1, 8).len();
-    assert_eq!(cases, 3 * 3 * 5 * 2 * kernels);
+    assert_eq!(cases, 3 * 4 * 5 * 2 * kernels);
 }
 
 /// Sliding-window decode attention (Gemma's local layers): the dispatch covers the
@@ -801,6 +810,53 @@ fn rope_table_scaled_rotates_by_the_scaled_position() {
 
 fn row_of(t: &[f32], dim: usize, p: usize) -> Vec<f32> {
     t[p * dim..(p + 1) * dim].to_vec()
+}
+
+/// The subgroup kernel spreads a team's four head slots over its quarters, so a team is
+/// at least four lanes: every preset routes teams of 4 to its smallest subgroup, and a
+/// device whose subgroups can be narrower gets the portable kernel and is told why.
+#[test]
+fn subgroup_teams_are_at_least_a_lane_per_head_slot() {
+    for preset in PRESETS {
+        let profile = DeviceProfile::preset(preset).unwrap();
+        for (n_heads, n_kv, hd) in [
+            (4usize, 4usize, 64usize),
+            (32, 8, 128),
+            (7, 1, 256),
+            (2, 1, 32),
+        ] {
+            for kv in KvType::ALL {
+                let query = AttentionQuery {
+                    heads: heads(n_heads, n_kv, hd, hd),
+                    kv,
+                    n_ctx: 4096,
+                };
+                let Ok(route) = route_attention(&profile, &query, &Overrides::default()) else {
+                    continue;
+                };
+                if let DecodeKernel::Subgroup { team, .. } = route.launch().kernel() {
+                    assert!(
+                        (4..=profile.subgroup_min).contains(&team),
+                        "{preset} {kv} {hd}: team of {team}"
+                    );
+                }
+                let narrow = DeviceProfile {
+                    subgroup_min: 2,
+                    ..profile.clone()
+                };
+                let route = route_attention(&narrow, &query, &Overrides::default()).unwrap();
+                assert!(
+                    matches!(route.launch().kernel(), DecodeKernel::Portable { .. }),
+                    "{preset} {kv} {hd} on subgroups of 2"
+                );
+                let why: Vec<String> = route.clauses().iter().map(|c| c.to_string()).collect();
+                assert!(
+                    why.iter().any(|c| c.contains("subgroups of 2 lanes")),
+                    "{why:?}"
+                );
+            }
+        }
+    }
 }
 
 /// A q8_0 cache holds whole blocks of 32 values: heads that are not are refused by

@@ -169,9 +169,10 @@ pub struct Tuning {
     /// least this many bytes of weights (smaller ones compute it while staging).
     pub glu_q8_min_bytes: u64,
     /// Workgroups split-K decode attention spreads a long context over (per layer):
-    /// about two per compute unit. On the H200 256 beat 384 and 512 at every depth
-    /// measured (8B heads, one layer: 15.9 against 21.7 and 19.8 µs at 4,096 positions,
-    /// 58.6 against 77.6 and 64.2 at 32,768), and tied 264 (results/long_context).
+    /// two per compute unit. On the H200 256 beat 384 and 512 at every depth measured
+    /// (8B heads, one layer: 15.9 against 21.7 and 19.8 µs at 4,096 positions, 58.6
+    /// against 77.6 and 64.2 at 32,768), and 264 (two per SM) beat 256 in decode just
+    /// past 4,096 positions, where 256 take a fifth step a chunk (results/long_context).
     #[serde(default = "h200_attention_workgroups")]
     pub attention_workgroups: u64,
     /// A prefill matmul multiplies on cooperative matrices (where the adapter has
@@ -201,7 +202,7 @@ impl Tuning {
         prefetch_min_batches: 8.0,
         norm_q8_min_bytes: 128_000_000,
         glu_q8_min_bytes: 8_000_000,
-        attention_workgroups: 256,
+        attention_workgroups: 264,
         coop_min_workgroups: 64,
     };
     const H200_COMPUTE_UNITS: u64 = 132;

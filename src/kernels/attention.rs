@@ -295,9 +295,9 @@ impl std::str::FromStr for KvType {
 /// The kernel of a decode attention launch, with what it fixes at compile time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum DecodeKernel {
-    /// `attention/decode.wgsl`: teams of `team` lanes (within the smallest subgroup the
-    /// device may run) read a row in 16-byte words, `lane_words` per lane, four
-    /// positions at a time.
+    /// `attention/decode.wgsl`: teams of `team` lanes (at least 4, within the smallest
+    /// subgroup the device may run) read a row in 16-byte words, `lane_words` per lane,
+    /// four positions at a time, each quarter of a team keeping one head slot's softmax.
     Subgroup { team: u32, lane_words: u32 },
     /// `attention/decode_portable.wgsl`: scores of `tile` positions in workgroup
     /// memory, `acc` accumulator pairs per invocation.
@@ -386,9 +386,19 @@ impl AttentionLaunch {
         }
         let data_words = heads.head_dim / word_values;
         // The largest power of two no wider than the smallest subgroup, nor (rounded up
-        // to a power of two) than a row's words.
+        // to a power of two) than a row's words, but at least a lane per head slot: the
+        // team's scores are reduce-scattered over its four quarters.
         let sg_floor = 1u64 << (63 - (sg_min.max(1) as u64).leading_zeros());
-        let team = data_words.next_power_of_two().min(sg_floor);
+        if sg_floor < DECODE_HEADS as u64 {
+            return Err(Error::Invalid(format!(
+                "subgroup decode attention needs subgroups of at least {DECODE_HEADS} lanes, \
+                 not {sg_min}"
+            )));
+        }
+        let team = data_words
+            .next_power_of_two()
+            .max(DECODE_HEADS as u64)
+            .min(sg_floor);
         let lane_words = data_words.div_ceil(team);
         // At least 32 invocations: on lavapipe at 4 lanes, the earlier decode kernel's
         // workgroups of 16 (four subgroups) gave wrong sums over 9,000 positions, and 32

@@ -5,7 +5,9 @@ use serde::Serialize;
 
 use super::{Clause, Overrides};
 use crate::device::DeviceProfile;
-use crate::kernels::attention::{AttentionLaunch, DecodeKernel, Heads, KvType, DECODE_WG};
+use crate::kernels::attention::{
+    AttentionLaunch, DecodeKernel, Heads, KvType, DECODE_HEADS, DECODE_WG,
+};
 use crate::Result;
 
 /// What the router needs to know about a model's attention.
@@ -34,8 +36,9 @@ impl AttentionRoute {
     }
 }
 
-/// Routes decode attention: the subgroup kernel where the device has subgroups and a
-/// head's row is whole 16-byte words of the cache format, the portable one elsewhere; a
+/// Routes decode attention: the subgroup kernel where the device has subgroups of at
+/// least four lanes and a head's row is whole 16-byte words of the cache format, the
+/// portable one elsewhere; a
 /// long context spread over about
 /// [`Tuning::attention_workgroups`](crate::device::Tuning::attention_workgroups)
 /// workgroups.
@@ -49,6 +52,7 @@ pub fn route_attention(
         .unwrap_or(profile.tuning.attention_workgroups);
     let (heads, kv) = (query.heads, query.kv);
     let words = heads.head_dim.is_multiple_of(kv.word_values());
+    let wide = profile.subgroup_min >= DECODE_HEADS;
     let mut clauses = Vec::new();
     if profile.subgroups && !words {
         clauses.push(Clause::AttentionRowsNotWords {
@@ -57,7 +61,13 @@ pub fn route_attention(
             word_values: kv.word_values(),
         });
     }
-    let launch = match profile.subgroups && words {
+    if profile.subgroups && !wide {
+        clauses.push(Clause::AttentionSubgroupsNarrow {
+            subgroup_min: profile.subgroup_min,
+            lanes: DECODE_HEADS,
+        });
+    }
+    let launch = match profile.subgroups && words && wide {
         true => AttentionLaunch::subgroup(
             heads,
             kv,

@@ -92,6 +92,10 @@ pub enum Clause {
         kv: KvType,
         word_values: u64,
     },
+    AttentionSubgroupsNarrow {
+        subgroup_min: u32,
+        lanes: u32,
+    },
     AttentionPortable {
         heads_per_group: u32,
         group: u64,
@@ -163,8 +167,9 @@ impl std::fmt::Display for Clause {
                 f,
                 "subgroups {min}..{max}: split-K attention on subgroups, teams of {team} \
                  lanes reading a row in 16-byte words ({lane_words} a lane), four positions \
-                 per team at a time, {heads_per_group} of the {group} query heads of a KV \
-                 head per workgroup of {invocations}{}",
+                 per team at a time, a quarter of the team keeping each head slot's softmax, \
+                 {heads_per_group} of the {group} query heads of a KV head per workgroup of \
+                 {invocations}{}",
                 forced(on)
             ),
             Clause::AttentionRowsNotWords {
@@ -175,6 +180,14 @@ impl std::fmt::Display for Clause {
                 f,
                 "heads of {head_dim} are not whole 16-byte words of {word_values} {kv} \
                  values, which the subgroup kernel reads: portable"
+            ),
+            Clause::AttentionSubgroupsNarrow {
+                subgroup_min,
+                lanes,
+            } => write!(
+                f,
+                "subgroups of {subgroup_min} lanes, narrower than the {lanes} a team of the \
+                 subgroup kernel spreads its head slots over: portable"
             ),
             Clause::AttentionPortable {
                 heads_per_group,

@@ -4,25 +4,27 @@
 // ratio, and the chunks spread a long context over the whole GPU.
 //
 // What a decode step waits on is memory latency, so the kernel is written to keep many
-// independent reads in flight. A team of TEAM lanes (a power of two no larger than the
-// smallest subgroup) reads a cache row in 16-byte words, LW words per lane (1 wherever
-// the subgroup is as wide as a row's words), and takes ROWS = 4 positions a step: the
-// four rows' K and V words are read together, in straight-line code. Private arrays
-// are avoided (drivers move them to slow local memory); the loops over a lane's words
-// run one trip where LW is 1. (Reading the next step's rows while this one's are used
-// measured no faster on the H200: results/long_context.)
+// independent reads in flight. A team of TEAM lanes (a power of two, at least 4 and no
+// larger than the smallest subgroup) reads a cache row in 16-byte words, LW words per
+// lane (1 wherever the subgroup is as wide as a row's words), and takes ROWS = 4
+// positions a step: the four rows' K and V words are read together, in straight-line
+// code, and (at a lane's first word) while the step before them is scored and folded,
+// the first step's while the query is staged. Private arrays are avoided (drivers move
+// them to slow local memory); the loops over a lane's words run one trip where LW is 1.
 //
 // Each lane scores the four rows against all four query head slots (a vec4 per head;
-// slots past the group score zeros and are never stored), the team sums its lanes'
-// parts by shuffles, and folds the scores into its own online softmax: a running max m
-// and sum l per head (vec4s over heads) and an accumulator of exp(s - m) v per head and
-// word, in registers where a lane holds one word, else in workgroup memory. A word's
-// scale (q8_0's; 1 for plain formats) multiplies the dot products and the weights, not
-// every value. The position loop is uniform over the workgroup (rows past the chunk are
-// read clamped and weigh nothing), so every shuffle runs in uniform control flow, as
-// Metal wants. At the end the workgroup merges its teams: with one chunk it writes the
-// normalized output, otherwise (m, l) and the accumulator per query head for
-// `attention/combine.wgsl`.
+// slots past the group score zeros and are never stored). The team sums its lanes'
+// parts by a reduce-scatter that leaves each quarter of the team with one slot's four
+// scores, so each lane keeps the online softmax (a running max m and sum l) of one slot
+// and takes its exps once a team instead of in every lane; the weights of all four
+// slots are then handed to every lane for its V words. The accumulators of exp(s - m) v
+// per head and word are in registers where a lane holds one word, else in workgroup
+// memory. A word's scale (q8_0's; 1 for plain formats) multiplies the dot products and
+// the weights, not every value. The position loop is uniform over the workgroup (rows
+// past the chunk are read clamped and weigh nothing), so every shuffle runs in uniform
+// control flow, as Metal wants. At the end the workgroup merges its teams: with one
+// chunk it writes the normalized output, otherwise (m, l) and the accumulator per query
+// head for `attention/combine.wgsl`.
 //
 // The host sets WG (invocations, a multiple of the largest subgroup), HD, KV_ROW, G
 // (query heads per workgroup, at most 4), TEAM and LW (a row's value words over TEAM,
@@ -38,6 +40,8 @@ const NO_SCORE: f32 = -3.0e38;
 const ROWS: u32 = 4u;
 const TEAMS: u32 = WG / TEAM;
 const WORD_VEC4S: u32 = WORD_VALUES / 4u;
+// Lanes of a team that score one head slot (TEAM is at least 4).
+const SLOT_LANES: u32 = TEAM / 4u;
 
 // A word of the cache: values v times scale d (1 for plain formats).
 struct Word {
@@ -99,25 +103,45 @@ fn v_rows(t: u32, last: u32, kvh: u32, w: u32) -> Rows {
                 v_word(row_of(t + 2u, last, kvh), w), v_word(row_of(t + 3u, last, kvh), w));
 }
 
-// Where a lane reads: its team, its place in the team, the KV head, and the chunk's end
-// and last row.
+// Where a lane reads: its team, its place in the team, the subgroup lane of the team's
+// first, the KV head, and the chunk's end and last row.
 struct Lane {
     team: u32,
     lt: u32,
+    first: u32,
     kvh: u32,
     p1: u32,
     last: u32,
 }
 
-// A team's online softmax: the running max m and sum l (vec4s over head slots) and,
-// where a lane holds one word (LW = 1), its accumulator per slot.
+// A team's online softmax for the lane's head slot: the running max m and sum l and,
+// where a lane holds one word (LW = 1), its accumulator for every slot (the V words it
+// reads serve all four).
 struct Softmax {
-    m: vec4<f32>,
-    l: vec4<f32>,
+    m: f32,
+    l: f32,
     a0: Vals,
     a1: Vals,
     a2: Vals,
     a3: Vals,
+}
+
+// The team's scores of the step's four rows for the lane's head slot, from every lane's
+// parts of all 16 (a vec4 over rows per slot): a reduce-scatter, so that no lane sums
+// what it will not use. The lanes of the team's upper half keep slots 2 and 3 and send
+// 0 and 1 (and the lower half the other way round), the lanes at odd multiples of
+// SLOT_LANES then keep the odd slot of their pair, and the SLOT_LANES lanes left on one
+// slot sum the rest by butterfly.
+fn team_scores(lt: u32, s0: vec4<f32>, s1: vec4<f32>, s2: vec4<f32>, s3: vec4<f32>) -> vec4<f32> {
+    let upper = (lt & (TEAM / 2u)) != 0u;
+    let a = select(s0, s2, upper) + subgroupShuffleXor(select(s2, s0, upper), TEAM / 2u);
+    let b = select(s1, s3, upper) + subgroupShuffleXor(select(s3, s1, upper), TEAM / 2u);
+    let odd = (lt & SLOT_LANES) != 0u;
+    var s = select(a, b, odd) + subgroupShuffleXor(select(b, a, odd), SLOT_LANES);
+    for (var o = SLOT_LANES / 2u; o > 0u; o /= 2u) {
+        s += subgroupShuffleXor(s, o);
+    }
+    return s;
 }
 
 // `st` with the team's positions t..t + 4 of a step folded in; k0 and v0 are their
@@ -140,32 +164,26 @@ fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
         s2 += live * word_scores(2u, w, k);
         s3 += live * word_scores(3u, w, k);
     }
-    for (var o = TEAM / 2u; o > 0u; o /= 2u) {
-        s0 += subgroupShuffleXor(s0, o);
-        s1 += subgroupShuffleXor(s1, o);
-        s2 += subgroupShuffleXor(s2, o);
-        s3 += subgroupShuffleXor(s3, o);
-    }
     let valid = vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(ln.p1);
-    let none = vec4<f32>(NO_SCORE);
-    s0 = select(none, s0, valid);
-    s1 = select(none, s1, valid);
-    s2 = select(none, s2, valid);
-    s3 = select(none, s3, valid);
-    let m = max(st.m, vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)));
-    let r = exp(st.m - m);
+    let s = select(vec4<f32>(NO_SCORE), team_scores(lt, s0, s1, s2, s3), valid);
+    let m = max(st.m, max4(s));
     // Rows past the chunk weigh nothing, also for a team that has seen no row yet (its
     // m is still NO_SCORE).
-    let zero = vec4<f32>(0.0);
-    let e0 = select(zero, exp(s0 - m.x), valid);
-    let e1 = select(zero, exp(s1 - m.y), valid);
-    let e2 = select(zero, exp(s2 - m.z), valid);
-    let e3 = select(zero, exp(s3 - m.w), valid);
-    let ones = vec4<f32>(1.0);
-    let l = st.l * r + vec4<f32>(dot(e0, ones), dot(e1, ones), dot(e2, ones), dot(e3, ones));
+    let e = select(vec4<f32>(0.0), exp(s - m), valid);
+    let r = exp(st.m - m);
+    let l = st.l * r + dot(e, vec4<f32>(1.0));
+    // Every lane weighs its V words by every slot's weights and rescaling, which the
+    // first lane of each slot hands round.
+    let e0 = subgroupShuffle(e, ln.first);
+    let e1 = subgroupShuffle(e, ln.first + SLOT_LANES);
+    let e2 = subgroupShuffle(e, ln.first + 2u * SLOT_LANES);
+    let e3 = subgroupShuffle(e, ln.first + 3u * SLOT_LANES);
+    let rs = vec4<f32>(subgroupShuffle(r, ln.first), subgroupShuffle(r, ln.first + SLOT_LANES),
+                       subgroupShuffle(r, ln.first + 2u * SLOT_LANES),
+                       subgroupShuffle(r, ln.first + 3u * SLOT_LANES));
     if (LW == 1u) {
-        return Softmax(m, l, fold_rows(st.a0, r.x, e0, v0), fold_rows(st.a1, r.y, e1, v0),
-                       fold_rows(st.a2, r.z, e2, v0), fold_rows(st.a3, r.w, e3, v0));
+        return Softmax(m, l, fold_rows(st.a0, rs.x, e0, v0), fold_rows(st.a1, rs.y, e1, v0),
+                       fold_rows(st.a2, rs.z, e2, v0), fold_rows(st.a3, rs.w, e3, v0));
     }
     for (var j = 0u; j < LW; j++) {
         let w = lt + j * TEAM;
@@ -176,8 +194,8 @@ fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
             }
             for (var g = 0u; g < G; g++) {
                 let at = (ln.team * G + g) * DATA_WORDS + w;
-                let e = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
-                team_acc[at] = fold_rows(team_acc[at], r[g], e, v);
+                let eg = select(select(e0, e1, g == 1u), select(e2, e3, g == 3u), g >= 2u);
+                team_acc[at] = fold_rows(team_acc[at], rs[g], eg, v);
             }
         }
     }
@@ -224,15 +242,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let w0 = min(lt, DATA_WORDS - 1u);
     let live0 = lt < DATA_WORDS;
     let step = TEAMS * ROWS;
+    // The first word's K and V rows of a step are read a step ahead (the reads after
+    // the last step are clamped to the chunk's last row and never used).
+    var k = k_rows(p0 + team * ROWS, last, kvh, w0);
+    var v = v_rows(p0 + team * ROWS, last, kvh, w0);
     workgroupBarrier();
 
-    let ln = Lane(team, lt, kvh, p1, last);
-    var st = Softmax(vec4<f32>(NO_SCORE), vec4<f32>(0.0), vals_zero(), vals_zero(), vals_zero(),
-                     vals_zero());
+    let ln = Lane(team, lt, lane - lt, kvh, p1, last);
+    var st = Softmax(NO_SCORE, 0.0, vals_zero(), vals_zero(), vals_zero(), vals_zero());
     for (var base = p0; base < p1; base += step) {
         let t = base + team * ROWS;
-        // The first word's K and V rows, read together.
-        st = fold_step(st, ln, t, k_rows(t, last, kvh, w0), v_rows(t, last, kvh, w0));
+        let k_next = k_rows(t + step, last, kvh, w0);
+        let v_next = v_rows(t + step, last, kvh, w0);
+        st = fold_step(st, ln, t, k, v);
+        k = k_next;
+        v = v_next;
     }
 
     if (LW == 1u && live0) {
@@ -248,9 +272,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             team_acc[at + 3u * DATA_WORDS] = st.a3;
         }
     }
-    if (lt == 0u) {
-        team_ml[team] = st.m;
-        team_ml[TEAMS + team] = st.l;
+    if (lt % SLOT_LANES == 0u) {
+        let slot = lt / SLOT_LANES;
+        team_ml[team][slot] = st.m;
+        team_ml[TEAMS + team][slot] = st.l;
     }
     workgroupBarrier();
 
