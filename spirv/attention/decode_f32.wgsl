@@ -91,9 +91,10 @@ const HALF: u32 = HD / 2u;
 // larger than the smallest subgroup) reads a cache row in 16-byte words, LW words per
 // lane (1 wherever the subgroup is as wide as a row's words), and takes ROWS = 4
 // positions a step: the four rows' K and V words are read together, in straight-line
-// code, and (at a lane's first word) while the step before them is scored and folded,
-// the first step's while the query is staged. Private arrays are avoided (drivers move
-// them to slow local memory); the loops over a lane's words run one trip where LW is 1.
+// code, a step ahead (a step's rows at the lane's first word load while the step before
+// is scored, the first step's while the query is staged). Private arrays are avoided
+// (drivers move them to slow local memory); the loops over a lane's words run one trip
+// where LW is 1.
 //
 // Each lane scores the four rows against all four query head slots (a vec4 per head;
 // slots past the group score zeros and are never stored). The team sums its lanes'
