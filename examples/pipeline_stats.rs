@@ -308,13 +308,9 @@ fn run() -> Result<(), String> {
         show("decode", &launch.source().map_err(|e| e.to_string())?, 6)?;
     }
     if !args.attention.is_empty() {
-        let sources = attention::sources().map_err(|e| e.to_string())?;
-        let (name, wgsl) = sources
-            .iter()
-            .find(|(n, _)| n == "attention/combine")
-            .ok_or("no attention/combine source")?;
+        let (name, wgsl) = attention::combine_source().map_err(|e| e.to_string())?;
         println!("\n{name}");
-        show(name, wgsl, 3)?;
+        show(&name, &wgsl, 3)?;
     }
     for t in &args.types {
         let ty = GgmlType::from_name(t).ok_or_else(|| format!("unknown type `{t}`"))?;

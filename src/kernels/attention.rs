@@ -714,10 +714,7 @@ impl AttentionLaunch {
     /// The combine pass's pipeline (one for every launch), created on first use.
     pub fn combine_pipeline(device: &dyn Device, cache: &PipelineCache) -> Result<PipelineId> {
         cache.get_or_create(device, COMBINE_NAME, || {
-            Ok((
-                compose(COMBINE_ROOT, &[], &[])?,
-                template(16, COMBINE_STORAGE),
-            ))
+            Ok((combine_source()?.1, template(16, COMBINE_STORAGE)))
         })
     }
 
@@ -874,6 +871,11 @@ fn template(params_bytes: u32, storage: &'static [Access]) -> PipelineTemplate {
     }
 }
 
+/// The combine pass's (ledger name, WGSL): one pipeline serves every launch.
+pub fn combine_source() -> Result<(String, String)> {
+    Ok((COMBINE_NAME.to_string(), compose(COMBINE_ROOT, &[], &[])?))
+}
+
 /// Every attention kernel's (name, WGSL) in a canonical configuration, for tools that
 /// translate every shader.
 pub fn sources() -> Result<Vec<(String, String)>> {
@@ -891,7 +893,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
         let (_, neox) = rope_kv_source(root, RopeStyle::Neox)?;
         out.push((format!("{}_neox", root.trim_end_matches(".wgsl")), neox));
     }
-    out.push((COMBINE_NAME.to_string(), compose(COMBINE_ROOT, &[], &[])?));
+    out.push(combine_source()?);
     out.extend(PrefillAttention::sources()?);
     Ok(out)
 }

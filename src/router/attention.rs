@@ -38,8 +38,7 @@ impl AttentionRoute {
 
 /// Routes decode attention: the subgroup kernel where the device has subgroups of at
 /// least four lanes and a head's row is whole 16-byte words of the cache format, the
-/// portable one elsewhere; a
-/// long context spread over about
+/// portable one elsewhere; a long context spread over about
 /// [`Tuning::attention_workgroups`](crate::device::Tuning::attention_workgroups)
 /// workgroups.
 pub fn route_attention(
