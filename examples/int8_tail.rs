@@ -64,6 +64,19 @@ struct Args {
     /// gate_up, down, head; e.g. 30 = all but qkv), f16 KV.
     #[arg(long, value_delimiter = ',')]
     mask: Vec<u32>,
+    /// Also run brass's rounding at every point with the F groups of largest scale in
+    /// each x kept exact (a second plane for outlier groups only), for each F given.
+    #[arg(long, value_delimiter = ',')]
+    outliers: Vec<usize>,
+    /// The same with the C values of largest magnitude kept exact, for each C given.
+    #[arg(long, value_delimiter = ',')]
+    channels: Vec<usize>,
+    /// The points (bits, as --mask) where --channels applies.
+    #[arg(long, default_value_t = 31)]
+    channel_points: u32,
+    /// Thresholds (times rms(x)) for --channels: the first values over it, not the largest.
+    #[arg(long, value_delimiter = ',')]
+    tau: Vec<f64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -85,6 +98,16 @@ thread_local! {
     /// Nonzero: the seed of a relative perturbation of about 1e-6 applied to x before it
     /// is rounded (a stand-in for another engine's summation order upstream).
     static JITTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Groups of the largest scale in each x left exact (not rounded).
+    static OUTLIERS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Values of the largest magnitude in each x left exact, the rest rounded.
+    static CHANNELS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The points (bits, as --mask) where CHANNELS applies, and the point being rounded.
+    static CHANNEL_POINTS: std::cell::Cell<u32> = const { std::cell::Cell::new(31) };
+    static POINT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Nonzero: CHANNELS takes the first values over this many times rms(x) in index
+    /// order instead of the largest.
+    static TAU: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
 }
 
 /// `f` with x perturbed by the jitter of `seed` before each rounding (none for seed 0).
@@ -187,9 +210,43 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
     } else {
         x
     };
+    let here = CHANNEL_POINTS.with(|c| c.get()) & (1 << POINT.with(|p| p.get())) != 0;
+    let n_channels = if here { CHANNELS.with(|c| c.get()) } else { 0 };
+    let mut kept: Vec<(usize, f64)> = Vec::new();
+    let removed: Vec<f64>;
+    let x = if n_channels > 0 {
+        let mut order: Vec<usize> = (0..x.len()).collect();
+        let tau = TAU.with(|t| t.get());
+        if tau > 0.0 {
+            let rms = (x.iter().map(|a| a * a).sum::<f64>() / x.len() as f64).sqrt();
+            order.retain(|&i| x[i].abs() > tau * rms);
+        } else {
+            order.sort_by(|&a, &b| x[b].abs().total_cmp(&x[a].abs()));
+        }
+        let mut r = x.to_vec();
+        for &i in &order[..n_channels.min(order.len())] {
+            kept.push((i, x[i]));
+            r[i] = 0.0;
+        }
+        removed = r;
+        &removed[..]
+    } else {
+        x
+    };
     let mut out = vec![0f64; x.len()];
     let mut s_err = vec![0f64; x.len() / 32];
+    let amaxes: Vec<f64> = x
+        .chunks_exact(32)
+        .map(|c| c.iter().fold(0f64, |m, a| m.max(a.abs())))
+        .collect();
+    let mut by_scale: Vec<usize> = (0..amaxes.len()).collect();
+    by_scale.sort_by(|&a, &b| amaxes[b].total_cmp(&amaxes[a]));
+    let exact_groups = &by_scale[..OUTLIERS.with(|o| o.get()).min(by_scale.len())];
     for (g, chunk) in x.chunks_exact(32).enumerate() {
+        if exact_groups.contains(&g) {
+            out[32 * g..32 * g + 32].copy_from_slice(chunk);
+            continue;
+        }
         let v: Vec<f32> = chunk.iter().map(|&a| a as f32).collect();
         let amax = v.iter().fold(0f32, |m, a| m.max(a.abs()));
         let d = amax / 127.0;
@@ -228,6 +285,9 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
             *o = dd * qi as f64;
         }
         s_err[g] = s - dd * sum as f64;
+    }
+    for (i, v) in kept {
+        out[i] = v;
     }
     (out, s_err)
 }
@@ -326,6 +386,7 @@ impl Cpu {
         let c = &self.cfg;
         let kvd = c.n_kv_heads * c.head_dim;
         let sch = |p: usize| {
+            POINT.with(|c| c.set(p as u32));
             if mask & (1 << p) != 0 {
                 scheme
             } else {
@@ -597,6 +658,35 @@ fn main() {
                     &got,
                 );
             }
+        }
+    }
+    for &f in &args.outliers {
+        OUTLIERS.with(|o| o.set(f));
+        for seed in 0..=args.jitter_seeds {
+            let got = jittered(seed, || cpu.run(&ids, Scheme::Brass, all, true));
+            report(&format!("cpu Brass outliers {f} jitter {seed}"), &got);
+        }
+        OUTLIERS.with(|o| o.set(0));
+    }
+    CHANNEL_POINTS.with(|c| c.set(args.channel_points));
+    let taus = if args.tau.is_empty() {
+        vec![0.0]
+    } else {
+        args.tau.clone()
+    };
+    for &c in &args.channels {
+        for &tau in &taus {
+            CHANNELS.with(|o| o.set(c));
+            TAU.with(|t| t.set(tau));
+            for seed in 0..=args.jitter_seeds {
+                let got = jittered(seed, || cpu.run(&ids, Scheme::Brass, all, true));
+                report(
+                    &format!("cpu Brass channels {c} tau {tau} jitter {seed}"),
+                    &got,
+                );
+            }
+            CHANNELS.with(|o| o.set(0));
+            TAU.with(|t| t.set(0.0));
         }
     }
     for seed in (1..=args.jitter_seeds).filter(|_| !args.no_cpu) {
