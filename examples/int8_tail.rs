@@ -235,13 +235,18 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
     };
     let mut out = vec![0f64; x.len()];
     let mut s_err = vec![0f64; x.len() / 32];
-    let amaxes: Vec<f64> = x
-        .chunks_exact(32)
-        .map(|c| c.iter().fold(0f64, |m, a| m.max(a.abs())))
-        .collect();
-    let mut by_scale: Vec<usize> = (0..amaxes.len()).collect();
-    by_scale.sort_by(|&a, &b| amaxes[b].total_cmp(&amaxes[a]));
-    let exact_groups = &by_scale[..OUTLIERS.with(|o| o.get()).min(by_scale.len())];
+    // The OUTLIERS groups of largest scale, ranked only when asked for.
+    let n_exact = OUTLIERS.with(|o| o.get());
+    let mut exact_groups: Vec<usize> = Vec::new();
+    if n_exact > 0 {
+        let amaxes: Vec<f64> = x
+            .chunks_exact(32)
+            .map(|c| c.iter().fold(0f64, |m, a| m.max(a.abs())))
+            .collect();
+        exact_groups = (0..amaxes.len()).collect();
+        exact_groups.sort_by(|&a, &b| amaxes[b].total_cmp(&amaxes[a]));
+        exact_groups.truncate(n_exact);
+    }
     for (g, chunk) in x.chunks_exact(32).enumerate() {
         if exact_groups.contains(&g) {
             out[32 * g..32 * g + 32].copy_from_slice(chunk);
