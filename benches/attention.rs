@@ -7,11 +7,14 @@
 //! and TFLOP/s.
 //!
 //! cargo bench --bench attention -- [--shapes llama3-8b,smollm2] [--n-pos 512,4096,32768]
-//!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128] [--portable] [--iters 30] [--adapter INDEX|NAME]
+//!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128]
+//!     [--merge last-workgroup,combine] [--portable] [--iters 30] [--adapter INDEX|NAME]
 //!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
-use brass::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention, RopeStyle};
+use brass::kernels::attention::{
+    AttentionLaunch, Heads, KvType, Merge, PrefillAttention, RopeStyle,
+};
 use brass::kernels::timing::{time_attention, time_prefill_attention, time_stream_read, Effort};
 use brass::kernels::PipelineCache;
 use brass::model::synthetic::SyntheticSpec;
@@ -42,7 +45,11 @@ struct Args {
     /// A/B: invocations per decode workgroup (default: the kernel's).
     #[arg(long, value_delimiter = ',')]
     invocations: Vec<u32>,
-    /// Time the decode dispatch alone, without the combine pass.
+    /// A/B: how split steps merge their chunks (default: the route's).
+    #[arg(long, value_delimiter = ',')]
+    merge: Vec<Merge>,
+    /// Time the decode dispatch alone, without the combine pass (a merge by the last
+    /// workgroup is inside it).
     #[arg(long)]
     decode_only: bool,
     /// Time the portable kernel (no subgroups) instead of the routed one.
@@ -178,35 +185,44 @@ fn decode(
         true => vec![None],
         false => args.invocations.iter().map(|&n| Some(n)).collect(),
     };
-    let variants: Vec<(Option<u64>, Option<u64>, Option<u32>)> = targets
+    let merges: Vec<Option<Merge>> = match args.merge.is_empty() {
+        true => vec![None],
+        false => args.merge.iter().map(|&m| Some(m)).collect(),
+    };
+    let variants: Vec<Overrides> = targets
         .iter()
         .flat_map(|&t| min_chunks.iter().map(move |&c| (t, c)))
         .flat_map(|(t, c)| invocations.iter().map(move |&i| (t, c, i)))
+        .flat_map(|(t, c, i)| {
+            merges.iter().map(move |&m| Overrides {
+                attention_workgroups: t,
+                attention_min_chunk: c,
+                attention_invocations: i,
+                attention_merge: m,
+                ..Overrides::default()
+            })
+        })
         .collect();
     for (name, heads) in shapes {
         let heads = *heads;
         for &kv in &args.kv {
             for &n_pos in &args.n_pos {
-                for &(target, min_chunk, invocations) in &variants {
+                for overrides in &variants {
                     let query = AttentionQuery {
                         heads,
                         kv,
                         n_ctx: n_pos,
-                    };
-                    let overrides = Overrides {
-                        attention_workgroups: target,
-                        attention_min_chunk: min_chunk,
-                        attention_invocations: invocations,
-                        ..Overrides::default()
                     };
                     let launch = match args.portable {
                         true => AttentionLaunch::portable(
                             heads,
                             kv,
                             n_pos,
-                            target.unwrap_or(profile.tuning.attention_workgroups),
+                            overrides
+                                .attention_workgroups
+                                .unwrap_or(profile.tuning.attention_workgroups),
                         )?,
-                        false => route_attention(profile, &query, &overrides)?
+                        false => route_attention(profile, &query, overrides)?
                             .launch()
                             .clone(),
                     };

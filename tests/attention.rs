@@ -10,7 +10,7 @@ use brass::device::{
 };
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
-    DecodeKernel, Heads, KvType, PrefillAttention, RopeStyle,
+    DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, RopeStyle,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -75,13 +75,24 @@ impl Gpu {
         launch.pipelines(&self.device, &self.cache).unwrap()
     }
 
+    /// Zeroed partials for `launch`'s largest split.
+    fn parts(&self, launch: &AttentionLaunch) -> Partials {
+        let bytes = launch.part_bytes();
+        Partials {
+            ml: self.zeros(bytes.ml),
+            acc: self.zeros(bytes.acc),
+            counts: self.zeros(bytes.counts),
+        }
+    }
+
     fn combine(&self) -> brass::Result<PipelineId> {
         AttentionLaunch::combine_pipeline(&self.device, &self.cache)
     }
 
     /// Both kernels where the device has subgroups (the portable one only where not),
-    /// for `heads` over `n_ctx` positions spread over about `target` workgroups; none
-    /// where the format cannot hold such heads (q8_0 heads not whole blocks), which
+    /// the subgroup one with both merges (the route's, and the other), for `heads` over
+    /// `n_ctx` positions spread over about `target` workgroups; none where the format
+    /// cannot hold such heads (q8_0 heads not whole blocks), which
     /// `q8_0_cache_refuses_heads_that_are_not_whole_blocks` checks.
     fn launches(&self, heads: Heads, kv: KvType, n_ctx: u64, target: u64) -> Vec<AttentionLaunch> {
         if kv.check_head_dim(heads.head_dim).is_err() {
@@ -100,7 +111,14 @@ impl Gpu {
         .clone();
         let portable = AttentionLaunch::portable(heads, kv, n_ctx, target).unwrap();
         match routed.kernel() {
-            DecodeKernel::Subgroup { .. } => vec![routed, portable],
+            DecodeKernel::Subgroup { .. } => {
+                let other = match routed.merge() {
+                    Merge::LastWorkgroup => Merge::CombinePass,
+                    Merge::CombinePass => Merge::LastWorkgroup,
+                };
+                let other = routed.clone().with_merge(other).unwrap();
+                vec![routed, other, portable]
+            }
             DecodeKernel::Portable { .. } => vec![portable],
         }
     }
@@ -317,8 +335,7 @@ fn decode_attention_matches_the_reference() {
                     for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target)
                     {
                         let p = g.pipelines(&launch);
-                        let (ml, acc) = launch.part_bytes();
-                        let parts = (g.zeros(ml), g.zeros(acc));
+                        let parts = g.parts(&launch);
                         let out = g.zeros((n_heads * hd * 4) as u64);
                         let ds = launch
                             .dispatches(
@@ -380,8 +397,7 @@ fn decode_attention_over_a_window_matches_the_reference() {
             for target in [8u64, 512] {
                 for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target) {
                     let p = g.pipelines(&launch);
-                    let (ml, acc) = launch.part_bytes();
-                    let parts = (g.zeros(ml), g.zeros(acc));
+                    let parts = g.parts(&launch);
                     let out = g.zeros((n_heads * hd * 4) as u64);
                     let positions = first as u64..n_pos as u64;
                     let ds = launch
@@ -398,6 +414,69 @@ fn decode_attention_over_a_window_matches_the_reference() {
             }
         }
     }
+}
+
+/// Steps that share one set of partials, as a model's layers and tokens do: splits of
+/// different sizes (and single chunks) in one submission, twice, each against its
+/// reference, and the merge counts back at zero after each submission (a count left
+/// behind would make the next step merge early, or never).
+#[test]
+fn decode_steps_sharing_partials_match_the_reference() {
+    let g = Gpu::new();
+    let (n_heads, n_kv, hd, kv) = (8usize, 2usize, 128usize, KvType::F16);
+    let (n_ctx, kv_dim) = (9000usize, n_kv * hd);
+    let mut rng = common::Rng::new(77);
+    let (k, v) = (rng.vec(n_ctx * kv_dim), rng.vec(n_ctx * kv_dim));
+    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+    let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
+    let steps = [9000usize, 1000, 31, 5000, 2, 9000];
+    let mut merged_here = 0;
+    for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_ctx as u64, 64) {
+        let p = g.pipelines(&launch);
+        let parts = g.parts(&launch);
+        for round in 0..2 {
+            let qs: Vec<Vec<f32>> = steps
+                .iter()
+                .map(|_| rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect())
+                .collect();
+            let outs: Vec<Slice> = steps
+                .iter()
+                .map(|_| g.zeros((n_heads * hd * 4) as u64))
+                .collect();
+            let mut ds = Vec::new();
+            for ((&n, q), &out) in steps.iter().zip(&qs).zip(&outs) {
+                let q = g.buf(q);
+                let step =
+                    launch.dispatches(&p, || g.combine(), 0..n as u64, q, kc, vc, parts, out);
+                ds.extend(step.unwrap());
+            }
+            g.run(ds);
+            for ((&n, q), &out) in steps.iter().zip(&qs).zip(&outs) {
+                let ctx = format!(
+                    "{} round {round}, step over {n} ({} chunks)",
+                    launch.pipeline_key(),
+                    launch.split(n as u64).n_chunks
+                );
+                let expected = attention_ref(q, &ks, &vs, n_heads, n_kv, hd, n);
+                assert_close(&ctx, &expected, &g.get(out), 2e-5);
+            }
+            if parts.counts.size > 0 {
+                let counts = g.get(parts.counts);
+                assert!(
+                    counts.iter().all(|c| c.to_bits() == 0),
+                    "{} round {round}: merge counts left at {:?}",
+                    launch.pipeline_key(),
+                    counts.iter().map(|c| c.to_bits()).collect::<Vec<_>>()
+                );
+            }
+        }
+        merged_here += (launch.merge() == Merge::LastWorkgroup) as usize;
+    }
+    let subgroups = g.device.profile().subgroups;
+    assert_eq!(
+        merged_here, subgroups as usize,
+        "the last-workgroup merge was not tested"
+    );
 }
 
 /// Positions appended one by one through rope_kv, then attended, as decode does; the
@@ -475,8 +554,7 @@ fn rope_kv_then_attention_matches() {
             for launch in &launches {
                 let p = g.pipelines(launch);
                 let out = g.zeros((q_dim * 4) as u64);
-                let (ml, acc) = launch.part_bytes();
-                let parts = (g.zeros(ml), g.zeros(acc));
+                let parts = g.parts(launch);
                 let ds = launch
                     .dispatches(
                         &p,

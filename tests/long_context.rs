@@ -80,7 +80,7 @@ fn run(model: &Model, ids: &[u32]) -> Vec<(Vec<f32>, bool)> {
 }
 
 /// Over 4,200 positions the exact route stays as close to exact math as it starts,
-/// through many chunks of split attention and the combine pass, at every decode step
+/// through many chunks of split attention and their merge, at every decode step
 /// from 4,090 on and at every position the batch wrote before it.
 #[test]
 fn decode_past_4096_positions_matches_exact_math() {
@@ -130,7 +130,7 @@ fn decode_past_4096_positions_matches_exact_math() {
             let split = model.plan().attention.launch().split(pos as u64 + 1);
             assert!(
                 split.n_chunks > 1,
-                "{split:?}: the test must reach the combine pass at position {pos}"
+                "{split:?}: the test must reach the merge at position {pos}"
             );
         }
         let t = std::time::Instant::now();

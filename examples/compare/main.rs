@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use brass::device::{list_adapters, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
+use brass::kernels::attention::Merge;
 use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
 use brass::model::{default_model_path, LoadOptions};
 use brass::router::Overrides;
@@ -98,6 +99,10 @@ struct Args {
     /// A/B: invocations per decode attention workgroup (default: the kernel's).
     #[arg(long)]
     attention_invocations: Option<u32>,
+    /// A/B: how split decode attention merges its chunks, last-workgroup or combine
+    /// (default: the backend's).
+    #[arg(long)]
+    attention_merge: Option<Merge>,
     /// Also time prompt processing of this many tokens (comma-separated), as
     /// llama-bench's `-p` (0: none).
     #[arg(long, value_delimiter = ',', default_value = "512")]
@@ -317,6 +322,7 @@ fn measure_device(
             attention_workgroups: args.attention_workgroups,
             attention_min_chunk: args.attention_min_chunk,
             attention_invocations: args.attention_invocations,
+            attention_merge: args.attention_merge,
             coop_matrix: args.coop_matrix,
             ..Overrides::default()
         },

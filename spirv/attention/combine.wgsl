@@ -1,3 +1,28 @@
+// What both merges of split decode attention (`attention/combine.wgsl` and
+// `attention/decode_merge.wgsl`) read first of four chunks of a query head. The includer
+// gives params.n_chunks, part_ml (one vec2 (m, l) per slot) and NO_SCORE.
+
+// Chunks c..c + 4 of the head whose first slot is `first`: their maxes (NO_SCORE past
+// the last chunk, so the copies weigh nothing), sums, and the slots read (clamped to
+// the last chunk's).
+struct FourMl {
+    m: vec4<f32>,
+    l: vec4<f32>,
+    slots: vec4<u32>,
+}
+
+fn four_ml(first: u32, c: u32) -> FourMl {
+    let n = params.n_chunks;
+    let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
+    let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
+    let ml0 = part_ml[s.x];
+    let ml1 = part_ml[s.y];
+    let ml2 = part_ml[s.z];
+    let ml3 = part_ml[s.w];
+    let real = cs < vec4<u32>(n);
+    return FourMl(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
+                  vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), s);
+}
 // Split-K decode attention, second pass: workgroup h merges query head h's chunks
 // (`attention/decode.wgsl`): with M the largest chunk max, L = sum_c l_c exp(m_c - M)
 // and out = sum_c acc_c exp(m_c - M) / L.
@@ -10,6 +35,7 @@
 // (m, l), which the hardware serves once. A round takes 40 chunks, so that two
 // workgroups per compute unit of the H200 over 8 KV heads (33 chunks) merge in one.
 
+
 const WG: u32 = 64u;
 const STEP: u32 = 40u;
 const NO_SCORE: f32 = -3.0e38;
@@ -17,7 +43,7 @@ const NO_SCORE: f32 = -3.0e38;
 struct Params {
     half: u32,      // head_dim / 2
     n_chunks: u32,
-    _pad0: u32,
+    part_stride: u32, // slots per head (decode_io.wgsl)
     _pad1: u32,
 }
 
@@ -35,24 +61,15 @@ struct Four {
     y: vec4<f32>,
 }
 
-// Chunks c..c + 4 of the head whose first slot is `first` (reads clamped to the last
-// chunk, whose copies are marked by NO_SCORE and weigh nothing).
+// Chunks c..c + 4 of the head whose first slot is `first` (see merge_ml.wgsl).
 fn four(first: u32, c: u32, p: u32) -> Four {
-    let n = params.n_chunks;
-    let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
-    let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
-    let ml0 = part_ml[s.x];
-    let ml1 = part_ml[s.y];
-    let ml2 = part_ml[s.z];
-    let ml3 = part_ml[s.w];
+    let ml = four_ml(first, c);
+    let s = ml.slots;
     let a0 = part_acc[s.x * params.half + p];
     let a1 = part_acc[s.y * params.half + p];
     let a2 = part_acc[s.z * params.half + p];
     let a3 = part_acc[s.w * params.half + p];
-    let real = cs < vec4<u32>(n);
-    return Four(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
-                vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), vec4<f32>(a0.x, a1.x, a2.x, a3.x),
-                vec4<f32>(a0.y, a1.y, a2.y, a3.y));
+    return Four(ml.m, ml.l, vec4<f32>(a0.x, a1.x, a2.x, a3.x), vec4<f32>(a0.y, a1.y, a2.y, a3.y));
 }
 
 fn max4(v: vec4<f32>) -> f32 {
@@ -75,7 +92,7 @@ fn add(run: Merged, m: f32, f: Four) -> Merged {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let first = h * params.n_chunks;
+    let first = h * params.part_stride;
     for (var p = lid; p < params.half; p += WG) {
         var run = Merged(NO_SCORE, 0.0, vec2<f32>(0.0));
         for (var c = 0u; c < params.n_chunks; c += STEP) {

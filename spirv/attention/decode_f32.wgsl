@@ -4,6 +4,7 @@ const KV_ROW: u32 = 64u;
 const G: u32 = 4u;
 const TEAM: u32 = 32u;
 const LW: u32 = 1u;
+const MERGE: u32 = 1u;
 
 // attention/decode's view of an f32 KV cache: the row of one position and KV head (HD
 // values, a multiple of 4) is HD / 4 words of 16 bytes, 4 values each. The includer
@@ -67,20 +68,147 @@ struct Params {
     group: u32,   // query heads per KV head
     scale: f32,
     first: u32,   // the first position attended to (a sliding window's; else 0)
-    _pad1: u32,
+    part_stride: u32, // partial slots per query head: n_chunks rounded up to 32
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<QRead>;
 @group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
 @group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
-// Per query head h and chunk c, at h * n_chunks + c: (m, l).
+// Per query head h and chunk c, at h * part_stride + c: (m, l). A head's slots start
+// 256 bytes apart, so no cache line holds two heads' partials (see decode_merge).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+// Per query head h and chunk c, HD values at (h * part_stride + c) * HD.
 @group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
 @group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 
 const HALF: u32 = HD / 2u;
+// What both merges of split decode attention (`attention/combine.wgsl` and
+// `attention/decode_merge.wgsl`) read first of four chunks of a query head. The includer
+// gives params.n_chunks, part_ml (one vec2 (m, l) per slot) and NO_SCORE.
+
+// Chunks c..c + 4 of the head whose first slot is `first`: their maxes (NO_SCORE past
+// the last chunk, so the copies weigh nothing), sums, and the slots read (clamped to
+// the last chunk's).
+struct FourMl {
+    m: vec4<f32>,
+    l: vec4<f32>,
+    slots: vec4<u32>,
+}
+
+fn four_ml(first: u32, c: u32) -> FourMl {
+    let n = params.n_chunks;
+    let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
+    let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
+    let ml0 = part_ml[s.x];
+    let ml1 = part_ml[s.y];
+    let ml2 = part_ml[s.z];
+    let ml3 = part_ml[s.w];
+    let real = cs < vec4<u32>(n);
+    return FourMl(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
+                  vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), s);
+}
+// Split-K decode attention's merge in the decode dispatch itself (MERGE = 1): each
+// workgroup of a column (one KV head and head group, every chunk) counts itself done
+// after its partials are written, and the last one merges the column's chunks, so no
+// second dispatch waits on the first one's tail. With M the largest chunk max of a
+// head, L = sum_c l_c exp(m_c - M) and out = sum_c acc_c exp(m_c - M) / L.
+//
+// Why the last workgroup sees the others' partials: every workgroup's writes are
+// ordered before its count by a device-scope barrier (SPIR-V: a control barrier with
+// device memory scope and acquire-release semantics), and the last one's reads after
+// its count by another. Caches that are not coherent between compute units could still
+// hold a stale line, but only one this compute unit loaded earlier in the dispatch, and
+// only mergers load partials, and each head's start at a multiple of 256 bytes
+// (`decode_io.wgsl`'s part_stride), so no merger loads a line of another column. Metal's
+// threadgroup_barrier orders device memory only within a threadgroup, so the router
+// keeps the combine pass there.
+//
+// The merge is a few memory round trips long: each invocation merges one quad of a
+// head's values over all the chunks, 20 chunks' reads in flight a round (straight-line
+// code, as in `attention/combine.wgsl`). The includer (`attention/decode.wgsl`) gives
+// params, part_ml, part_acc, out (16-byte words), HD, WG, NO_SCORE and max4.
+
+
+// Per column (KV head * head groups + head group): its chunks done in this step. The
+// last one sets it back to 0, so every step starts from zeros (the buffer's first).
+@group(0) @binding(7) var<storage, read_write> merge_count: array<atomic<u32>>;
+var<workgroup> merging: u32;
+
+const MERGE_ROUND: u32 = 20u;
+const QUADS: u32 = HD / 4u;
+
+// Whether this workgroup is the last of `column` to finish its chunk. Call in uniform
+// control flow, after the partials are written.
+fn last_of_column(column: u32, lid: u32) -> bool {
+    storageBarrier();
+    if (lid == 0u) {
+        let done = atomicAdd(&merge_count[column], 1u) + 1u;
+        let last = done == params.n_chunks;
+        if (last) {
+            atomicStore(&merge_count[column], 0u);
+        }
+        merging = select(0u, 1u, last);
+    }
+    return workgroupUniformLoad(&merging) == 1u;
+}
+
+// Four chunks at one quad: their maxes (NO_SCORE past the last chunk), sums and
+// accumulators.
+struct Four {
+    m: vec4<f32>,
+    l: vec4<f32>,
+    a0: vec4<f32>,
+    a1: vec4<f32>,
+    a2: vec4<f32>,
+    a3: vec4<f32>,
+}
+
+// Chunks c..c + 4 of the head whose first slot is `first` (see merge_ml.wgsl).
+fn four_chunks(first: u32, c: u32, quad: u32) -> Four {
+    let ml = four_ml(first, c);
+    let s = ml.slots;
+    return Four(ml.m, ml.l, part_acc[s.x * QUADS + quad], part_acc[s.y * QUADS + quad],
+                part_acc[s.z * QUADS + quad], part_acc[s.w * QUADS + quad]);
+}
+
+// The running (m, l, acc) of one quad.
+struct Merged {
+    m: f32,
+    l: f32,
+    acc: vec4<f32>,
+}
+
+// `run` with four chunks added, all scaled to the max m (at least theirs and run's).
+fn add_four(run: Merged, m: f32, f: Four) -> Merged {
+    let w = exp(f.m - m);
+    return Merged(m, run.l + dot(w, f.l),
+                  run.acc + w.x * f.a0 + w.y * f.a1 + w.z * f.a2 + w.w * f.a3);
+}
+
+// Merges the chunks of query heads h0..h0 + heads into `out`.
+fn merge_chunks(h0: u32, heads: u32, lid: u32) {
+    storageBarrier();
+    for (var i = lid; i < heads * QUADS; i += WG) {
+        let h = h0 + i / QUADS;
+        let quad = i % QUADS;
+        let first = h * params.part_stride;
+        var run = Merged(NO_SCORE, 0.0, vec4<f32>(0.0));
+        for (var c = 0u; c < params.n_chunks; c += MERGE_ROUND) {
+            let f0 = four_chunks(first, c, quad);
+            let f1 = four_chunks(first, c + 4u, quad);
+            let f2 = four_chunks(first, c + 8u, quad);
+            let f3 = four_chunks(first, c + 12u, quad);
+            let f4 = four_chunks(first, c + 16u, quad);
+            let m = max(run.m, max4(max(max(max(f0.m, f1.m), max(f2.m, f3.m)), f4.m)));
+            let r = exp(run.m - m);
+            run = Merged(m, run.l * r, run.acc * r);
+            run = add_four(add_four(add_four(add_four(add_four(run, m, f0), m, f1), m, f2),
+                                    m, f3), m, f4);
+        }
+        out[h * QUADS + quad] = run.acc / run.l;
+    }
+}
 // Split-K decode attention (flash-decoding) on subgroups. Workgroup (c, kvh, hg) takes
 // the positions of chunk c for the (up to 4) query heads of head group hg that read KV
 // head kvh, so each K and V byte of a chunk is read by one workgroup whatever the GQA
@@ -108,13 +236,16 @@ const HALF: u32 = HD / 2u;
 // past the chunk are read clamped and weigh nothing), so every shuffle runs in uniform
 // control flow, as Metal wants. At the end the workgroup merges its teams: with one
 // chunk it writes the normalized output, otherwise (m, l) and the accumulator per query
-// head for `attention/combine.wgsl`.
+// head, which the last workgroup of the KV head and head group to finish merges
+// (`attention/decode_merge.wgsl`, MERGE = 1) or `attention/combine.wgsl` does (MERGE =
+// 0).
 //
 // The host sets WG (invocations, a multiple of the largest subgroup), HD, KV_ROW, G
-// (query heads per workgroup, at most 4), TEAM and LW (a row's value words over TEAM,
-// rounded up). The format include gives WORD_VALUES, DATA_WORDS, Vals and its
+// (query heads per workgroup, at most 4), TEAM, LW (a row's value words over TEAM,
+// rounded up) and MERGE. The format include gives WORD_VALUES, DATA_WORDS, Vals and its
 // arithmetic, k_word, v_word and q_vals; the bindings are `attention/decode_io.wgsl`'s,
-// in 16-byte words.
+// in 16-byte words, and decode_merge's count of finished chunks.
+
 
 alias QRead = vec4<f32>;
 alias KvRead = vec4<u32>;
@@ -288,6 +419,7 @@ fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) n_wg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sub: u32,
         @builtin(subgroup_invocation_id) lane: u32,
@@ -388,7 +520,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 out[first + k] = vals_part(norm, k);
             }
         } else {
-            let slot = h * params.n_chunks + c;
+            let slot = h * params.part_stride + c;
             let first = (slot * HD + w * WORD_VALUES) / 4u;
             for (var k = 0u; k < WORD_VEC4S; k++) {
                 part_acc[first + k] = vals_part(sum, k);
@@ -397,6 +529,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 part_ml[slot] = vec2<f32>(big_m, big_l);
             }
         }
+    }
+    if (MERGE == 1u && !one_chunk && last_of_column(kvh * n_wg.z + wid.z, lid)) {
+        merge_chunks(h0, heads, lid);
     }
 }
 

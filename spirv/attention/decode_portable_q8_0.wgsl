@@ -46,16 +46,17 @@ struct Params {
     group: u32,   // query heads per KV head
     scale: f32,
     first: u32,   // the first position attended to (a sliding window's; else 0)
-    _pad1: u32,
+    part_stride: u32, // partial slots per query head: n_chunks rounded up to 32
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<QRead>;
 @group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
 @group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
-// Per query head h and chunk c, at h * n_chunks + c: (m, l).
+// Per query head h and chunk c, at h * part_stride + c: (m, l). A head's slots start
+// 256 bytes apart, so no cache line holds two heads' partials (see decode_merge).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD values at (h * n_chunks + c) * HD.
+// Per query head h and chunk c, HD values at (h * part_stride + c) * HD.
 @group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
 @group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 
@@ -163,12 +164,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (one_chunk) {
                 out[h * HALF + p] = acc[j] / run_sum[g];
             } else {
-                part_acc[(h * params.n_chunks + c) * HALF + p] = acc[j];
+                part_acc[(h * params.part_stride + c) * HALF + p] = acc[j];
             }
         }
     }
     if (!one_chunk && lid < heads) {
-        part_ml[(h0 + lid) * params.n_chunks + c] = vec2<f32>(run_max[lid], run_sum[lid]);
+        part_ml[(h0 + lid) * params.part_stride + c] = vec2<f32>(run_max[lid], run_sum[lid]);
     }
 }
 

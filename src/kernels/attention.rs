@@ -5,7 +5,10 @@
 //!   spread over the GPU, every query head of a KV head served by one workgroup so
 //!   each K and V byte is read once per token;
 //! - `decode_portable`: the same split without subgroups;
-//! - `combine`: merges the chunks when there is more than one;
+//! - `decode_merge`: the chunks merged by the last workgroup of each KV head to finish
+//!   (inside `decode`; [`Merge`]);
+//! - `combine`: merges the chunks in a second dispatch, for the portable kernel and
+//!   where the merge inside `decode` is not trusted;
 //! - `rope_kv_batch` and `prefill`: the same for a prompt's tokens at once
 //!   ([`PrefillAttention`], in `prefill.rs`).
 //!
@@ -304,6 +307,55 @@ pub enum DecodeKernel {
     Portable { tile: u32, acc: u32 },
 }
 
+/// How a step split into several chunks merges them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Merge {
+    /// Inside the decode dispatch: the last workgroup of each KV head and head group to
+    /// finish its chunk merges the column (`attention/decode_merge.wgsl`; subgroup
+    /// kernel only).
+    LastWorkgroup,
+    /// `attention/combine.wgsl`, a second dispatch.
+    CombinePass,
+}
+
+impl std::str::FromStr for Merge {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Merge> {
+        match s {
+            "last-workgroup" => Ok(Merge::LastWorkgroup),
+            "combine" => Ok(Merge::CombinePass),
+            _ => Err(Error::Invalid(format!(
+                "unknown attention merge `{s}`: last-workgroup or combine"
+            ))),
+        }
+    }
+}
+
+/// Bytes of the partials a split step leaves (see [`Partials`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartBytes {
+    pub ml: u64,
+    pub acc: u64,
+    pub counts: u64,
+}
+
+/// Where a step split into chunks leaves its partials: (m, l) and the accumulator of
+/// each query head and chunk, and (subgroup kernel) the count of each column's finished
+/// chunks for [`Merge::LastWorkgroup`], which must be zeros before the first step (a
+/// new buffer's) and which every step leaves so. `ml` and `acc` must start at a
+/// multiple of 256 bytes (see `attention/decode_merge.wgsl`).
+#[derive(Clone, Copy, Debug)]
+pub struct Partials {
+    pub ml: Slice,
+    pub acc: Slice,
+    pub counts: Slice,
+}
+
+/// A query head's partial slots start this many chunks apart at least: 256 bytes of
+/// (m, l), so no cache line holds two heads' partials.
+pub const PART_STRIDE_CHUNKS: u64 = 32;
+
 /// How one step's positions are divided: `n_chunks` chunks of `chunk` positions (the
 /// last shorter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -320,6 +372,7 @@ pub struct AttentionLaunch {
     heads: Heads,
     kv: KvType,
     kernel: DecodeKernel,
+    merge: Merge,
     wg: u32,
     /// Query heads per workgroup: a KV head's group, or a part of it.
     heads_per_group: u32,
@@ -429,6 +482,7 @@ impl AttentionLaunch {
                 team: team as u32,
                 lane_words: lane_words as u32,
             },
+            merge: Merge::LastWorkgroup,
             wg,
             heads_per_group: g,
             n_ctx,
@@ -474,6 +528,7 @@ impl AttentionLaunch {
                 tile: PORTABLE_TILE,
                 acc,
             },
+            merge: Merge::CombinePass,
             wg: PORTABLE_WG,
             heads_per_group: heads_per_group as u32,
             n_ctx,
@@ -503,6 +558,21 @@ impl AttentionLaunch {
 
     pub fn kernel(&self) -> DecodeKernel {
         self.kernel
+    }
+
+    pub fn merge(&self) -> Merge {
+        self.merge
+    }
+
+    /// This launch merging chunks by `merge` (the subgroup kernel's default is
+    /// [`Merge::LastWorkgroup`]); the portable kernel has only the combine pass.
+    pub fn with_merge(self, merge: Merge) -> Result<AttentionLaunch> {
+        if let (DecodeKernel::Portable { .. }, Merge::LastWorkgroup) = (self.kernel, merge) {
+            return Err(Error::Invalid(
+                "the portable decode attention kernel merges its chunks by the combine pass".into(),
+            ));
+        }
+        Ok(AttentionLaunch { merge, ..self })
     }
 
     pub fn heads_per_group(&self) -> u32 {
@@ -560,10 +630,27 @@ impl AttentionLaunch {
         }
     }
 
-    /// Bytes of the (m, l) and accumulator partials of the largest split.
-    pub fn part_bytes(&self) -> (u64, u64) {
-        let slots = self.heads.n_heads * self.split(self.n_ctx).n_chunks;
-        (slots * 8, slots * self.heads.head_dim * 4)
+    /// Partial slots per query head: the largest split's chunks (no step over fewer
+    /// positions splits into more), rounded up to [`PART_STRIDE_CHUNKS`].
+    pub fn part_stride(&self) -> u64 {
+        self.split(self.n_ctx)
+            .n_chunks
+            .next_multiple_of(PART_STRIDE_CHUNKS)
+    }
+
+    /// Bytes of the partials of the largest split; counts only for the subgroup
+    /// kernel, which binds them whichever the merge.
+    pub fn part_bytes(&self) -> PartBytes {
+        let slots = self.heads.n_heads * self.part_stride();
+        let counts = match self.kernel {
+            DecodeKernel::Subgroup { .. } => self.workgroups_per_chunk() * 4,
+            DecodeKernel::Portable { .. } => 0,
+        };
+        PartBytes {
+            ml: slots * 8,
+            acc: slots * self.heads.head_dim * 4,
+            counts,
+        }
     }
 
     /// Bytes of one position's K rows (all KV heads; V's are as many).
@@ -662,9 +749,11 @@ impl AttentionLaunch {
             u("G", self.heads_per_group),
         ];
         match self.kernel {
-            DecodeKernel::Subgroup { team, lane_words } => {
-                consts.extend([u("TEAM", team), u("LW", lane_words)])
-            }
+            DecodeKernel::Subgroup { team, lane_words } => consts.extend([
+                u("TEAM", team),
+                u("LW", lane_words),
+                u("MERGE", (self.merge == Merge::LastWorkgroup) as u32),
+            ]),
             DecodeKernel::Portable { tile, acc } => consts.extend([u("TILE", tile), u("ACC", acc)]),
         }
         consts
@@ -696,8 +785,9 @@ impl AttentionLaunch {
     }
 
     /// Creates the append and decode pipelines. The combine pipeline comes from
-    /// [`combine_pipeline`](Self::combine_pipeline) at the first step that splits: a
-    /// short run on a long context never creates it, and so never holds a pipeline it
+    /// [`combine_pipeline`](Self::combine_pipeline) at the first step that splits, and
+    /// only for [`Merge::CombinePass`]: a short run on a long context, or a merge
+    /// inside the decode dispatch, never creates it, and so never holds a pipeline it
     /// does not dispatch.
     pub fn pipelines(
         &self,
@@ -706,7 +796,11 @@ impl AttentionLaunch {
     ) -> Result<AttentionPipelines> {
         let rope_kv = rope_kv_pipeline(device, cache, self.rope_kv_root(), self.heads.rope, 32)?;
         let decode = cache.get_or_create(device, &self.pipeline_key(), || {
-            Ok((self.source()?, template(32, DECODE_STORAGE)))
+            let storage = match self.kernel {
+                DecodeKernel::Subgroup { .. } => SUBGROUP_DECODE_STORAGE,
+                DecodeKernel::Portable { .. } => DECODE_STORAGE,
+            };
+            Ok((self.source()?, template(32, storage)))
         })?;
         Ok(AttentionPipelines { rope_kv, decode })
     }
@@ -758,10 +852,10 @@ impl AttentionLaunch {
     }
 
     /// Attention of `q` over the cache rows `positions` (the first `positions.end`,
-    /// or a sliding window's last ones) into `out`: one dispatch, or
-    /// two when [`split`](Self::split) makes several chunks (`part_ml` and `part_acc`
-    /// hold [`part_bytes`](Self::part_bytes); `combine` is
-    /// [`combine_pipeline`](Self::combine_pipeline), asked for only then).
+    /// or a sliding window's last ones) into `out`: one dispatch, or two when
+    /// [`split`](Self::split) makes several chunks and they merge by
+    /// [`Merge::CombinePass`] (`parts` hold [`part_bytes`](Self::part_bytes);
+    /// `combine` is [`combine_pipeline`](Self::combine_pipeline), asked for only then).
     #[allow(clippy::too_many_arguments)]
     pub fn dispatches(
         &self,
@@ -771,7 +865,7 @@ impl AttentionLaunch {
         q: Slice,
         k_cache: Slice,
         v_cache: Slice,
-        (part_ml, part_acc): (Slice, Slice),
+        parts: Partials,
         out: Slice,
     ) -> Result<Vec<Dispatch>> {
         let (first, n_pos) = (positions.start, positions.end);
@@ -785,6 +879,13 @@ impl AttentionLaunch {
         let seen = n_pos - first;
         let split = self.split(seen);
         let scale = 1.0 / (h.head_dim as f32).sqrt();
+        let stride = self.part_stride();
+        let mut storage = vec![q, k_cache, v_cache, parts.ml, parts.acc, out];
+        if let DecodeKernel::Subgroup { .. } = self.kernel {
+            storage.push(parts.counts);
+        }
+        let merge_here = split.n_chunks > 1 && self.merge == Merge::LastWorkgroup;
+        let merge_bytes = h.n_heads * split.n_chunks * (8 + h.head_dim * 4);
         let mut out_dispatches = vec![Dispatch {
             pipeline: p.decode,
             params: vec![
@@ -795,25 +896,30 @@ impl AttentionLaunch {
                 h.group() as u32,
                 scale.to_bits(),
                 first as u32,
-                0,
+                stride as u32,
             ],
-            storage: vec![q, k_cache, v_cache, part_ml, part_acc, out],
+            storage,
             workgroups: [
                 split.n_chunks as u32,
                 h.n_kv_heads as u32,
                 self.head_groups() as u32,
             ],
-            bytes_read: self.kv_bytes_read(seen) + h.n_heads * h.head_dim * 4,
+            bytes_read: self.kv_bytes_read(seen)
+                + h.n_heads * h.head_dim * 4
+                + if merge_here { merge_bytes } else { 0 },
         }];
-        if split.n_chunks > 1 {
-            let combine = combine()?;
-            let slots = h.n_heads * split.n_chunks;
+        if split.n_chunks > 1 && self.merge == Merge::CombinePass {
             out_dispatches.push(Dispatch {
-                pipeline: combine,
-                params: vec![(h.head_dim / 2) as u32, split.n_chunks as u32, 0, 0],
-                storage: vec![part_ml, part_acc, out],
+                pipeline: combine()?,
+                params: vec![
+                    (h.head_dim / 2) as u32,
+                    split.n_chunks as u32,
+                    stride as u32,
+                    0,
+                ],
+                storage: vec![parts.ml, parts.acc, out],
                 workgroups: [h.n_heads as u32, 1, 1],
-                bytes_read: slots * (8 + h.head_dim * 4),
+                bytes_read: merge_bytes,
             });
         }
         Ok(out_dispatches)
@@ -848,6 +954,16 @@ const DECODE_STORAGE: &[Access] = &[
     Access::Read,
     Access::Read,
     Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+/// The subgroup kernel's: [`DECODE_STORAGE`] and the merge counts.
+const SUBGROUP_DECODE_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
     Access::ReadWrite,
     Access::ReadWrite,
     Access::ReadWrite,

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
-use crate::kernels::attention::{AttentionLaunch, Heads, KvType, PrefillAttention};
+use crate::kernels::attention::{AttentionLaunch, Heads, KvType, Partials, PrefillAttention};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
@@ -130,7 +130,7 @@ pub fn time_attention(
         0,
         q_bytes,
     );
-    let (ml, acc) = launch.part_bytes();
+    let bytes = launch.part_bytes();
     let part = |label: &str, bytes: u64| -> crate::Result<Slice> {
         Ok(Slice::new(
             buffers.create(label, bytes.max(4), BufferUse::Storage)?,
@@ -138,7 +138,11 @@ pub fn time_attention(
             bytes.max(4),
         ))
     };
-    let parts = (part("partials (m, l)", ml)?, part("partials", acc)?);
+    let parts = Partials {
+        ml: part("partials (m, l)", bytes.ml)?,
+        acc: part("partials", bytes.acc)?,
+        counts: part("merge counts", bytes.counts)?,
+    };
     let pipelines = launch.pipelines(device, cache)?;
     let combine = || AttentionLaunch::combine_pipeline(device, cache);
     let iters = effort.iters.max(copies.min(64));

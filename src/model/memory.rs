@@ -4,7 +4,7 @@
 
 use crate::device::DeviceProfile;
 use crate::gguf::GgufFile;
-use crate::kernels::attention::KvType;
+use crate::kernels::attention::{KvType, PART_STRIDE_CHUNKS};
 use crate::{Error, Result};
 
 use super::Config;
@@ -80,8 +80,12 @@ impl MemoryNeed {
             ],
         )?;
         // At most one chunk per workgroup of the target, each (m, l) and head_dim floats
-        // per query head.
-        let chunks = profile.tuning.attention_workgroups.max(1);
+        // per query head, in slots rounded up to whole strides.
+        let chunks = profile
+            .tuning
+            .attention_workgroups
+            .max(1)
+            .next_multiple_of(PART_STRIDE_CHUNKS);
         let q_dim = (config.n_heads * config.head_dim) as u64;
         let ffn = config.ffn_dim as u64;
         let vectors = sum(

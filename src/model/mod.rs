@@ -33,7 +33,8 @@ use crate::device::{
 };
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::{
-    rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines, Heads, KvType, RopeStyle,
+    rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines, Heads, KvType, Partials,
+    RopeStyle,
 };
 use crate::kernels::matvec::{self, XForm};
 pub use crate::kernels::ops::Activation;
@@ -474,6 +475,9 @@ struct Activations {
     /// Split attention's per-chunk partials: (max, sum) and the unnormalized outputs.
     part_ml: Slice,
     part_acc: Slice,
+    /// Split attention's count of finished chunks per column: zeros before and after
+    /// every step (`attention::Partials`).
+    merge_counts: Slice,
     logits: Slice,
     /// The first argmax stage's candidates.
     argmax_scratch: Slice,
@@ -848,7 +852,7 @@ impl Model {
         )?;
 
         let attention_pipelines = attention.pipelines(dev, &cache)?;
-        let (part_ml_bytes, part_acc_bytes) = attention.part_bytes();
+        let part_bytes = attention.part_bytes();
         let qkv = storage("q, k, v", v_first + kv_dim)?;
         let gate_up = storage("ffn gate, up", up_first + ffn)?;
         let part = |s: Slice, first: u64, n: u64| Slice::new(s.buffer, first * 4, n * 4);
@@ -873,8 +877,9 @@ impl Model {
             gate: part(gate_up, 0, ffn),
             up: part(gate_up, up_first, ffn),
             hidden: storage("ffn hidden", ffn)?,
-            part_ml: storage("attention partials (m, l)", part_ml_bytes / 4)?,
-            part_acc: storage("attention partials", part_acc_bytes / 4)?,
+            part_ml: storage("attention partials (m, l)", part_bytes.ml / 4)?,
+            part_acc: storage("attention partials", part_bytes.acc / 4)?,
+            merge_counts: storage("attention merge counts", (part_bytes.counts / 4).max(1))?,
             logits: storage("logits", vocab)?,
             argmax_scratch: storage("argmax candidates", ARGMAX_SCRATCH_WORDS)?,
             token: storage("token", ARGMAX_TOKEN_WORDS)?,
@@ -1132,11 +1137,12 @@ impl Model {
             l.k_cache,
             l.v_cache,
         ));
-        let (ml_bytes, acc_bytes) = attention.part_bytes();
-        let parts = (
-            Slice::new(a.part_ml.buffer, 0, ml_bytes),
-            Slice::new(a.part_acc.buffer, 0, acc_bytes),
-        );
+        let bytes = attention.part_bytes();
+        let parts = Partials {
+            ml: Slice::new(a.part_ml.buffer, 0, bytes.ml),
+            acc: Slice::new(a.part_acc.buffer, 0, bytes.acc),
+            counts: Slice::new(a.merge_counts.buffer, 0, bytes.counts.max(4)),
+        };
         let combine = || AttentionLaunch::combine_pipeline(self.device.as_ref(), &self.pipelines);
         for d in attention.dispatches(
             &self.attention,

@@ -4,9 +4,9 @@
 use serde::Serialize;
 
 use super::{Clause, Overrides};
-use crate::device::DeviceProfile;
+use crate::device::{Backend, DeviceProfile};
 use crate::kernels::attention::{
-    AttentionLaunch, DecodeKernel, Heads, KvType, DECODE_HEADS, DECODE_WG,
+    AttentionLaunch, DecodeKernel, Heads, KvType, Merge, DECODE_HEADS, DECODE_WG,
 };
 use crate::Result;
 
@@ -40,7 +40,9 @@ impl AttentionRoute {
 /// least four lanes and a head's row is whole 16-byte words of the cache format, the
 /// portable one elsewhere; a long context spread over about
 /// [`Tuning::attention_workgroups`](crate::device::Tuning::attention_workgroups)
-/// workgroups.
+/// workgroups, whose chunks the subgroup kernel's last workgroup merges on Vulkan (the
+/// backend whose barriers make other workgroups' writes visible; see
+/// `attention/decode_merge.wgsl`) and a combine pass merges elsewhere.
 pub fn route_attention(
     profile: &DeviceProfile,
     query: &AttentionQuery,
@@ -82,6 +84,13 @@ pub fn route_attention(
         Some(n) => launch.with_min_chunk(n),
         None => launch,
     };
+    let subgroup_kernel = matches!(launch.kernel(), DecodeKernel::Subgroup { .. });
+    let merge = match (overrides.attention_merge, subgroup_kernel) {
+        (Some(merge), _) => merge,
+        (None, true) if profile.backend == Backend::Vulkan => Merge::LastWorkgroup,
+        (None, _) => Merge::CombinePass,
+    };
+    let launch = launch.with_merge(merge)?;
     launch.check(profile)?;
     clauses.push(match launch.kernel() {
         DecodeKernel::Subgroup { team, lane_words } => Clause::AttentionSubgroups {
@@ -106,10 +115,15 @@ pub fn route_attention(
         target,
         forced: overrides.attention_workgroups.is_some() || overrides.attention_min_chunk.is_some(),
     };
+    let merge = Clause::AttentionMerge {
+        merge,
+        backend: profile.backend,
+        forced: overrides.attention_merge.is_some(),
+    };
     let cache = Clause::KvCache {
         kv: query.kv,
         kb_per_token: launch.kv_bytes_read(1) as f64 / 1e3,
     };
-    clauses.extend([chunks, cache]);
+    clauses.extend([chunks, merge, cache]);
     Ok(AttentionRoute { launch, clauses })
 }

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use crate::kernels::attention::KvType;
+use crate::device::Backend;
+use crate::kernels::attention::{KvType, Merge};
 use crate::kernels::matvec::{Batches, Family, XStage};
 use crate::quant::GgmlType;
 
@@ -108,6 +109,11 @@ pub enum Clause {
         target: u64,
         forced: bool,
     },
+    AttentionMerge {
+        merge: Merge,
+        backend: Backend,
+        forced: bool,
+    },
     KvCache {
         kv: KvType,
         kb_per_token: f64,
@@ -209,7 +215,28 @@ impl std::fmt::Display for Clause {
                 f,
                 "positions in chunks of at least {min_chunk}, at most {max_chunks} chunks of \
                  {workgroups_per_chunk} workgroups (about {target}{}); one chunk writes the \
-                 output, more are merged by attention/combine",
+                 output",
+                forced(on)
+            ),
+            Clause::AttentionMerge {
+                merge: Merge::LastWorkgroup,
+                backend,
+                forced: on,
+            } => write!(
+                f,
+                "{backend:?}: several chunks merged by the last workgroup of each KV head to \
+                 finish, no second dispatch{}",
+                forced(on)
+            ),
+            Clause::AttentionMerge {
+                merge: Merge::CombinePass,
+                backend,
+                forced: on,
+            } => write!(
+                f,
+                "{backend:?}: several chunks merged by attention/combine, a second dispatch \
+                 (the merge by the last workgroup is the subgroup kernel's, trusted on \
+                 Vulkan){}",
                 forced(on)
             ),
             Clause::KvCache { kv, kb_per_token } => write!(

@@ -17,6 +17,7 @@ pub use table::{write_route_table, RouteRow};
 use serde::Serialize;
 
 use crate::device::{DeviceProfile, Tuning};
+use crate::kernels::attention::Merge;
 use crate::kernels::matvec::{
     self, coop_rows_per_workgroup, dot4_rows_per_workgroup, Batches, CoopLaunch, Dot4Launch, Dot4X,
     Family, FloatX, LaunchConfig, MatvecKernel, MatvecLaunch, RowPart, StagedFrom, XStage,
@@ -110,6 +111,8 @@ pub struct Overrides {
     /// Invocations per subgroup decode attention workgroup, in place of
     /// [`DECODE_WG`](crate::kernels::attention::DECODE_WG) (A/B).
     pub attention_invocations: Option<u32>,
+    /// How a split decode step merges its chunks, in place of the backend's rule.
+    pub attention_merge: Option<Merge>,
     /// The int8 planes dot4 matvecs multiply x on (1 or 2; see
     /// [`Dot4Launch::planes`]), in place of one.
     pub x_planes: Option<u32>,

@@ -25,13 +25,17 @@
 // past the chunk are read clamped and weigh nothing), so every shuffle runs in uniform
 // control flow, as Metal wants. At the end the workgroup merges its teams: with one
 // chunk it writes the normalized output, otherwise (m, l) and the accumulator per query
-// head for `attention/combine.wgsl`.
+// head, which the last workgroup of the KV head and head group to finish merges
+// (`attention/decode_merge.wgsl`, MERGE = 1) or `attention/combine.wgsl` does (MERGE =
+// 0).
 //
 // The host sets WG (invocations, a multiple of the largest subgroup), HD, KV_ROW, G
-// (query heads per workgroup, at most 4), TEAM and LW (a row's value words over TEAM,
-// rounded up). The format include gives WORD_VALUES, DATA_WORDS, Vals and its
+// (query heads per workgroup, at most 4), TEAM, LW (a row's value words over TEAM,
+// rounded up) and MERGE. The format include gives WORD_VALUES, DATA_WORDS, Vals and its
 // arithmetic, k_word, v_word and q_vals; the bindings are `attention/decode_io.wgsl`'s,
-// in 16-byte words.
+// in 16-byte words, and decode_merge's count of finished chunks.
+
+#include "attention/decode_merge.wgsl"
 
 alias QRead = vec4<f32>;
 alias KvRead = vec4<u32>;
@@ -205,6 +209,7 @@ fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) n_wg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sub: u32,
         @builtin(subgroup_invocation_id) lane: u32,
@@ -305,7 +310,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 out[first + k] = vals_part(norm, k);
             }
         } else {
-            let slot = h * params.n_chunks + c;
+            let slot = h * params.part_stride + c;
             let first = (slot * HD + w * WORD_VALUES) / 4u;
             for (var k = 0u; k < WORD_VEC4S; k++) {
                 part_acc[first + k] = vals_part(sum, k);
@@ -314,5 +319,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 part_ml[slot] = vec2<f32>(big_m, big_l);
             }
         }
+    }
+    if (MERGE == 1u && !one_chunk && last_of_column(kvh * n_wg.z + wid.z, lid)) {
+        merge_chunks(h0, heads, lid);
     }
 }

@@ -101,11 +101,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (one_chunk) {
                 out[h * HALF + p] = acc[j] / run_sum[g];
             } else {
-                part_acc[(h * params.n_chunks + c) * HALF + p] = acc[j];
+                part_acc[(h * params.part_stride + c) * HALF + p] = acc[j];
             }
         }
     }
     if (!one_chunk && lid < heads) {
-        part_ml[(h0 + lid) * params.n_chunks + c] = vec2<f32>(run_max[lid], run_sum[lid]);
+        part_ml[(h0 + lid) * params.part_stride + c] = vec2<f32>(run_max[lid], run_sum[lid]);
     }
 }
