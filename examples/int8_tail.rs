@@ -77,6 +77,10 @@ struct Args {
     /// Thresholds (times rms(x)) for --channels: the first values over it, not the largest.
     #[arg(long, value_delimiter = ',')]
     tau: Vec<f64>,
+    /// Also run brass's rounding at every point with one int8 scale per this many values
+    /// (16 or 8: two or four scales per 32-value group), for each given.
+    #[arg(long, value_delimiter = ',')]
+    scale_groups: Vec<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -108,6 +112,8 @@ thread_local! {
     /// Nonzero: CHANNELS takes the first values over this many times rms(x) in index
     /// order instead of the largest.
     static TAU: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+    /// Values per int8 scale (brass's rounding): 32, or a divisor of it.
+    static SCALE_GROUP: std::cell::Cell<usize> = const { std::cell::Cell::new(32) };
 }
 
 /// `f` with x perturbed by the jitter of `seed` before each rounding (none for seed 0).
@@ -250,6 +256,20 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
     for (g, chunk) in x.chunks_exact(32).enumerate() {
         if exact_groups.contains(&g) {
             out[32 * g..32 * g + 32].copy_from_slice(chunk);
+            continue;
+        }
+        let sub = SCALE_GROUP.with(|c| c.get());
+        if sub < 32 && scheme == Scheme::Brass {
+            // Each sub-group its own scale, rounded as below.
+            for (i, part) in chunk.chunks_exact(sub).enumerate() {
+                let amax = part.iter().fold(0f32, |m, &a| m.max((a as f32).abs()));
+                let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
+                let d = (amax / 127.0) as f64;
+                for (j, &a) in part.iter().enumerate() {
+                    let q = ((a as f32 * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even();
+                    out[32 * g + sub * i + j] = d * q as f64;
+                }
+            }
             continue;
         }
         let v: Vec<f32> = chunk.iter().map(|&a| a as f32).collect();
@@ -672,6 +692,15 @@ fn main() {
             report(&format!("cpu Brass outliers {f} jitter {seed}"), &got);
         }
         OUTLIERS.with(|o| o.set(0));
+    }
+    for &n in &args.scale_groups {
+        assert!(n > 0 && 32 % n == 0, "--scale-groups: divisors of 32");
+        SCALE_GROUP.with(|c| c.set(n));
+        for seed in 0..=args.jitter_seeds {
+            let got = jittered(seed, || cpu.run(&ids, Scheme::Brass, all, true));
+            report(&format!("cpu Brass scale group {n} jitter {seed}"), &got);
+        }
+        SCALE_GROUP.with(|c| c.set(32));
     }
     CHANNEL_POINTS.with(|c| c.set(args.channel_points));
     let taus = if args.tau.is_empty() {
