@@ -125,9 +125,10 @@ fn four_ml(first: u32, c: u32) -> FourMl {
 // ordered before its count by a device-scope barrier (SPIR-V: a control barrier with
 // device memory scope and acquire-release semantics), and the last one's reads after
 // its count by another. Caches that are not coherent between compute units could still
-// hold a stale line, but only one this compute unit loaded earlier in the dispatch, and
-// only mergers load partials, and each head's start at a multiple of 256 bytes
-// (`decode_io.wgsl`'s part_stride), so no merger loads a line of another column. Metal's
+// hold a stale line, but only one that this compute unit loaded earlier in the same
+// dispatch (the barrier between dispatches invalidates the rest); only mergers load
+// partials, and each head's start at a multiple of 256 bytes (`decode_io.wgsl`'s
+// part_stride), so no merger loads a line of another column. Metal's
 // threadgroup_barrier orders device memory only within a threadgroup, so the router
 // keeps the combine pass there.
 //
