@@ -81,6 +81,9 @@ struct Args {
     /// (16 or 8: two or four scales per 32-value group), for each given.
     #[arg(long, value_delimiter = ',')]
     scale_groups: Vec<usize>,
+    /// The points (bits, as --mask) where --scale-groups applies.
+    #[arg(long, default_value_t = 31)]
+    scale_points: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -106,7 +109,8 @@ thread_local! {
     static OUTLIERS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Values of the largest magnitude in each x left exact, the rest rounded.
     static CHANNELS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// The points (bits, as --mask) where CHANNELS applies, and the point being rounded.
+    /// The points (bits, as --mask) where CHANNELS (or SCALE_GROUP) applies, and the point
+    /// being rounded.
     static CHANNEL_POINTS: std::cell::Cell<u32> = const { std::cell::Cell::new(31) };
     static POINT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     /// Nonzero: CHANNELS takes the first values over this many times rms(x) in index
@@ -258,7 +262,10 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
             out[32 * g..32 * g + 32].copy_from_slice(chunk);
             continue;
         }
-        let sub = SCALE_GROUP.with(|c| c.get());
+        let sub = match CHANNEL_POINTS.with(|c| c.get()) & (1 << POINT.with(|p| p.get())) {
+            0 => 32,
+            _ => SCALE_GROUP.with(|c| c.get()),
+        };
         if sub < 32 && scheme == Scheme::Brass {
             // Each sub-group its own scale, rounded as below.
             for (i, part) in chunk.chunks_exact(sub).enumerate() {
@@ -696,9 +703,16 @@ fn main() {
     for &n in &args.scale_groups {
         assert!(n > 0 && 32 % n == 0, "--scale-groups: divisors of 32");
         SCALE_GROUP.with(|c| c.set(n));
+        CHANNEL_POINTS.with(|c| c.set(args.scale_points));
         for seed in 0..=args.jitter_seeds {
             let got = jittered(seed, || cpu.run(&ids, Scheme::Brass, all, true));
-            report(&format!("cpu Brass scale group {n} jitter {seed}"), &got);
+            report(
+                &format!(
+                    "cpu Brass scale group {n} points {:#07b} jitter {seed}",
+                    args.scale_points
+                ),
+                &got,
+            );
         }
         SCALE_GROUP.with(|c| c.set(32));
     }
