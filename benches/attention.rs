@@ -173,22 +173,8 @@ fn decode(
         "(GB/s and % probe: K and V bytes over the chained time; % read: a pure streaming \
          read of the same bytes, chained, over it)"
     );
-    let targets: Vec<Option<u64>> = match args.workgroups.is_empty() {
-        true => vec![None],
-        false => args.workgroups.iter().map(|&w| Some(w)).collect(),
-    };
-    let min_chunks: Vec<Option<u64>> = match args.min_chunk.is_empty() {
-        true => vec![None],
-        false => args.min_chunk.iter().map(|&n| Some(n)).collect(),
-    };
-    let invocations: Vec<Option<u32>> = match args.invocations.is_empty() {
-        true => vec![None],
-        false => args.invocations.iter().map(|&n| Some(n)).collect(),
-    };
-    let merges: Vec<Option<Merge>> = match args.merge.is_empty() {
-        true => vec![None],
-        false => args.merge.iter().map(|&m| Some(m)).collect(),
-    };
+    let (targets, min_chunks) = (choices(&args.workgroups), choices(&args.min_chunk));
+    let (invocations, merges) = (choices(&args.invocations), choices(&args.merge));
     let variants: Vec<Overrides> = targets
         .iter()
         .flat_map(|&t| min_chunks.iter().map(move |&c| (t, c)))
@@ -250,6 +236,14 @@ fn decode(
         }
     }
     Ok(())
+}
+
+/// An A/B flag's values, or the route's own (None) where none are given.
+fn choices<T: Copy>(given: &[T]) -> Vec<Option<T>> {
+    match given.is_empty() {
+        true => vec![None],
+        false => given.iter().map(|&v| Some(v)).collect(),
+    }
 }
 
 fn prefill(

@@ -262,9 +262,10 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
             out[32 * g..32 * g + 32].copy_from_slice(chunk);
             continue;
         }
-        let sub = match CHANNEL_POINTS.with(|c| c.get()) & (1 << POINT.with(|p| p.get())) {
-            0 => 32,
-            _ => SCALE_GROUP.with(|c| c.get()),
+        let sub = if here {
+            SCALE_GROUP.with(|c| c.get())
+        } else {
+            32
         };
         if sub < 32 && scheme == Scheme::Brass {
             // Each sub-group its own scale, rounded as below.
@@ -273,8 +274,7 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
                 let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
                 let d = (amax / 127.0) as f64;
                 for (j, &a) in part.iter().enumerate() {
-                    let q = ((a as f32 * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even();
-                    out[32 * g + sub * i + j] = d * q as f64;
+                    out[32 * g + sub * i + j] = d * brass_round(a as f32, inv, false) as f64;
                 }
             }
             continue;
@@ -289,16 +289,8 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
             }
             _ => {
                 let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
-                v.iter()
-                    .map(|&a| {
-                        let t = (a * inv).clamp(-1.0, 1.0) * 127.0;
-                        if scheme == Scheme::BrassAway {
-                            t.round() as i32
-                        } else {
-                            t.round_ties_even() as i32
-                        }
-                    })
-                    .collect()
+                let away = scheme == Scheme::BrassAway;
+                v.iter().map(|&a| brass_round(a, inv, away)).collect()
             }
         };
         let sum: i32 = q.iter().sum();
@@ -322,6 +314,16 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
         out[i] = v;
     }
     (out, s_err)
+}
+
+/// brass's int8 value of `a` in a group whose 1 / amax is `inv`: half to even, or
+/// (`away`) half away from zero.
+fn brass_round(a: f32, inv: f32, away: bool) -> i32 {
+    let t = (a * inv).clamp(-1.0, 1.0) * 127.0;
+    match away {
+        true => t.round() as i32,
+        false => t.round_ties_even() as i32,
+    }
 }
 
 fn matvec(m: &Mat, x: &[f64], s_err: &[f64]) -> Vec<f64> {

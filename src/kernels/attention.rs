@@ -950,15 +950,7 @@ const ROPE_KV_STORAGE: &[Access] = &[
     Access::ReadWrite,
     Access::ReadWrite,
 ];
-const DECODE_STORAGE: &[Access] = &[
-    Access::Read,
-    Access::Read,
-    Access::Read,
-    Access::ReadWrite,
-    Access::ReadWrite,
-    Access::ReadWrite,
-];
-/// The subgroup kernel's: [`DECODE_STORAGE`] and the merge counts.
+/// The subgroup kernel's bindings: [`DECODE_STORAGE`]'s and the merge counts.
 const SUBGROUP_DECODE_STORAGE: &[Access] = &[
     Access::Read,
     Access::Read,
@@ -968,6 +960,8 @@ const SUBGROUP_DECODE_STORAGE: &[Access] = &[
     Access::ReadWrite,
     Access::ReadWrite,
 ];
+/// Both decode kernels' bindings (`attention/decode_io.wgsl`).
+const DECODE_STORAGE: &[Access] = SUBGROUP_DECODE_STORAGE.split_at(6).0;
 const COMBINE_ROOT: &str = "attention/combine.wgsl";
 const COMBINE_NAME: &str = "attention/combine";
 const COMBINE_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
