@@ -7,6 +7,11 @@
 //! variant teacher-forced along one sequence and compared with the exact pass on the
 //! exact pass's top-5 logits per position.
 //!
+//! With `--llamacpp-logits`, llama.cpp's own logits along the sequence (written by
+//! `tests/reference/llamacpp_logits.cpp`) are compared the same way, at every position;
+//! `--write-sequence` then writes one sequence of `tests/reference/smollm2_q4_1_prompts.json`
+//! and `--errors-dir` every variant's errors, to pool several prompts.
+//!
 //! ```text
 //! cargo run --release --example int8_tail                       # the code prompt
 //! cargo run --release --example int8_tail -- --reference tests/reference/smollm2_q4_1_f64.json
@@ -45,6 +50,22 @@ struct Args {
     /// A llama.cpp reference to compare at the positions it shares with --reference.
     #[arg(long)]
     llamacpp: Option<PathBuf>,
+    /// Write the sequence's ids here (whitespace-separated), for tests/reference/llamacpp_logits.cpp.
+    #[arg(long)]
+    write_ids: Option<PathBuf>,
+    /// llama.cpp's logits along the sequence as tests/reference/llamacpp_logits.cpp writes them (every
+    /// position's n_vocab f32s): compared like a variant, at every position.
+    #[arg(long)]
+    llamacpp_logits: Option<PathBuf>,
+    /// With --llamacpp-logits: write the sequence, exact math's top-5 logits at each
+    /// position and llama.cpp's logits for the same ids here, as JSON (one sequence of
+    /// tests/reference/smollm2_q4_1_prompts.json).
+    #[arg(long)]
+    write_sequence: Option<PathBuf>,
+    /// Write each variant's errors here (one file a variant: "pos id error" lines), so
+    /// that several prompts' can be pooled.
+    #[arg(long)]
+    errors_dir: Option<PathBuf>,
     /// Skip the GPU variants.
     #[arg(long)]
     no_gpu: bool,
@@ -54,6 +75,14 @@ struct Args {
     /// Reruns of the brass and llama.cpp roundings with x perturbed by ~1e-6 first.
     #[arg(long, default_value_t = 0)]
     jitter_seeds: u64,
+    /// Reruns of brass's and llama.cpp's roundings with each group's scale enlarged by
+    /// up to this fraction at random (0.01: every value's rounding redrawn), seeds as
+    /// the jitter reruns'.
+    #[arg(long)]
+    dither: Option<f64>,
+    /// The first seed of the all-points jitter reruns (seeds first .. first + jitter_seeds).
+    #[arg(long, default_value_t = 1)]
+    jitter_first: u64,
     /// Run only the GPU variants whose names contain one of these (default: all).
     #[arg(long, value_delimiter = ',')]
     gpu: Vec<String>,
@@ -84,6 +113,10 @@ struct Args {
     /// The points (bits, as --mask) where --scale-groups applies.
     #[arg(long, default_value_t = 31)]
     scale_points: u32,
+    /// With --scale-groups: each sub-group's scale is the group's divided by a power of
+    /// two, 2^e with e in 0..=T, for each T given (0: free scales, the default).
+    #[arg(long, value_delimiter = ',')]
+    pow2_shifts: Vec<u32>,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -118,6 +151,11 @@ thread_local! {
     static TAU: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
     /// Values per int8 scale (brass's rounding): 32, or a divisor of it.
     static SCALE_GROUP: std::cell::Cell<usize> = const { std::cell::Cell::new(32) };
+    /// Nonzero: SCALE_GROUP's scales are the group's over 2^e, e at most this.
+    static POW2_SHIFT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Nonzero: each group's scale is enlarged by up to this fraction, drawn from
+    /// JITTER's state (so every draw rounds every value independently).
+    static DITHER: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
 }
 
 /// `f` with x perturbed by the jitter of `seed` before each rounding (none for seed 0).
@@ -269,8 +307,18 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
         };
         if sub < 32 && scheme == Scheme::Brass {
             // Each sub-group its own scale, rounded as below.
+            let group_amax = chunk.iter().fold(0f32, |m, &a| m.max((a as f32).abs()));
+            let max_shift = POW2_SHIFT.with(|c| c.get());
             for (i, part) in chunk.chunks_exact(sub).enumerate() {
-                let amax = part.iter().fold(0f32, |m, &a| m.max((a as f32).abs()));
+                let mut amax = part.iter().fold(0f32, |m, &a| m.max((a as f32).abs()));
+                if max_shift > 0 {
+                    // The largest 2^-e of the group's amax that still holds this part.
+                    let mut e = 0;
+                    while e < max_shift && amax <= group_amax * 0.5f32.powi(e as i32 + 1) {
+                        e += 1;
+                    }
+                    amax = group_amax * 0.5f32.powi(e as i32);
+                }
                 let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
                 let d = (amax / 127.0) as f64;
                 for (j, &a) in part.iter().enumerate() {
@@ -280,7 +328,13 @@ fn quantize(x: &[f64], scheme: Scheme) -> (Vec<f64>, Vec<f64>) {
             continue;
         }
         let v: Vec<f32> = chunk.iter().map(|&a| a as f32).collect();
-        let amax = v.iter().fold(0f32, |m, a| m.max(a.abs()));
+        let mut amax = v.iter().fold(0f32, |m, a| m.max(a.abs()));
+        let dither = DITHER.with(|d| d.get());
+        if dither > 0.0 {
+            // A scale up to `dither` larger than amax / 127: the same rounding, with
+            // every value's place between two steps drawn afresh.
+            amax *= 1.0 + (dither * (jitter() + 1.0) / 2.0) as f32;
+        }
         let d = amax / 127.0;
         let q: Vec<i32> = match scheme {
             Scheme::Llama => {
@@ -571,7 +625,7 @@ fn main() {
     let cpu = Cpu::load(&file);
     eprintln!("cpu weights loaded in {:.1} s", t0.elapsed().as_secs_f64());
     let reference = args.reference.as_ref().map(read_ref);
-    let (ids, exact) = match &reference {
+    let (ids, exact, n_prompt) = match &reference {
         Some(r) => {
             let ids = sequence(r);
             let exact = cpu.run(&ids, Scheme::Exact, 0, false);
@@ -585,7 +639,7 @@ fn main() {
                 "exact CPU pass vs {}: worst top-5 diff {worst:.5}",
                 args.reference.as_ref().unwrap().display()
             );
-            (ids, exact)
+            (ids, exact, r.prompt_ids.len())
         }
         None => {
             let tok = Tokenizer::from_gguf(&file).unwrap();
@@ -598,10 +652,14 @@ fn main() {
                 ids.len(),
                 ids
             );
-            (ids, exact)
+            (ids, exact, n_prompt)
         }
     };
     eprintln!("exact pass: {:.1} s", t0.elapsed().as_secs_f64());
+    if let Some(p) = &args.write_ids {
+        let text: Vec<String> = ids.iter().map(u32::to_string).collect();
+        std::fs::write(p, text.join(" ") + "\n").unwrap();
+    }
     // (pos, id) pairs in both references' top-5 at the positions where their sequences
     // agree: where llama.cpp's error is known.
     let mut pairs: Vec<(usize, u32)> = Vec::new();
@@ -633,7 +691,24 @@ fn main() {
         );
     }
 
+    if let Some(dir) = &args.errors_dir {
+        std::fs::create_dir_all(dir).unwrap();
+    }
     let report = |name: &str, got: &[Vec<f64>]| {
+        if let Some(dir) = &args.errors_dir {
+            let mut lines = String::new();
+            for (pos, (e, g)) in exact.iter().zip(got).enumerate() {
+                for id in top5(e) {
+                    let err = (g[id as usize] - e[id as usize]).abs();
+                    lines += &format!("{pos} {id} {err:.6}\n");
+                }
+            }
+            let file: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            std::fs::write(dir.join(file + ".txt"), lines).unwrap();
+        }
         let (w, p, med, per_pos) = compare(&exact, got);
         let mut order: Vec<usize> = (0..per_pos.len()).collect();
         order.sort_by(|&a, &b| per_pos[b].total_cmp(&per_pos[a]));
@@ -664,6 +739,52 @@ fn main() {
             );
         }
     };
+
+    if let Some(p) = &args.llamacpp_logits {
+        let bytes = std::fs::read(p).unwrap();
+        let n_vocab = exact[0].len();
+        assert_eq!(
+            bytes.len(),
+            4 * n_vocab * ids.len(),
+            "{}: not {} positions of {n_vocab} logits",
+            p.display(),
+            ids.len()
+        );
+        let got: Vec<Vec<f64>> = bytes
+            .chunks_exact(4 * n_vocab)
+            .map(|pos| {
+                pos.chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+                    .collect()
+            })
+            .collect();
+        report("llama.cpp (tests/reference/llamacpp_logits.cpp)", &got);
+        if let Some(out) = &args.write_sequence {
+            let steps: Vec<serde_json::Value> = exact
+                .iter()
+                .zip(&got)
+                .enumerate()
+                .map(|(pos, (e, l))| {
+                    let top: Vec<serde_json::Value> = top5(e)
+                        .into_iter()
+                        .map(|id| {
+                            // f32 as both engines' logits are, to 5 decimals.
+                            let r = |v: f64| (v * 1e5).round() / 1e5;
+                            serde_json::json!([id, r(e[id as usize]), r(l[id as usize])])
+                        })
+                        .collect();
+                    serde_json::json!({ "pos": pos, "top": top })
+                })
+                .collect();
+            let seq = serde_json::json!({
+                "prompt": args.prompt,
+                "n_prompt": n_prompt,
+                "ids": ids,
+                "steps": steps,
+            });
+            std::fs::write(out, serde_json::to_string(&seq).unwrap()).unwrap();
+        }
+    }
 
     // CPU simulations.
     let all = (1u32 << POINTS.len()) - 1;
@@ -702,21 +823,30 @@ fn main() {
         }
         OUTLIERS.with(|o| o.set(0));
     }
+    let shifts = if args.pow2_shifts.is_empty() {
+        vec![0]
+    } else {
+        args.pow2_shifts.clone()
+    };
     for &n in &args.scale_groups {
         assert!(n > 0 && 32 % n == 0, "--scale-groups: divisors of 32");
-        SCALE_GROUP.with(|c| c.set(n));
-        CHANNEL_POINTS.with(|c| c.set(args.scale_points));
-        for seed in 0..=args.jitter_seeds {
-            let got = jittered(seed, || cpu.run(&ids, Scheme::Brass, all, true));
-            report(
-                &format!(
-                    "cpu Brass scale group {n} points {:#07b} jitter {seed}",
-                    args.scale_points
-                ),
-                &got,
-            );
+        for &t in &shifts {
+            SCALE_GROUP.with(|c| c.set(n));
+            POW2_SHIFT.with(|c| c.set(t));
+            CHANNEL_POINTS.with(|c| c.set(args.scale_points));
+            for seed in 0..=args.jitter_seeds {
+                let got = jittered(seed, || cpu.run(&ids, Scheme::Brass, all, true));
+                report(
+                    &format!(
+                        "cpu Brass scale group {n} pow2 shift {t} points {:#07b} jitter {seed}",
+                        args.scale_points
+                    ),
+                    &got,
+                );
+            }
         }
         SCALE_GROUP.with(|c| c.set(32));
+        POW2_SHIFT.with(|c| c.set(0));
     }
     CHANNEL_POINTS.with(|c| c.set(args.channel_points));
     let taus = if args.tau.is_empty() {
@@ -739,7 +869,18 @@ fn main() {
             TAU.with(|t| t.set(0.0));
         }
     }
-    for seed in (1..=args.jitter_seeds).filter(|_| !args.no_cpu) {
+    let reruns = args.jitter_first..args.jitter_first + args.jitter_seeds;
+    if let Some(f) = args.dither {
+        DITHER.with(|d| d.set(f));
+        for seed in reruns.clone() {
+            for scheme in [Scheme::Brass, Scheme::Llama] {
+                let got = jittered(seed, || cpu.run(&ids, scheme, all, true));
+                report(&format!("cpu {scheme:?} dither {f} seed {seed}"), &got);
+            }
+        }
+        DITHER.with(|d| d.set(0.0));
+    }
+    for seed in reruns.filter(|_| !args.no_cpu) {
         for scheme in [Scheme::Brass, Scheme::BrassF16d, Scheme::Llama] {
             let got = jittered(seed, || cpu.run(&ids, scheme, all, true));
             report(&format!("cpu {scheme:?} all kv_f16 jitter {seed}"), &got);

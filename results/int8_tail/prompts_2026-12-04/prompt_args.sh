@@ -1,0 +1,6 @@
+one code_fib --prompt $'def fibonacci(n):\n    if n <= 1:\n        return n\n'
+one chat_water --prompt $'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nWhat is the boiling point of water?<|im_end|>\n<|im_start|>assistant\n'
+one story --prompt $'Once upon a time, in a small village by the sea,'
+one primes --prompt $'The first ten prime numbers are 2, 3, 5,'
+one json --prompt $'{"name": "Alice", "age": 30, "city":'
+one softmax --prompt $'import numpy as np\n\ndef softmax(x):\n'
