@@ -574,25 +574,34 @@ fn top5(l: &[f64]) -> Vec<u32> {
     idx
 }
 
-/// Per position, the errors on the exact pass's top-5: (worst, its position, median).
-fn compare(exact: &[Vec<f64>], got: &[Vec<f64>]) -> (f64, usize, f64, Vec<f64>) {
-    let mut all = Vec::new();
-    let mut worst = (0.0, 0);
-    let mut per_pos = Vec::new();
-    for (pos, (e, g)) in exact.iter().zip(got).enumerate() {
-        let mut pw = 0f64;
-        for id in top5(e) {
-            let err = (g[id as usize] - e[id as usize]).abs();
-            all.push(err);
-            pw = pw.max(err);
-            if err > worst.0 {
-                worst = (err, pos);
-            }
-        }
-        per_pos.push(pw);
-    }
+/// At each position, |got - exact| for each of the exact pass's top-5 ids there (`tops`).
+fn top5_errors(exact: &[Vec<f64>], tops: &[Vec<u32>], got: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    exact
+        .iter()
+        .zip(tops)
+        .zip(got)
+        .map(|((e, top), g)| {
+            top.iter()
+                .map(|&id| (g[id as usize] - e[id as usize]).abs())
+                .collect()
+        })
+        .collect()
+}
+
+/// Of `top5_errors`' errors: (worst, its position, median, each position's worst).
+fn compare(errors: &[Vec<f64>]) -> (f64, usize, f64, Vec<f64>) {
+    let per_pos: Vec<f64> = errors
+        .iter()
+        .map(|e| e.iter().copied().fold(0.0, f64::max))
+        .collect();
+    let (worst_pos, &worst) =
+        per_pos
+            .iter()
+            .enumerate()
+            .fold((0, &0.0), |w, x| if x.1 > w.1 { x } else { w });
+    let mut all: Vec<f64> = errors.concat();
     all.sort_by(f64::total_cmp);
-    (worst.0, worst.1, all[all.len() / 2], per_pos)
+    (worst, worst_pos, all[all.len() / 2], per_pos)
 }
 
 #[derive(serde::Deserialize)]
@@ -694,12 +703,14 @@ fn main() {
     if let Some(dir) = &args.errors_dir {
         std::fs::create_dir_all(dir).unwrap();
     }
+    // The exact pass's top-5 at each position: what every variant is compared on.
+    let tops: Vec<Vec<u32>> = exact.iter().map(|e| top5(e)).collect();
     let report = |name: &str, got: &[Vec<f64>]| {
+        let errors = top5_errors(&exact, &tops, got);
         if let Some(dir) = &args.errors_dir {
             let mut lines = String::new();
-            for (pos, (e, g)) in exact.iter().zip(got).enumerate() {
-                for id in top5(e) {
-                    let err = (g[id as usize] - e[id as usize]).abs();
+            for (pos, (top, errs)) in tops.iter().zip(&errors).enumerate() {
+                for (id, err) in top.iter().zip(errs) {
                     lines += &format!("{pos} {id} {err:.6}\n");
                 }
             }
@@ -709,7 +720,7 @@ fn main() {
                 .collect();
             std::fs::write(dir.join(file + ".txt"), lines).unwrap();
         }
-        let (w, p, med, per_pos) = compare(&exact, got);
+        let (w, p, med, per_pos) = compare(&errors);
         let mut order: Vec<usize> = (0..per_pos.len()).collect();
         order.sort_by(|&a, &b| per_pos[b].total_cmp(&per_pos[a]));
         let next: Vec<String> = order[1..4]
@@ -763,11 +774,12 @@ fn main() {
             let steps: Vec<serde_json::Value> = exact
                 .iter()
                 .zip(&got)
+                .zip(&tops)
                 .enumerate()
-                .map(|(pos, (e, l))| {
-                    let top: Vec<serde_json::Value> = top5(e)
-                        .into_iter()
-                        .map(|id| {
+                .map(|(pos, ((e, l), top))| {
+                    let top: Vec<serde_json::Value> = top
+                        .iter()
+                        .map(|&id| {
                             // f32 as both engines' logits are, to 5 decimals.
                             let r = |v: f64| (v * 1e5).round() / 1e5;
                             serde_json::json!([id, r(e[id as usize]), r(l[id as usize])])
