@@ -10,7 +10,7 @@ use brass::device::{
 };
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
-    DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, RopeStyle,
+    DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, RopeStyle, PREFILL_STATE_BYTES,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -83,6 +83,34 @@ impl Gpu {
             acc: self.zeros(bytes.acc),
             counts: self.zeros(bytes.counts),
         }
+    }
+
+    /// Decode attention of `q` (every query head's row) over the first `n_pos` rows of
+    /// the caches by `launch`, its output read back.
+    fn decode(
+        &self,
+        launch: &AttentionLaunch,
+        q: &[f32],
+        kc: Slice,
+        vc: Slice,
+        n_pos: usize,
+    ) -> Vec<f32> {
+        let p = self.pipelines(launch);
+        let out = self.zeros(q.len() as u64 * 4);
+        let ds = launch
+            .dispatches(
+                &p,
+                || self.combine(),
+                0..n_pos as u64,
+                self.buf(q),
+                kc,
+                vc,
+                self.parts(launch),
+                out,
+            )
+            .unwrap();
+        self.run(ds);
+        self.get(out)
     }
 
     fn combine(&self) -> brass::Result<PipelineId> {
@@ -334,22 +362,7 @@ fn decode_attention_matches_the_reference() {
                 for target in [8u64, 512] {
                     for launch in g.launches(heads(n_heads, n_kv, hd, hd), kv, n_pos as u64, target)
                     {
-                        let p = g.pipelines(&launch);
-                        let parts = g.parts(&launch);
-                        let out = g.zeros((n_heads * hd * 4) as u64);
-                        let ds = launch
-                            .dispatches(
-                                &p,
-                                || g.combine(),
-                                0..n_pos as u64,
-                                g.buf(&q),
-                                kc,
-                                vc,
-                                parts,
-                                out,
-                            )
-                            .unwrap();
-                        g.run(ds);
+                        let actual = g.decode(&launch, &q, kc, vc, n_pos);
                         let split = launch.split(n_pos as u64);
                         let ctx = format!(
                             "{} {kv} {n_heads}/{n_kv}x{hd} over {n_pos} ({} chunks of {})",
@@ -357,7 +370,6 @@ fn decode_attention_matches_the_reference() {
                             split.n_chunks,
                             split.chunk
                         );
-                        let actual = g.get(out);
                         assert_close(&ctx, &expected, &actual, 2e-5);
                         let bound = exact_bound(kv);
                         let err = max_error(&exact, &actual);
@@ -621,6 +633,11 @@ fn prefill_launches(g: &Gpu, h: Heads, kv: KvType) -> Vec<PrefillAttention> {
     launches
 }
 
+/// Bytes of prefill attention's state between passes for `n_tokens` tokens.
+fn prefill_state_bytes(h: Heads, n_tokens: usize) -> u64 {
+    n_tokens as u64 * h.n_heads * PREFILL_STATE_BYTES
+}
+
 /// rope_kv_batch leaves q, the K cache and the V cache with the same bits as one
 /// rope_kv per token (and q rotated as the f64 reference does), in each format and
 /// rope mode, with and without biases: full and partial rotation, GQA, q/k/v rows
@@ -793,6 +810,7 @@ fn prefill_attention_matches_the_reference() {
                         let p = launch.pipelines(&g.device, &g.cache).unwrap();
                         // NaN where nothing is written: a row the kernel skips fails.
                         let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
+                        let state = g.zeros(prefill_state_bytes(h, n_tokens));
                         let ds = launch
                             .dispatches(
                                 &p,
@@ -802,6 +820,7 @@ fn prefill_attention_matches_the_reference() {
                                 kc,
                                 vc,
                                 (out, q_dim as u64),
+                                state,
                             )
                             .unwrap();
                         let n_dispatches = ds.len();
@@ -824,6 +843,136 @@ fn prefill_attention_matches_the_reference() {
         }
     }
     assert!(cases >= 2 * 2 * 12, "{cases} cases");
+}
+
+/// Prefill attention over more keys than one invocation may walk where the device cuts
+/// its loops short (lavapipe: 65,535 iterations, all loops together; issue 45), and
+/// around the boundaries of the passes that split them: 32 tokens from position 6,000
+/// (past where every head shape here went wrong in one pass) and across the first two
+/// pass boundaries, each format, against the f64 reference. The device's own launch,
+/// and one whose passes are short, so that every device runs several.
+#[test]
+fn prefill_attention_in_key_passes_matches_the_reference() {
+    let g = Gpu::new();
+    let profile = g.device.profile();
+    let mut passes_seen = 0;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd) in [(4usize, 1usize, 128usize), (7, 1, 256), (8, 2, 64)] {
+            let h = heads(n_heads, n_kv, hd, hd);
+            let own = PrefillAttention::new(h, kv, profile).unwrap();
+            let short = own.clone().with_loop_limit(Some(16_384)).unwrap();
+            let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+            let n_tokens = 32;
+            for launch in [own, short] {
+                let mut starts = vec![6000usize];
+                if let Some(keys) = launch.keys_per_pass() {
+                    let keys = keys as usize;
+                    starts.extend([keys - n_tokens / 2, 2 * keys - n_tokens / 4]);
+                }
+                let p = launch.pipelines(&g.device, &g.cache).unwrap();
+                for start in starts {
+                    let n_pos = start + n_tokens;
+                    let mut rng = common::Rng::new((start * 13 + hd) as u64);
+                    let k = rng.vec(n_pos * kv_dim);
+                    let v = rng.vec(n_pos * kv_dim);
+                    let q: Vec<f32> = rng.vec(n_tokens * q_dim).iter().map(|x| x * 2.0).collect();
+                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+                    let expected: Vec<f32> = (0..n_tokens)
+                        .flat_map(|t| {
+                            let qt = &q[t * q_dim..][..q_dim];
+                            attention_ref(qt, &ks, &vs, n_heads, n_kv, hd, start + t + 1)
+                        })
+                        .collect();
+                    let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
+                    let ds = launch
+                        .dispatches(
+                            &p,
+                            start as u64,
+                            n_tokens as u64,
+                            (g.buf(&q), q_dim as u64),
+                            g.cache(kv, &k, hd),
+                            g.cache(kv, &v, hd),
+                            (out, q_dim as u64),
+                            g.zeros(prefill_state_bytes(h, n_tokens)),
+                        )
+                        .unwrap();
+                    let n_dispatches = ds.len();
+                    passes_seen = passes_seen.max(n_dispatches);
+                    g.run(ds);
+                    let ctx = format!(
+                        "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, keys \
+                         per pass {:?} ({n_dispatches} dispatches)",
+                        launch.pipeline_key(),
+                        launch.keys_per_pass()
+                    );
+                    assert_close(&ctx, &expected, &g.get(out), 2e-5);
+                }
+            }
+        }
+    }
+    assert!(passes_seen > 2, "no case took several passes");
+    if let Some(limit) = profile.loop_iterations {
+        eprintln!("the device stops an invocation's loops after {limit} iterations");
+    }
+}
+
+/// Decode attention over 20,000 positions with one chunk asked for: where the device
+/// cuts an invocation's loops short, the chunks stay short enough (both kernels, each
+/// format), and the output matches the reference.
+#[test]
+fn decode_attention_chunks_stay_within_the_loop_limit() {
+    let g = Gpu::new();
+    let profile = g.device.profile();
+    let n_pos = 20_000usize;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd) in [(8usize, 2usize, 128usize), (7, 1, 256)] {
+            let h = heads(n_heads, n_kv, hd, hd);
+            let routed = route_attention(
+                profile,
+                &AttentionQuery {
+                    heads: h,
+                    kv,
+                    n_ctx: n_pos as u64,
+                },
+                &Overrides {
+                    attention_workgroups: Some(1),
+                    ..Overrides::default()
+                },
+            )
+            .unwrap()
+            .launch()
+            .clone();
+            let portable = AttentionLaunch::portable(h, kv, n_pos as u64, 1)
+                .unwrap()
+                .with_loop_limit(profile.loop_iterations)
+                .unwrap();
+            let kv_dim = n_kv * hd;
+            let mut rng = common::Rng::new((n_heads * 31 + hd) as u64);
+            let k = rng.vec(n_pos * kv_dim);
+            let v = rng.vec(n_pos * kv_dim);
+            let q: Vec<f32> = rng.vec(n_heads * hd).iter().map(|x| x * 2.0).collect();
+            let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+            let expected = attention_ref(&q, &ks, &vs, n_heads, n_kv, hd, n_pos);
+            let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
+            for launch in [routed, portable] {
+                let split = launch.split(n_pos as u64);
+                assert_eq!(
+                    launch.max_chunk().is_some(),
+                    profile.loop_iterations.is_some()
+                );
+                if let Some(most) = launch.max_chunk() {
+                    assert!(split.chunk <= most, "{split:?} past {most}");
+                }
+                let actual = g.decode(&launch, &q, kc, vc, n_pos);
+                let ctx = format!(
+                    "{} {kv} {n_heads}/{n_kv}x{hd} over {n_pos} ({split:?}, at most {:?})",
+                    launch.pipeline_key(),
+                    launch.max_chunk()
+                );
+                assert_close(&ctx, &expected, &actual, 2e-5);
+            }
+        }
+    }
 }
 
 /// The sizing is a pure function of the heads and the budget: it stays within the

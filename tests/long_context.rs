@@ -55,6 +55,33 @@ fn spec() -> SyntheticSpec {
     }
 }
 
+/// `spec` written to a file of its own, and opened.
+fn written(spec: &SyntheticSpec) -> (std::path::PathBuf, GgufFile) {
+    let name = format!("brass-{}-{}.gguf", spec.name, std::process::id());
+    let path = std::env::temp_dir().join(name);
+    write_synthetic(spec, &path, |_, _| {}).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    (path, file)
+}
+
+/// `n` token ids drawn from `vocab`, the same on every run.
+fn random_ids(n: usize, vocab: u64) -> Vec<u32> {
+    let mut rng = common::Rng::new(5);
+    (0..n).map(|_| (rng.next_u64() % vocab) as u32).collect()
+}
+
+/// The largest |logit error| of `have` against `want`, and the largest |logit| of
+/// `want`.
+fn logit_error(want: &[f64], have: &[f32]) -> (f64, f64) {
+    let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let err = want
+        .iter()
+        .zip(have)
+        .map(|(w, h)| (w - *h as f64).abs())
+        .fold(0f64, f64::max);
+    (err, scale)
+}
+
 /// Runs `ids` through the model, prefill between the [`DECODED`] positions, and
 /// returns every position's logits and whether it was a decode step.
 fn run(model: &Model, ids: &[u32]) -> Vec<(Vec<f32>, bool)> {
@@ -84,13 +111,8 @@ fn run(model: &Model, ids: &[u32]) -> Vec<(Vec<f32>, bool)> {
 /// from 4,090 on and at every position the batch wrote before it.
 #[test]
 fn decode_past_4096_positions_matches_exact_math() {
-    let path = std::env::temp_dir().join(format!("brass-long-{}.gguf", std::process::id()));
-    write_synthetic(&spec(), &path, |_, _| {}).unwrap();
-    let file = GgufFile::open(&path).unwrap();
-    let mut rng = common::Rng::new(5);
-    let ids: Vec<u32> = (0..POSITIONS)
-        .map(|_| (rng.next_u64() % spec().vocab) as u32)
-        .collect();
+    let (path, file) = written(&spec());
+    let ids = random_ids(POSITIONS, spec().vocab);
     let t = std::time::Instant::now();
     let mut exact = Exact::new(&file);
     let expected: Vec<Vec<f64>> = (0..POSITIONS)
@@ -142,12 +164,7 @@ fn decode_past_4096_positions_matches_exact_math() {
         // The worst error over the logits' scale, and where, by prefill and decode.
         let mut worst = [(0f64, 0usize); 2];
         for (pos, (want, (have, decoded))) in expected.iter().zip(&got).enumerate() {
-            let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
-            let err = want
-                .iter()
-                .zip(have)
-                .map(|(w, h)| (w - *h as f64).abs())
-                .fold(0f64, f64::max);
+            let (err, scale) = logit_error(want, have);
             let how = if *decoded { "decode" } else { "prefill" };
             if REPORTED.contains(&pos) {
                 eprintln!(
@@ -170,5 +187,107 @@ fn decode_past_4096_positions_matches_exact_math() {
         let audit = model.audit();
         assert!(audit.defects().is_empty(), "{audit}");
     }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Prompt positions of [`long_prompt_matches_exact_math`]: past 3,088, where batched
+/// prompts over this model's heads went wrong on lavapipe (issue 45: each prefill
+/// attention invocation walked every key, and llvmpipe ends an invocation's loops
+/// after 65,535 iterations, silently).
+const PROMPT: usize = 3200;
+
+/// Issue 45's model: 2 layers, hidden 512, 4 query heads of 128 sharing 1 KV head, F16
+/// weights, a trained context of 16,384.
+fn long_prompt_spec() -> SyntheticSpec {
+    SyntheticSpec {
+        name: "long-prompt".into(),
+        hidden: 512,
+        ffn: 256,
+        layers: 2,
+        heads: 4,
+        kv_heads: 1,
+        vocab: 512,
+        context: 16384,
+        seed: 3,
+        ..spec()
+    }
+}
+
+/// A 3,200-token prompt over an f32 cache in batches of 1,000 (which straddle position
+/// 3,088 mid-batch), every position's logits against exact math, then a decode step
+/// over the cache the batches wrote. Before the prefill attention split its keys into
+/// passes within the device's loop limit, every position from 3,088 on was off by more
+/// than the logits' own scale here (1.2-1.4 relative), in every cache format; the
+/// formats' kernel is one (`tests/attention.rs` checks each past the limit).
+#[test]
+fn long_prompt_matches_exact_math() {
+    let (path, file) = written(&long_prompt_spec());
+    let ids = random_ids(PROMPT + 1, long_prompt_spec().vocab);
+    let t = std::time::Instant::now();
+    let mut exact = Exact::new(&file);
+    let expected: Vec<Vec<f64>> = (0..=PROMPT).map(|pos| exact.step(ids[pos], pos)).collect();
+    eprintln!("exact math: {:.1} s", t.elapsed().as_secs_f64());
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let ubatch = 1000;
+    let options = LoadOptions {
+        kv: KvType::F32,
+        ubatch: Some(ubatch),
+        // f32 activations throughout, as in `decode_past_4096_positions_matches_exact_math`.
+        routing: Overrides {
+            force: Some(Force::Family(Family::Scalar)),
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    };
+    let model = Model::from_gguf(device, &file, &options).unwrap();
+    let PrefillPlan::Batched(batched) = &model.plan().prefill else {
+        panic!("{}", model.plan().prefill);
+    };
+    if let Some(keys) = batched.attention.keys_per_pass() {
+        assert!(
+            (keys as usize) < PROMPT,
+            "{keys} keys a pass: the test needs several"
+        );
+    }
+    // Relative to 1 + the largest |logit|, as in the test above.
+    let error = |pos: usize, have: &[f32]| {
+        let (err, scale) = logit_error(&expected[pos], have);
+        err / (1.0 + scale)
+    };
+    let bound = 1e-2;
+    let t = std::time::Instant::now();
+    let mut worst = (0f64, 0usize);
+    let mut checked = 0;
+    model
+        .prefill_logits(&ids[..PROMPT], 0, |pos, have| {
+            let err = error(pos, have);
+            assert!(
+                err <= bound,
+                "batches of {ubatch}: position {pos}'s logits {err} (relative) from exact math"
+            );
+            if err > worst.0 {
+                worst = (err, pos);
+            }
+            checked += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(checked, PROMPT);
+    eprintln!(
+        "batches of {ubatch}: {:.1} s on the GPU; worst relative error {:.2e} at {}",
+        t.elapsed().as_secs_f64(),
+        worst.0,
+        worst.1
+    );
+    let next = model
+        .forward_logits(Input::Token(ids[PROMPT]), PROMPT)
+        .unwrap();
+    let err = error(PROMPT, &next);
+    assert!(
+        err <= bound,
+        "the decode step after the prompt: {err} from exact math"
+    );
+    let audit = model.audit();
+    assert!(audit.defects().is_empty(), "{audit}");
     let _ = std::fs::remove_file(&path);
 }

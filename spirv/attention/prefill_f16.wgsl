@@ -48,6 +48,12 @@ fn v_pair(row: u32, p: u32) -> vec2<f32> {
 // step per row turns them into weights (the running max and sum, and the factor that
 // rescales the accumulator), then the V chunks are added into the accumulators.
 //
+// A dispatch walks the keys key_first..key_end (a multiple of KT apart): the host
+// splits them into passes where the device cuts an invocation's loops short (lavapipe
+// ends them all after 65,535 iterations; `PrefillAttention::keys_per_pass`). A row
+// whose last position is past key_end leaves its accumulators unnormalized in `out`
+// and its running max and sum in `state` for the next pass, which reads them back.
+//
 // Every accumulator lives in workgroup memory and every private value is a scalar:
 // arrays in registers indexed at run time are moved to slow local memory by drivers.
 // No subgroup operations, so any subgroup size is right.
@@ -66,6 +72,10 @@ struct Params {
     out_stride: u32,  // elements from one token's output to the next's
     scale: f32,       // what q is multiplied by before its dot products
     block_first: u32, // first row block of this dispatch (the grid's x is limited)
+    key_first: u32,   // the first key position of this pass
+    key_end: u32,     // the pass's keys end before this position
+    n_heads: u32,     // query heads: a token's rows of `state`
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -73,6 +83,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
 @group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+// (running max, running sum) of each (token, query head) row between passes.
+@group(0) @binding(5) var<storage, read_write> state: array<vec2<f32>>;
 
 const HALF: u32 = HD / 2u;
 // A row of the K/V tile is one pair longer than a chunk, so the positions that
@@ -90,11 +102,21 @@ var<workgroup> run_max: array<f32, ROWS>;
 var<workgroup> run_sum: array<f32, ROWS>;
 var<workgroup> rescale: array<f32, ROWS>;
 
+// The position of row `row`'s token.
+fn row_pos(row: u32) -> u32 {
+    return params.start + row / params.group;
+}
+
 // Where pair p of row `row` (of KV head kvh) starts in a buffer of `stride` elements
 // per token.
 fn row_element(row: u32, kvh: u32, p: u32, stride: u32) -> u32 {
     let head = kvh * params.group + row % params.group;
     return (row / params.group) * stride + head * HD + 2u * p;
+}
+
+// The state slot of row `row` (of KV head kvh): its token's, its query head's.
+fn state_slot(row: u32, kvh: u32) -> u32 {
+    return (row / params.group) * params.n_heads + kvh * params.group + row % params.group;
 }
 
 // Pairs c0..c0 + nc of rows r0..r0 + rows, scaled as decode attention scales q; the
@@ -124,21 +146,41 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let s0 = wid.z * SLICE;
     let s1 = min(s0 + SLICE, HALF);
     let last_pos = params.start + (r0 + rows - 1u) / params.group;
+    // Every row of the block finished in an earlier pass.
+    if (last_pos < params.key_first) {
+        return;
+    }
+    let width = s1 - s0;
+    let resumed = params.key_first > 0u;
 
+    // A row that a pass before this one left unfinished resumes from its accumulators
+    // and state; the rest (and every row of a first pass) start empty.
     for (var i = lid; i < ROWS * SLICE; i += WG) {
-        acc[i] = vec2<f32>(0.0);
+        let r = i / SLICE;
+        let p = i % SLICE;
+        var a = vec2<f32>(0.0);
+        if (resumed && r < rows && p < width && row_pos(r0 + r) >= params.key_first) {
+            let j = row_element(r0 + r, kvh, s0 + p, params.out_stride);
+            a = vec2<f32>(out[j], out[j + 1u]);
+        }
+        acc[i] = a;
     }
     if (lid < ROWS) {
-        run_max[lid] = NO_SCORE;
-        run_sum[lid] = 0.0;
+        var ml = vec2<f32>(NO_SCORE, 0.0);
+        if (resumed && lid < rows && row_pos(r0 + lid) >= params.key_first) {
+            ml = state[state_slot(r0 + lid, kvh)];
+        }
+        run_max[lid] = ml.x;
+        run_sum[lid] = ml.y;
     }
     if (Q_RESIDENT) {
         stage_q(r0, rows, kvh, 0u, HALF, lid);
     }
     workgroupBarrier();
 
-    for (var t0 = 0u; t0 <= last_pos; t0 += KT) {
-        let nt = min(KT, last_pos + 1u - t0);
+    let key_end = min(last_pos + 1u, params.key_end);
+    for (var t0 = params.key_first; t0 < key_end; t0 += KT) {
+        let nt = min(KT, key_end - t0);
         for (var c0 = 0u; c0 < HALF; c0 += CHUNK) {
             let nc = min(CHUNK, HALF - c0);
             if (!Q_RESIDENT) {
@@ -164,10 +206,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
 
         // Row r's online-softmax step: positions past its own are masked out (a row
-        // always sees position 0 in the first tile, so its max is a real score from
-        // then on and exp(NO_SCORE - max) is 0).
+        // sees position 0 in its first pass's first tile, so its max is a real score
+        // from then on and exp(NO_SCORE - max) is 0; a row finished in an earlier pass
+        // sees nothing and keeps NO_SCORE).
         if (lid < rows) {
-            let pos = params.start + (r0 + lid) / params.group;
+            let pos = row_pos(r0 + lid);
             let seen = select(0u, min(nt, pos + 1u - t0), pos >= t0);
             let row = lid * KT;
             let m_old = run_max[lid];
@@ -210,12 +253,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
 
-    let width = s1 - s0;
+    // Rows whose last position this pass reached are normalized; the rest keep their
+    // running sums for the next pass (one slice writes the state all slices share).
     for (var i = lid; i < rows * width; i += WG) {
         let r = i / width;
         let p = i % width;
+        let pos = row_pos(r0 + r);
+        if (pos < params.key_first) {
+            continue;
+        }
         let j = row_element(r0 + r, kvh, s0 + p, params.out_stride);
-        let v = acc[r * SLICE + p] / run_sum[r];
+        var v = acc[r * SLICE + p];
+        if (pos < params.key_end) {
+            v /= run_sum[r];
+        } else if (p == 0u && wid.z == 0u) {
+            state[state_slot(r0 + r, kvh)] = vec2<f32>(run_max[r], run_sum[r]);
+        }
         out[j] = v.x;
         out[j + 1u] = v.y;
     }

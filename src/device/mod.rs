@@ -19,7 +19,10 @@ pub use probe::{
     bandwidth_probe, f32_compute_probe, int8_compute_probe, probe_sources, ComputeProbe,
     FloatComputeProbe, ProbeResult, StreamRead,
 };
-pub use profile::{Backend, CoopInput, CoopMatrix, DeviceProfile, Tuning, Vendor, PRESETS};
+pub use profile::{
+    Backend, CoopInput, CoopMatrix, DeviceProfile, Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,
+    PRESETS,
+};
 pub use wgpu_device::{list_adapters, AdapterChoice, AdapterSummary, WgpuDevice, UPLOAD_CHUNK};
 
 use std::sync::{Arc, Mutex};

@@ -77,6 +77,13 @@ pub struct DeviceProfile {
     /// ([`CoopMatrix::pick`]).
     #[serde(default)]
     pub coop_matrix: Option<CoopMatrix>,
+    /// Loop iterations one shader invocation may run, all its loops together, where the
+    /// driver ends them past that: llvmpipe (lavapipe) stops every loop of an invocation
+    /// silently once 65,535 iterations have run (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS,
+    /// "shared between every loop" in `lp_bld_limits.h`). Kernels whose loops grow with
+    /// the context split their work so no invocation comes near it. None: no such limit.
+    #[serde(default)]
+    pub loop_iterations: Option<u64>,
     /// The router's measured thresholds and launch sizes for this device.
     #[serde(default)]
     pub tuning: Tuning,
@@ -235,6 +242,9 @@ impl Default for Tuning {
 /// The names accepted by `DeviceProfile::preset`.
 pub const PRESETS: [&str; 4] = ["m4-max", "rdna4", "h200", "lavapipe"];
 
+/// The loop iterations llvmpipe lets one invocation run ([`DeviceProfile::loop_iterations`]).
+pub const LLVMPIPE_LOOP_ITERATIONS: u64 = 65_535;
+
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
@@ -265,6 +275,7 @@ impl DeviceProfile {
             memory_bytes: None,
             compute_units: None,
             coop_matrix: None,
+            loop_iterations: None,
             tuning: Tuning::H200,
         };
         let profile = match name {
@@ -329,6 +340,7 @@ impl DeviceProfile {
                 subgroup_max: 8,
                 max_binding_bytes: 128 * MIB,
                 storage_offset_alignment: 16,
+                loop_iterations: Some(LLVMPIPE_LOOP_ITERATIONS),
                 ..base
             },
             other => {

@@ -9,7 +9,7 @@ use super::ledger::Ledger;
 use super::{
     Access, Backend, BufferId, BufferUse, Command, CommandList, CoopInput, CoopMatrix, Device,
     DeviceProfile, LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing,
-    Tuning, Vendor,
+    Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,
 };
 use crate::{Error, Result};
 
@@ -475,6 +475,7 @@ impl WgpuDevice {
             memory_bytes: device_memory_bytes(&adapter),
             compute_units: None,
             coop_matrix,
+            loop_iterations: (info.driver == "llvmpipe").then_some(LLVMPIPE_LOOP_ITERATIONS),
             tuning: Tuning::default(),
         };
         // wgpu reports no compute-unit count: a known adapter's comes from its preset,

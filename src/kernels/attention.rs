@@ -27,7 +27,8 @@ use super::{PipelineCache, PipelineTemplate};
 
 mod prefill;
 pub use prefill::{
-    PrefillAttention, PrefillPipelines, PREFILL_CHUNK, PREFILL_WG, PREFILL_WORKGROUP_BYTES,
+    PrefillAttention, PrefillPipelines, PREFILL_CHUNK, PREFILL_STATE_BYTES, PREFILL_WG,
+    PREFILL_WORKGROUP_BYTES,
 };
 
 /// The attention heads of a layer, as RoPE and the KV cache see them.
@@ -382,6 +383,9 @@ pub struct AttentionLaunch {
     target_workgroups: u64,
     /// Positions per chunk at least.
     min_chunk: u64,
+    /// Positions per chunk at most, where the device cuts an invocation's loops short
+    /// ([`DeviceProfile::loop_iterations`]).
+    max_chunk: Option<u64>,
 }
 
 /// Invocations of a subgroup decode workgroup, where its workgroup memory allows. On
@@ -404,6 +408,10 @@ pub const DECODE_ROWS: u32 = 4;
 pub const DECODE_MIN_CHUNK: u64 = 64;
 /// Workgroup memory the subgroup kernel may take, however much the device has.
 pub const DECODE_WORKGROUP_BYTES: u64 = 40 << 10;
+/// Loop iterations a decode invocation runs outside its chunk's steps, at most: the
+/// query's staging, the teams' merge, the chunks' merge by the last workgroup (its
+/// rounds over a context's chunks) and the output.
+const DECODE_FIXED_LOOP_ITERATIONS: u64 = 4096;
 /// Invocations of a portable decode workgroup.
 pub const PORTABLE_WG: u32 = 256;
 /// Positions per tile of the portable kernel.
@@ -488,6 +496,7 @@ impl AttentionLaunch {
             n_ctx,
             target_workgroups: target_workgroups.max(1),
             min_chunk: DECODE_MIN_CHUNK.next_multiple_of(teams * DECODE_ROWS as u64),
+            max_chunk: None,
         })
     }
 
@@ -534,6 +543,7 @@ impl AttentionLaunch {
             n_ctx,
             target_workgroups: target_workgroups.max(1),
             min_chunk: PORTABLE_TILE as u64,
+            max_chunk: None,
         })
     }
 
@@ -601,6 +611,69 @@ impl AttentionLaunch {
         }
     }
 
+    /// This launch with chunks short enough that no invocation runs more than half of
+    /// `limit` loop iterations (a margin for loops the count misses), where the device
+    /// has such a limit; a context longer than the chunks `target_workgroups` allows
+    /// then takes more chunks.
+    pub fn with_loop_limit(self, limit: Option<u64>) -> Result<AttentionLaunch> {
+        let Some(limit) = limit else {
+            return Ok(AttentionLaunch {
+                max_chunk: None,
+                ..self
+            });
+        };
+        let (per_step, step_positions) = self.loop_iterations_per_step();
+        let steps = (limit / 2).saturating_sub(DECODE_FIXED_LOOP_ITERATIONS) / per_step;
+        if steps == 0 {
+            return Err(Error::Invalid(format!(
+                "decode attention: a step over {step_positions} positions takes {per_step} \
+                 loop iterations of an invocation, and the device allows {limit} in all"
+            )));
+        }
+        Ok(AttentionLaunch {
+            max_chunk: Some(steps * step_positions),
+            ..self
+        })
+    }
+
+    /// Loop iterations an invocation runs per step of its chunk, at most, and the
+    /// positions a step covers: each loop counted as its trips plus one (the trip that
+    /// finds it done, which lavapipe's count includes).
+    fn loop_iterations_per_step(&self) -> (u64, u64) {
+        let wg = self.wg as u64;
+        let g = self.heads_per_group as u64;
+        match self.kernel {
+            DecodeKernel::Subgroup { team, lane_words } => {
+                let (team, lw) = (team as u64, lane_words as u64);
+                let slot_lanes = (team / 4).max(1);
+                let butterfly = slot_lanes.ilog2() as u64 + 1;
+                let spread = if lw > 1 { (lw + 1) + lw * (g + 1) } else { 0 };
+                let teams = wg / team;
+                (
+                    1 + (lw + 1) + butterfly + spread,
+                    teams * DECODE_ROWS as u64,
+                )
+            }
+            DecodeKernel::Portable { tile, acc } => {
+                let (tile, acc) = (tile as u64, acc as u64);
+                let half = self.heads.head_dim / 2;
+                let dots = (g * tile).div_ceil(wg);
+                let per_tile = 1
+                    + (dots + 1)
+                    + dots * (half + 1)
+                    + 2 * (tile + 1)
+                    + (acc + 1)
+                    + acc * (tile + 1);
+                (per_tile, tile)
+            }
+        }
+    }
+
+    /// Positions per chunk at most (None: as many as the split gives).
+    pub fn max_chunk(&self) -> Option<u64> {
+        self.max_chunk
+    }
+
     /// Workgroups per chunk: one per KV head and head group.
     pub fn workgroups_per_chunk(&self) -> u64 {
         self.heads.n_kv_heads * self.head_groups()
@@ -618,10 +691,15 @@ impl AttentionLaunch {
     }
 
     /// The chunks of a step over `n_pos` positions: as many chunks of at least
-    /// `min_chunk` positions as fit, up to [`max_chunks`](Self::max_chunks).
+    /// `min_chunk` positions as fit, up to [`max_chunks`](Self::max_chunks), and more
+    /// where chunks would be longer than [`max_chunk`](Self::max_chunk).
     pub fn split(&self, n_pos: u64) -> Split {
         let n_pos = n_pos.max(1);
         let n_chunks = (n_pos / self.min_chunk).clamp(1, self.max_chunks());
+        let n_chunks = match self.max_chunk {
+            Some(most) => n_chunks.max(n_pos.div_ceil(most)),
+            None => n_chunks,
+        };
         let chunk = n_pos.div_ceil(n_chunks);
         Split {
             n_pos,

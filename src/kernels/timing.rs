@@ -13,7 +13,9 @@
 use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
-use crate::kernels::attention::{AttentionLaunch, Heads, KvType, Partials, PrefillAttention};
+use crate::kernels::attention::{
+    AttentionLaunch, Heads, KvType, Partials, PrefillAttention, PREFILL_STATE_BYTES,
+};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
@@ -219,6 +221,12 @@ pub fn time_prefill_attention(
         0,
         q_bytes,
     );
+    let state_bytes = n_tokens * h.n_heads * PREFILL_STATE_BYTES;
+    let state = Slice::new(
+        buffers.create("state", state_bytes, BufferUse::Storage)?,
+        0,
+        state_bytes,
+    );
     let pipelines = launch.pipelines(device, cache)?;
     let iters = effort.iters.max(copies.min(64));
     let mut list = CommandList::new();
@@ -233,6 +241,7 @@ pub fn time_prefill_attention(
             k,
             v,
             (out, q_width),
+            state,
         )?;
         per_iter = ds.len();
         ds.into_iter().for_each(|d| list.dispatch(d));

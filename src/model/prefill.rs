@@ -19,7 +19,7 @@ use super::plan::{LayerPlan, Offsets, PlannedMatrix};
 use super::Input;
 use super::{Activation, Config, Matrix, Model};
 use crate::device::{BufferUse, CommandList, DeviceProfile, OwnedBuffers, PipelineId, Slice};
-use crate::kernels::attention::{PrefillAttention, PrefillPipelines};
+use crate::kernels::attention::{PrefillAttention, PrefillPipelines, PREFILL_STATE_BYTES};
 use crate::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::Q8_GROUP_BYTES;
 use crate::kernels::ops::{BatchNeeds, BatchOps};
@@ -88,6 +88,7 @@ pub struct LayerMatmuls {
 struct Widths {
     dim: u64,
     q_dim: u64,
+    n_heads: u64,
     /// q, k and v side by side (`Offsets`).
     qkv: u64,
     /// gate and up side by side.
@@ -101,6 +102,7 @@ impl Widths {
         Widths {
             dim: config.dim as u64,
             q_dim: (config.n_heads * config.head_dim) as u64,
+            n_heads: config.n_heads as u64,
             qkv: offsets.v_first + config.kv_dim() as u64,
             gate_up: offsets.up_first + ffn,
             ffn,
@@ -108,7 +110,7 @@ impl Widths {
     }
 
     /// Bytes per token of each batch buffer, in the order `BatchActivations` makes them.
-    fn buffer_bytes(&self) -> [(&'static str, u64); 9] {
+    fn buffer_bytes(&self) -> [(&'static str, u64); 10] {
         [
             ("prefill tokens", 4),
             ("prefill x", 4 * self.dim),
@@ -117,6 +119,10 @@ impl Widths {
             ("prefill q, k, v", 4 * self.qkv),
             ("prefill attention out", 4 * self.q_dim),
             ("prefill attention out as q8", q8_row(self.q_dim)),
+            (
+                "prefill attention state",
+                PREFILL_STATE_BYTES * self.n_heads,
+            ),
             ("prefill block out", 4 * self.dim),
             ("prefill ffn gate, up", 4 * self.gate_up),
         ]
@@ -355,10 +361,17 @@ impl std::fmt::Display for PrefillPlan {
                         }
                     }
                 }
+                let passes = match b.attention.keys_per_pass() {
+                    Some(keys) => format!(
+                        " in passes of {keys} keys (the device stops an invocation's loops \
+                         past a count)"
+                    ),
+                    None => String::new(),
+                };
                 write!(
                     f,
-                    "batches of {} ({}); matmuls {} ({}); attention {}; prompt logits (when \
-                     asked for) {}",
+                    "batches of {} ({}); matmuls {} ({}); attention {}{passes}; prompt logits \
+                     (when asked for) {}",
                     b.ubatch,
                     b.ubatch_reason,
                     kernels.join(", "),
@@ -392,6 +405,7 @@ struct BatchActivations {
     qkv: Slice,
     att: Slice,
     att_q8: Slice,
+    att_state: Slice,
     out: Slice,
     gate_up: Slice,
     hidden_q8: Option<Slice>,
@@ -431,6 +445,7 @@ impl PrefillState {
             qkv: next(),
             att: next(),
             att_q8: next(),
+            att_state: next(),
             out: next(),
             gate_up: next(),
             hidden_q8: needs
@@ -691,6 +706,7 @@ impl Model {
                 layer.k_cache,
                 layer.v_cache,
                 (att, w.q_dim),
+                a.att_state,
             )? {
                 list.dispatch(d);
             }

@@ -90,7 +90,9 @@ pub fn route_attention(
         (None, true) if profile.backend == Backend::Vulkan => Merge::LastWorkgroup,
         (None, _) => Merge::CombinePass,
     };
-    let launch = launch.with_merge(merge)?;
+    let launch = launch
+        .with_merge(merge)?
+        .with_loop_limit(profile.loop_iterations)?;
     launch.check(profile)?;
     clauses.push(match launch.kernel() {
         DecodeKernel::Subgroup { team, lane_words } => Clause::AttentionSubgroups {
@@ -124,6 +126,10 @@ pub fn route_attention(
         kv: query.kv,
         kb_per_token: launch.kv_bytes_read(1) as f64 / 1e3,
     };
-    clauses.extend([chunks, merge, cache]);
+    clauses.extend([chunks, merge]);
+    if let (Some(limit), Some(max_chunk)) = (profile.loop_iterations, launch.max_chunk()) {
+        clauses.push(Clause::AttentionLoopLimit { limit, max_chunk });
+    }
+    clauses.push(cache);
     Ok(AttentionRoute { launch, clauses })
 }

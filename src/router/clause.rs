@@ -114,6 +114,12 @@ pub enum Clause {
         backend: Backend,
         forced: bool,
     },
+    /// The device ends an invocation's loops after `limit` iterations in all, so a
+    /// chunk of decode attention holds at most `max_chunk` positions.
+    AttentionLoopLimit {
+        limit: u64,
+        max_chunk: u64,
+    },
     KvCache {
         kv: KvType,
         kb_per_token: f64,
@@ -217,6 +223,11 @@ impl std::fmt::Display for Clause {
                  {workgroups_per_chunk} workgroups (about {target}{}); one chunk writes the \
                  output",
                 forced(on)
+            ),
+            Clause::AttentionLoopLimit { limit, max_chunk } => write!(
+                f,
+                "the device stops an invocation's loops after {limit} iterations: chunks of \
+                 at most {max_chunk} positions (more chunks for a longer context)"
             ),
             Clause::AttentionMerge {
                 merge: Merge::LastWorkgroup,

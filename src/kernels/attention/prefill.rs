@@ -65,6 +65,10 @@ pub struct PrefillAttention {
     slice: u32,
     /// The grid's limit per dimension: more row blocks take more dispatches.
     max_workgroups_per_dim: u32,
+    /// Key positions a dispatch walks at most, where the device cuts an invocation's
+    /// loops short ([`DeviceProfile::loop_iterations`]): longer prompts take a pass
+    /// per this many keys. None: every key in one pass.
+    keys_per_pass: Option<u64>,
 }
 
 /// The pipelines of a [`PrefillAttention`] on a device.
@@ -74,14 +78,94 @@ pub struct PrefillPipelines {
     pub prefill: PipelineId,
 }
 
-const PREFILL_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+const PREFILL_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+/// Bytes of the prefill kernel's parameters (the WGSL's `Params`).
+const PREFILL_PARAMS_BYTES: u32 = 48;
+/// Bytes of a (token, query head) row's state between passes: its running max and sum.
+pub const PREFILL_STATE_BYTES: u64 = 8;
 
 impl PrefillAttention {
     /// The launch for `profile`: tiles as large as its workgroup memory allows, up to
     /// [`PREFILL_WORKGROUP_BYTES`].
     pub fn new(heads: Heads, kv: KvType, profile: &DeviceProfile) -> Result<PrefillAttention> {
         let budget = (profile.workgroup_storage_bytes as u64).min(PREFILL_WORKGROUP_BYTES);
-        Self::with_budget(heads, kv, budget, profile.max_workgroups_per_dim)
+        Self::with_budget(heads, kv, budget, profile.max_workgroups_per_dim)?
+            .with_loop_limit(profile.loop_iterations)
+    }
+
+    /// This launch with its keys split into passes that keep each invocation's loop
+    /// iterations within half of `limit` (a margin for loops the count below misses),
+    /// where the device has one; every key in one pass where it has none.
+    pub fn with_loop_limit(self, limit: Option<u64>) -> Result<PrefillAttention> {
+        let Some(limit) = limit else {
+            return Ok(PrefillAttention {
+                keys_per_pass: None,
+                ..self
+            });
+        };
+        let budget = (limit / 2).saturating_sub(self.fixed_loop_iterations());
+        let tiles = budget / self.loop_iterations_per_key_tile();
+        if tiles == 0 {
+            return Err(Error::Invalid(format!(
+                "prefill attention: a key tile takes {} loop iterations of an invocation,                  and the device allows {limit} in all",
+                self.loop_iterations_per_key_tile() + self.fixed_loop_iterations()
+            )));
+        }
+        Ok(PrefillAttention {
+            keys_per_pass: Some(tiles * self.key_tile as u64),
+            ..self
+        })
+    }
+
+    /// Loop iterations an invocation of `attention/prefill.wgsl` runs per key tile, at
+    /// most: each loop counted as its trips plus one (the trip that finds it done, which
+    /// lavapipe's count includes).
+    fn loop_iterations_per_key_tile(&self) -> u64 {
+        let (wg, rows, kt, chunk) = (
+            self.wg as u64,
+            self.rows as u64,
+            self.key_tile as u64,
+            self.chunk as u64,
+        );
+        let half = self.heads.head_dim / 2;
+        let strided = |n: u64| n.div_ceil(wg) + 1;
+        let q_chunks = half.div_ceil(chunk);
+        let q_staging = if chunk == half {
+            0
+        } else {
+            strided(rows * chunk)
+        };
+        let scores = strided(rows * kt) + (rows * kt).div_ceil(wg) * (chunk + 1);
+        let per_q_chunk = q_staging + strided(kt * chunk) + scores;
+        let softmax = 2 * (kt + 1);
+        let v_chunks = (self.slice as u64).div_ceil(chunk);
+        let per_v_chunk =
+            strided(kt * chunk) + strided(rows * chunk) + (rows * chunk).div_ceil(wg) * (kt + 1);
+        1 + (q_chunks + 1)
+            + q_chunks * per_q_chunk
+            + softmax
+            + (v_chunks + 1)
+            + v_chunks * per_v_chunk
+    }
+
+    /// Loop iterations an invocation runs outside its key tiles: the accumulators'
+    /// start, the resident q and the output.
+    fn fixed_loop_iterations(&self) -> u64 {
+        let wg = self.wg as u64;
+        let strided = |n: u64| n.div_ceil(wg) + 1;
+        let rows = self.rows as u64;
+        2 * strided(rows * self.slice as u64) + strided(rows * self.heads.head_dim / 2)
+    }
+
+    /// Key positions a dispatch walks at most (None: all of them in one).
+    pub fn keys_per_pass(&self) -> Option<u64> {
+        self.keys_per_pass
     }
 
     /// The launch whose workgroups take at most `workgroup_bytes` of workgroup memory:
@@ -112,6 +196,7 @@ impl PrefillAttention {
                     chunk,
                     slice,
                     max_workgroups_per_dim: max_workgroups_per_dim.max(1),
+                    keys_per_pass: None,
                 });
             }
             if slice == 1 {
@@ -262,7 +347,10 @@ impl PrefillAttention {
             48,
         )?;
         let prefill = cache.get_or_create(device, &self.pipeline_key(), || {
-            Ok((self.source()?, template(32, PREFILL_STORAGE)))
+            Ok((
+                self.source()?,
+                template(PREFILL_PARAMS_BYTES, PREFILL_STORAGE),
+            ))
         })?;
         Ok(PrefillPipelines {
             rope_kv_batch,
@@ -321,8 +409,10 @@ impl PrefillAttention {
     /// Causal attention of `n_tokens` query tokens at positions `start..` over the
     /// cache: token t's q rows at element `t * q_stride` of `q` (query head h at
     /// `+ h * head_dim`), its output rows at `t * out_stride` of `out` (f32), and
-    /// token t attends to cache rows `0..=start + t`, which must all be written. One
-    /// dispatch, more where the row blocks exceed the grid's limit.
+    /// token t attends to cache rows `0..=start + t`, which must all be written.
+    /// `state` holds [`PREFILL_STATE_BYTES`] per (token, query head) between passes
+    /// ([`Self::keys_per_pass`]). One dispatch, more where the row blocks exceed the
+    /// grid's limit or the keys take several passes.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatches(
         &self,
@@ -333,12 +423,14 @@ impl PrefillAttention {
         k_cache: Slice,
         v_cache: Slice,
         (out, out_stride): (Slice, u64),
+        state: Slice,
     ) -> Result<Vec<Dispatch>> {
         let h = self.heads;
         let q_width = h.n_heads * h.head_dim;
         let n_pos = start + n_tokens;
         let cache_bytes = n_pos * h.n_kv_heads * self.kv.row_bytes(h.head_dim);
         let rows_bytes = |stride: u64| ((n_tokens.max(1) - 1) * stride + q_width) * 4;
+        let state_bytes = n_tokens * h.n_heads * PREFILL_STATE_BYTES;
         let fail = |what: String| Err(Error::Invalid(format!("prefill attention: {what}")));
         if n_tokens == 0 {
             return fail("no tokens".into());
@@ -368,15 +460,27 @@ impl PrefillAttention {
                 out.size
             ));
         }
+        if state.size < state_bytes {
+            return fail(format!(
+                "{n_tokens} tokens need {state_bytes} bytes of state; the slice holds {}",
+                state.size
+            ));
+        }
         let scale = 1.0 / (h.head_dim as f32).sqrt();
         let n_blocks = self.n_blocks(n_tokens);
         let per_dispatch = self.max_workgroups_per_dim as u64;
         let per_block = self.kv_bytes_read(start, n_tokens) / n_blocks;
-        Ok((0..n_blocks)
-            .step_by(per_dispatch as usize)
-            .map(|first| {
-                let blocks = per_dispatch.min(n_blocks - first);
-                Dispatch {
+        let keys_per_pass = self.keys_per_pass.unwrap_or(n_pos).max(1);
+        let mut dispatches = Vec::new();
+        for key_first in (0..n_pos).step_by(keys_per_pass as usize) {
+            let key_end = (key_first + keys_per_pass).min(n_pos);
+            // Blocks run latest first, so those still unfinished lead the grid.
+            let active = (0..n_blocks)
+                .filter(|&b| self.block_last_pos(start, n_tokens, b) >= key_first)
+                .count() as u64;
+            for first in (0..active).step_by(per_dispatch as usize) {
+                let blocks = per_dispatch.min(active - first);
+                dispatches.push(Dispatch {
                     pipeline: p.prefill,
                     params: vec![
                         h.n_kv_heads as u32,
@@ -387,23 +491,33 @@ impl PrefillAttention {
                         out_stride as u32,
                         scale.to_bits(),
                         first as u32,
+                        key_first as u32,
+                        key_end as u32,
+                        h.n_heads as u32,
+                        0,
                     ],
-                    storage: vec![q, k_cache, v_cache, out],
+                    storage: vec![q, k_cache, v_cache, out, state],
                     workgroups: [blocks as u32, h.n_kv_heads as u32, self.n_slices() as u32],
-                    bytes_read: per_block * blocks + rows_bytes(q_stride) * blocks / n_blocks,
-                }
-            })
-            .collect())
+                    bytes_read: (per_block * blocks + rows_bytes(q_stride) * blocks / n_blocks)
+                        * (key_end - key_first)
+                        / n_pos,
+                });
+            }
+        }
+        Ok(dispatches)
+    }
+
+    /// The position of the last token of row block `b` (in token order).
+    fn block_last_pos(&self, start: u64, n_tokens: u64, b: u64) -> u64 {
+        let n_rows = n_tokens * self.heads.group();
+        start + (((b + 1) * self.rows as u64).min(n_rows) - 1) / self.heads.group()
     }
 
     /// K and V bytes the workgroups of a prefill read from the cache (each K tile once
     /// per output slice, each V pair once), per layer.
     pub fn kv_bytes_read(&self, start: u64, n_tokens: u64) -> u64 {
-        let group = self.heads.group();
-        let n_rows = n_tokens * group;
-        let rows = self.rows as u64;
         let positions: u64 = (0..self.n_blocks(n_tokens))
-            .map(|b| start + (((b + 1) * rows).min(n_rows) - 1) / group + 1)
+            .map(|b| self.block_last_pos(start, n_tokens, b) + 1)
             .sum();
         let row_bytes = self.heads.n_kv_heads * self.kv.row_bytes(self.heads.head_dim);
         positions * row_bytes * (self.n_slices() + 1)
