@@ -279,7 +279,7 @@ fn prefill(
                 for &n_tokens in &args.prefill_tokens {
                     let t =
                         time_prefill_attention(device, cache, &launch, start, n_tokens, effort)?;
-                    let bytes = launch.kv_bytes_read(start, n_tokens);
+                    let bytes = launch.kv_bytes_read(start, n_tokens, None);
                     let flops = launch.flops(start, n_tokens);
                     println!(
                         "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2}",

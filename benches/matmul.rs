@@ -15,7 +15,7 @@ use brass::kernels::timing::{time_matmul, Effort};
 use brass::kernels::PipelineCache;
 use brass::model::synthetic::{SyntheticSpec, PRESETS};
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
+use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
 use clap::Parser;
 use serde::Serialize;
 
@@ -90,9 +90,9 @@ fn run(args: &Args) -> brass::Result<()> {
     let profile = device.profile().clone();
     let probe = int8_compute_probe(&device, 5, 20.0)?;
     let f32_probe = f32_compute_probe(&device, 5, 20.0)?;
-    let mut engines = vec![MatmulEngine::route(&profile, Some(false))?.0];
-    match MatmulEngine::route(&profile, Some(true)) {
-        Ok((coop, _)) => engines.push(coop),
+    let mut engines = vec![route_matmul_engine(&profile, Some(false))?.engine()];
+    match route_matmul_engine(&profile, Some(true)) {
+        Ok(coop) => engines.push(coop.engine()),
         Err(e) => println!("{e}"),
     }
     println!("{}\n{probe}\n{f32_probe}\n", profile.name);

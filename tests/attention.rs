@@ -428,6 +428,75 @@ fn decode_attention_over_a_window_matches_the_reference() {
     }
 }
 
+/// Causal prefill attention of a local layer: each token sees only its last `window`
+/// positions, against the reference over those cache rows. Windows of one position, of
+/// less than a key tile, of several tiles, and one longer than the cache; tokens
+/// starting at 0 and deep into the cache; each format; the device's launch, one with
+/// short key passes (so a window crosses pass boundaries) and the sliced tiny launch.
+#[test]
+fn prefill_attention_over_a_window_matches_the_reference() {
+    let g = Gpu::new();
+    let profile = g.device.profile();
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd) in [(4usize, 1usize, 256usize), (8, 2, 64)] {
+            let h = heads(n_heads, n_kv, hd, hd);
+            let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+            let own = PrefillAttention::new(h, kv, profile).unwrap();
+            let mut launches = vec![own.clone(), own.with_loop_limit(Some(16_384)).unwrap()];
+            launches.extend(prefill_launches(&g, h, kv).into_iter().skip(1));
+            for (start, n_tokens, window) in [
+                (0usize, 40usize, 1usize),
+                (0, 64, 20),
+                (1000, 48, 100),
+                (1500, 70, 512),
+                (10, 30, 4096),
+            ] {
+                let n_pos = start + n_tokens;
+                let mut rng = common::Rng::new((start * 7 + window + hd) as u64);
+                let k = rng.vec(n_pos * kv_dim);
+                let v = rng.vec(n_pos * kv_dim);
+                let q: Vec<f32> = rng.vec(n_tokens * q_dim).iter().map(|x| x * 2.0).collect();
+                let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+                let expected: Vec<f32> = (0..n_tokens)
+                    .flat_map(|t| {
+                        let pos = start + t;
+                        let first = (pos + 1).saturating_sub(window);
+                        let (kw, vw) = (&ks[first * kv_dim..], &vs[first * kv_dim..]);
+                        let qt = &q[t * q_dim..][..q_dim];
+                        attention_ref(qt, kw, vw, n_heads, n_kv, hd, pos + 1 - first)
+                    })
+                    .collect();
+                let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
+                for launch in &launches {
+                    let p = launch.pipelines(&g.device, &g.cache).unwrap();
+                    let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
+                    let ds = launch
+                        .dispatches(
+                            &p,
+                            start as u64,
+                            n_tokens as u64,
+                            (qb, q_dim as u64),
+                            kc,
+                            vc,
+                            (out, q_dim as u64),
+                            g.zeros(prefill_state_bytes(h, n_tokens)),
+                            Some(window as u64),
+                        )
+                        .unwrap();
+                    g.run(ds);
+                    let ctx = format!(
+                        "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, window \
+                         {window}, keys per pass {:?}",
+                        launch.pipeline_key(),
+                        launch.keys_per_pass()
+                    );
+                    assert_close(&ctx, &expected, &g.get(out), 2e-5);
+                }
+            }
+        }
+    }
+}
+
 /// Steps that share one set of partials, as a model's layers and tokens do: splits of
 /// different sizes (and single chunks) in one submission, twice, each against its
 /// reference, and the merge counts back at zero after each submission (a count left
@@ -821,6 +890,7 @@ fn prefill_attention_matches_the_reference() {
                                 vc,
                                 (out, q_dim as u64),
                                 state,
+                                None,
                             )
                             .unwrap();
                         let n_dispatches = ds.len();
@@ -894,6 +964,7 @@ fn prefill_attention_in_key_passes_matches_the_reference() {
                             g.cache(kv, &v, hd),
                             (out, q_dim as u64),
                             g.zeros(prefill_state_bytes(h, n_tokens)),
+                            None,
                         )
                         .unwrap();
                     let n_dispatches = ds.len();

@@ -14,7 +14,7 @@ use brass::kernels::attention::{KvType, RopeStyle};
 use brass::kernels::matvec::Family;
 use brass::kernels::ops::Activation;
 use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, SyntheticWindow};
-use brass::model::{Config, Input, LoadOptions, Model};
+use brass::model::{Config, Input, LoadOptions, Model, PrefillPlan};
 use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};
 use common::exact::Exact;
@@ -199,9 +199,49 @@ fn check(arch: Arch) {
         eprintln!(
             "{arch} {route} route: worst relative logit error {worst:.2e}, top-1 flips {flips:?}"
         );
+        // The same prompt in batches of 5 (a window of 8 spans two or three), every
+        // position's logits (the last from its decode step, as ever).
+        let batched = LoadOptions {
+            ubatch: Some(5),
+            ..options
+        };
+        let in_batches = Model::from_gguf(device.clone(), &file, &batched).unwrap();
+        assert!(
+            matches!(in_batches.plan().prefill, PrefillPlan::Batched(_)),
+            "{arch} {route}: {}",
+            in_batches.plan().prefill
+        );
+        let mut from_batches = Vec::new();
+        in_batches
+            .prefill_logits(&ids, 0, |_, logits| {
+                from_batches.push(logits.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        let (batch_worst, batch_flips) = compare(&want, &from_batches);
+        let apart = relative_apart(&have, &from_batches);
+        eprintln!(
+            "{arch} {route} route in batches: worst relative logit error {batch_worst:.2e}, \
+             top-1 flips {batch_flips:?}; {apart:.2e} from token at a time"
+        );
+        let audit = in_batches.audit();
+        assert!(audit.defects().is_empty(), "{audit}");
         if !bounded {
+            assert!(
+                apart <= DEFAULT_APART,
+                "{arch} {route} route: batched logits {apart:.2e} (relative) from token at a time"
+            );
             continue;
         }
+        assert!(
+            batch_worst <= EXACT_BOUND && batch_flips.is_empty(),
+            "{arch} {route} route in batches: {batch_worst:.2e} from exact math, flips \
+             {batch_flips:?}"
+        );
+        assert!(
+            apart <= EXACT_APART,
+            "{arch} {route} route: batched logits {apart:.2e} (relative) from token at a time"
+        );
         let bound = EXACT_BOUND;
         assert!(
             worst <= bound,
@@ -219,6 +259,29 @@ fn check(arch: Arch) {
 }
 
 const EXACT_BOUND: f64 = 1.5e-2;
+
+/// How far batched logits may be from token at a time's, relative to the largest
+/// |logit|. The exact route's batches multiply f32 x where its matvecs stage x as f16:
+/// ... The default route rounds x to int8 alike in both, and the sums' order differs.
+const EXACT_APART: f64 = 1.5e-2;
+const DEFAULT_APART: f64 = 1e-2;
+
+/// The largest |a - b| over the positions, relative to the largest |a|.
+fn relative_apart(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| {
+            let scale = a.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+            let err = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            err as f64 / scale
+        })
+        .fold(0f64, f64::max)
+}
 
 #[test]
 fn qwen2_synthetic_matches_exact_math() {

@@ -243,7 +243,7 @@ fn long_prompt_matches_exact_math() {
     let PrefillPlan::Batched(batched) = &model.plan().prefill else {
         panic!("{}", model.plan().prefill);
     };
-    if let Some(keys) = batched.attention.keys_per_pass() {
+    if let Some(keys) = batched.attention.launch().keys_per_pass() {
         assert!(
             (keys as usize) < PROMPT,
             "{keys} keys a pass: the test needs several"

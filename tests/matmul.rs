@@ -19,7 +19,7 @@ use brass::kernels::matmul::{
 use brass::kernels::matvec::{self, quantize_x_q8, Family, MatvecLaunch, Q8_GROUP_BYTES};
 use brass::kernels::PipelineCache;
 use brass::quant::{dequantize, random_blocks, GgmlType};
-use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
+use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
 
 const TOKEN_COUNTS: [u64; 5] = [1, 2, 7, 64, 300];
 
@@ -81,8 +81,8 @@ struct Case {
 /// The engine `coop` asks for on the device under test, or None (with a note) where it
 /// has no cooperative matrices.
 fn engine(device: &dyn Device, coop: bool) -> Option<MatmulEngine> {
-    match MatmulEngine::route(device.profile(), Some(coop)) {
-        Ok((engine, _)) => Some(engine),
+    match route_matmul_engine(device.profile(), Some(coop)) {
+        Ok(routed) => Some(routed.engine()),
         Err(e) if coop => {
             eprintln!(
                 "cooperative-matrix matmuls not run on {}: {e}",
@@ -357,35 +357,6 @@ fn float_matmul_over_split_weights_writes_side_by_side() {
     }
 }
 
-/// The router's clause: cooperative matrices where the adapter has them and a batch
-/// fills the device with their tiles, dot4 otherwise or when asked; asked for where
-/// there are none, a clear refusal.
-#[test]
-fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
-    let h200 = DeviceProfile::preset("h200").unwrap();
-    let (coop, why) = MatmulEngine::route(&h200, None).unwrap();
-    assert!(matches!(coop, MatmulEngine::CoopMatrix { .. }), "{coop:?}");
-    assert!(why.contains("cooperative matrices"), "{why}");
-    // 4,096 rows at 512 tokens: 32 x 4 tiles of 128; 1,024 rows: 8 x 4.
-    assert_eq!(coop.for_matrix(&h200, 4096, 512).unwrap(), coop);
-    assert!(matches!(
-        coop.for_matrix(&h200, 1024, 512).unwrap(),
-        MatmulEngine::Dot4 { .. }
-    ));
-    let (off, why) = MatmulEngine::route(&h200, Some(false)).unwrap();
-    assert!(matches!(off, MatmulEngine::Dot4 { k_groups: 4 }), "{off:?}");
-    assert!(why.contains("off, as asked"), "{why}");
-
-    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
-    let (dot4, why) = MatmulEngine::route(&lavapipe, None).unwrap();
-    assert!(matches!(dot4, MatmulEngine::Dot4 { .. }), "{dot4:?}");
-    assert!(why.contains("no cooperative matrix"), "{why}");
-    let err = MatmulEngine::route(&lavapipe, Some(true))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("cooperative matrices asked for"), "{err}");
-}
-
 /// Every quant type with a dot4 matvec has a matmul reading its weights, and so does
 /// every F32 and F16 matvec, of any family, on the fma engine whatever was routed;
 /// a quant matrix routed to another family is refused with the reason, as is the fma
@@ -402,8 +373,8 @@ fn matmuls_cover_the_dot4_and_float_matvecs() {
     let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
     let h200 = DeviceProfile::preset("h200").unwrap();
     let engines = [
-        MatmulEngine::route(&lavapipe, None).unwrap().0,
-        MatmulEngine::route(&h200, None).unwrap().0,
+        route_matmul_engine(&lavapipe, None).unwrap().engine(),
+        route_matmul_engine(&h200, None).unwrap().engine(),
     ];
     for ty in [GgmlType::F32, GgmlType::F16] {
         for family in [Family::Coop, Family::Scalar] {
@@ -441,7 +412,7 @@ fn float_matmul_x_strides_are_4_byte_multiples() {
     let profile = DeviceProfile::preset("lavapipe").unwrap();
     let device = common::gpu();
     let mv = matvec_launch_of(&profile, GgmlType::F16, Family::Coop, (8, 33));
-    let mm = MatmulLaunch::of(&mv, MatmulEngine::route(&profile, None).unwrap().0).unwrap();
+    let mm = MatmulLaunch::of(&mv, route_matmul_engine(&profile, None).unwrap().engine()).unwrap();
     let pipeline = mm.pipeline(&device, &PipelineCache::new()).unwrap();
     let w = brass::device::Slice::new(
         device.create_buffer("w", 1024, BufferUse::Storage).unwrap(),

@@ -8,7 +8,7 @@ use brass::kernels::matvec::{
     self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4X, Family, LaunchConfig, Layout,
     MatvecKernel, MatvecLaunch, MATVEC_KERNELS,
 };
-use brass::kernels::ops::{NormNeeds, Ops, OpsNeeds};
+use brass::kernels::ops::{Activation, Ops, OpsOn};
 use brass::kernels::PipelineCache;
 use brass::quant::{pack_scale_min_k4, random_blocks, GgmlType};
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
@@ -579,18 +579,8 @@ fn weights_beyond_the_binding_limit_are_split() {
 fn dot4_applies_swiglu_while_staging() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let ops = Ops::with(
-        &device,
-        &cache,
-        OpsNeeds {
-            silu_mul: false,
-            silu_mul_q8: true,
-            rms_norm: NormNeeds::NONE,
-            add_rms_norm: NormNeeds::NONE,
-            ..OpsNeeds::F32
-        },
-    )
-    .unwrap();
+    let ops = Ops::new(Activation::Silu);
+    let ops = ops.on(&device, &cache);
     each_dot4_case(device.profile(), (67, 512), |kernel, profile, (m, k)| {
         let seed = m + k + kernel.ty.id() as u64;
         let w = weights(kernel.ty, m, k, seed);
@@ -623,7 +613,7 @@ fn dot4_applies_swiglu_while_staging() {
 
         // The large models' path: silu(gate) * up quantized once by ops/silu_mul_q8 and
         // copied while staging. The same quantized x, staged the same way: the same bits.
-        let q8 = silu_mul_q8(&device, &ops, &gate, &up);
+        let q8 = silu_mul_q8(&device, ops, &gate, &up);
         let launch = launch_of(profile, kernel, (m, k), x_form, glu_q8(true));
         let from_op = run(&device, &cache, &launch, &w, &q8);
         assert_eq!(bits(&actual), bits(&from_op), "{ctx}: from silu_mul_q8");
@@ -631,7 +621,7 @@ fn dot4_applies_swiglu_while_staging() {
 }
 
 /// ops/silu_mul_q8 on the device: silu(gate) * up quantized, as f32 words.
-fn silu_mul_q8(device: &dyn Device, ops: &Ops, gate: &[f32], up: &[f32]) -> Vec<f32> {
+fn silu_mul_q8(device: &dyn Device, ops: OpsOn, gate: &[f32], up: &[f32]) -> Vec<f32> {
     let upload = |v: &[f32]| {
         let b = device
             .create_buffer("t", v.len() as u64 * 4, BufferUse::Storage)
@@ -646,7 +636,10 @@ fn silu_mul_q8(device: &dyn Device, ops: &Ops, gate: &[f32], up: &[f32]) -> Vec<
         .create_buffer("q8", out_bytes, BufferUse::Storage)
         .unwrap();
     let mut list = CommandList::new();
-    list.dispatch(ops.silu_mul_q8(n, g, u, Slice::new(out, 0, out_bytes)));
+    list.dispatch(
+        ops.glu_q8((n, 1, n), g, u, Slice::new(out, 0, out_bytes))
+            .unwrap(),
+    );
     device.submit(&list).unwrap();
     let q8 = read_f32(device, out, 0, out_bytes as usize / 4).unwrap();
     for b in [g.buffer, u.buffer, out] {

@@ -5,27 +5,33 @@ mod common;
 
 use brass::device::{read_f32, BufferUse, CommandList, Device, Dispatch, Slice};
 use brass::kernels::matvec::{quantize_x_q8, Q8_GROUP_BYTES};
-use brass::kernels::ops::{self, Activation, EmbedPart, NormNeeds, Ops, OpsNeeds};
+use brass::kernels::ops::{self, Activation, EmbedPart, Ops, OpsOn};
 use brass::kernels::PipelineCache;
 
 struct Gpu {
     device: brass::device::WgpuDevice,
+    cache: PipelineCache,
     ops: Ops,
 }
 
 fn setup() -> Gpu {
-    setup_with(OpsNeeds::F32)
+    setup_with(Activation::Silu)
 }
 
-/// The ops in `needs` only (the q8 variants are not among the defaults).
-fn setup_with(needs: OpsNeeds) -> Gpu {
-    let device = common::gpu();
-    let cache = PipelineCache::new();
-    let ops = Ops::with(&device, &cache, needs).unwrap();
-    Gpu { device, ops }
+/// The ops of a model whose FFN runs `activation`.
+fn setup_with(activation: Activation) -> Gpu {
+    Gpu {
+        device: common::gpu(),
+        cache: PipelineCache::new(),
+        ops: Ops::new(activation),
+    }
 }
 
 impl Gpu {
+    fn on(&self) -> OpsOn<'_> {
+        self.ops.on(&self.device, &self.cache)
+    }
+
     fn buf(&self, data: &[f32]) -> Slice {
         let bytes = (data.len().max(1) * 4) as u64;
         let b = self
@@ -89,7 +95,11 @@ fn embed_reads_the_token_from_the_gpu_across_row_parts() {
             .unwrap();
         g.device.upload(tok, 0, &token.to_le_bytes()).unwrap();
         let out = g.zeros(dim);
-        g.run(g.ops.embed(&parts, dim as u64, Slice::new(tok, 0, 4), out));
+        g.run(
+            g.on()
+                .embed(&parts, (dim as u64, 1), Slice::new(tok, 0, 4), out)
+                .unwrap(),
+        );
         assert_eq!(
             g.get(out),
             ops::embed_ref(&table, dim, token),
@@ -106,14 +116,10 @@ fn rms_norm_matches() {
         let x: Vec<f32> = rng.vec(n).iter().map(|v| v * 3.0).collect();
         let w = rng.vec(n);
         let out = g.zeros(n);
-        g.run(vec![g.ops.rms_norm(
-            n as u64,
-            1e-5,
-            g.buf(&x),
-            g.buf(&w),
-            out,
-            None,
-        )]);
+        g.run(vec![g
+            .on()
+            .rms_norm((n as u64, 1), 1e-5, g.buf(&x), g.buf(&w), (out, None))
+            .unwrap()]);
         assert_close(
             &format!("rms_norm n={n}"),
             &ops::rms_norm_ref(&x, &w, 1e-5),
@@ -131,12 +137,10 @@ fn silu_mul_and_add_rms_norm_match() {
         let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 8.0).collect();
         let up = rng.vec(n);
         let out = g.zeros(n);
-        g.run(vec![g.ops.silu_mul(
-            n as u64,
-            g.buf(&gate),
-            g.buf(&up),
-            out,
-        )]);
+        g.run(vec![g
+            .on()
+            .glu((n as u64, 1, n as u64), g.buf(&gate), g.buf(&up), out)
+            .unwrap()]);
         assert_close(
             &format!("silu_mul n={n}"),
             &ops::silu_mul_ref(&gate, &up),
@@ -149,15 +153,16 @@ fn silu_mul_and_add_rms_norm_match() {
         let x = g.buf(&gate);
         let w = rng.vec(n);
         let normed = g.zeros(n);
-        g.run(vec![g.ops.add_rms_norm(
-            n as u64,
-            1e-5,
-            x,
-            g.buf(&up),
-            g.buf(&w),
-            normed,
-            None,
-        )]);
+        g.run(vec![g
+            .on()
+            .add_rms_norm(
+                (n as u64, 1),
+                1e-5,
+                (x, g.buf(&up)),
+                g.buf(&w),
+                (normed, None),
+            )
+            .unwrap()]);
         let (sum, expected) = ops::add_rms_norm_ref(&gate, &up, &w, 1e-5);
         assert_close(&format!("add n={n}"), &sum, &g.get(x), 0.0);
         assert_close(
@@ -189,8 +194,9 @@ fn argmax_words(g: &Gpu, logits: &[f32], before: u32) -> [u32; 3] {
     let scratch = Slice::new(scratch, 0, scratch_bytes);
     let tok_slice = Slice::new(tok, 0, words * 4);
     g.run(
-        g.ops
+        g.on()
             .argmax(logits.len() as u64, g.buf(logits), scratch, tok_slice)
+            .unwrap()
             .to_vec(),
     );
     let b = g.device.read(tok, 0, words * 4).unwrap();
@@ -334,42 +340,32 @@ fn assert_q8_near(what: &str, values: &[f32], q8: &[f32], scale_rel: f32) {
 /// matvecs stage x, lengths that are and are not multiples of 32.
 #[test]
 fn q8_norms_also_write_their_output_quantized() {
-    let g = setup_with(OpsNeeds {
-        silu_mul: false,
-        silu_mul_q8: false,
-        activation: Activation::Silu,
-        head_rms_norm: false,
-        rms_norm: NormNeeds::Q8,
-        add_rms_norm: NormNeeds::Q8,
-    });
+    let g = setup_with(Activation::Silu);
     for n in [32usize, 576, 1000, 4096, 9000] {
         let mut rng = common::Rng::new(n as u64 + 11);
         let x: Vec<f32> = rng.vec(n).iter().map(|v| v * 3.0).collect();
         let y = rng.vec(n);
         let w = rng.vec(n);
         let (out, q8) = (g.zeros(n), g.zeros(n.div_ceil(32) * 24));
-        g.run(vec![g.ops.rms_norm(
-            n as u64,
-            1e-5,
-            g.buf(&x),
-            g.buf(&w),
-            out,
-            Some(q8),
-        )]);
+        g.run(vec![g
+            .on()
+            .rms_norm((n as u64, 1), 1e-5, g.buf(&x), g.buf(&w), (out, Some(q8)))
+            .unwrap()]);
         let what = format!("rms_norm_q8 n={n}");
         assert_close(&what, &ops::rms_norm_ref(&x, &w, 1e-5), &g.get(out), 1e-5);
         assert_q8_of(&what, &g.get(out), &g.get(q8));
 
         let (xb, out, q8) = (g.buf(&x), g.zeros(n), g.zeros(n.div_ceil(32) * 24));
-        g.run(vec![g.ops.add_rms_norm(
-            n as u64,
-            1e-5,
-            xb,
-            g.buf(&y),
-            g.buf(&w),
-            out,
-            Some(q8),
-        )]);
+        g.run(vec![g
+            .on()
+            .add_rms_norm(
+                (n as u64, 1),
+                1e-5,
+                (xb, g.buf(&y)),
+                g.buf(&w),
+                (out, Some(q8)),
+            )
+            .unwrap()]);
         let what = format!("add_rms_norm_q8 n={n}");
         assert_close(
             &what,
@@ -385,26 +381,25 @@ fn q8_norms_also_write_their_output_quantized() {
 /// are and are not multiples of 32, on a workgroup per eight groups and on three.
 #[test]
 fn silu_mul_q8_writes_the_glu_quantized() {
-    let g = setup_with(OpsNeeds {
-        silu_mul: false,
-        silu_mul_q8: true,
-        activation: Activation::Silu,
-        head_rms_norm: false,
-        rms_norm: NormNeeds::NONE,
-        add_rms_norm: NormNeeds::NONE,
-    });
+    let g = setup_with(Activation::Silu);
     for n in [32usize, 1000, 14_336, 70_000] {
         let mut rng = common::Rng::new(n as u64 + 17);
         let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 8.0).collect();
         let up = rng.vec(n);
         let (gb, ub) = (g.buf(&gate), g.buf(&up));
         let q8 = g.zeros(n.div_ceil(32) * 24);
-        g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, q8)]);
+        g.run(vec![g
+            .on()
+            .glu_q8((n as u64, 1, n as u64), gb, ub, q8)
+            .unwrap()]);
         let what = format!("silu_mul_q8 n={n}");
         assert_q8_near(&what, &ops::silu_mul_ref(&gate, &up), &g.get(q8), 1e-5);
         // Three workgroups looping over all the groups write the same.
         let looped = g.zeros(n.div_ceil(32) * 24);
-        let mut d = g.ops.silu_mul_q8(n as u64, gb, ub, looped);
+        let mut d = g
+            .on()
+            .glu_q8((n as u64, 1, n as u64), gb, ub, looped)
+            .unwrap();
         d.workgroups = [3, 1, 1];
         g.run(vec![d]);
         let bits = |s| {
@@ -422,19 +417,7 @@ fn silu_mul_q8_writes_the_glu_quantized() {
 /// takes a stride, lengths that are and are not multiples of 32.
 #[test]
 fn batch_ops_match_the_decode_ops_row_by_row() {
-    let g = setup_with(OpsNeeds {
-        silu_mul: true,
-        silu_mul_q8: true,
-        rms_norm: NormNeeds::Q8,
-        add_rms_norm: NormNeeds::Q8,
-        ..OpsNeeds::F32
-    });
-    let all = ops::BatchNeeds {
-        silu_mul: true,
-        silu_mul_q8: true,
-        quantize_rows: true,
-    };
-    let batch = ops::BatchOps::new(&g.device, &PipelineCache::new(), all).unwrap();
+    let g = setup_with(Activation::Silu);
     let bits = |v: Vec<f32>| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     let rows = 5usize;
     for n in [576usize, 1000] {
@@ -446,35 +429,31 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         let wb = g.buf(&w);
 
         let (xb, out, q8) = (g.buf(&x), g.zeros(rows * n), g.zeros(rows * groups * 24));
-        g.run(vec![batch.rms_norm(
-            (n as u64, rows as u64),
-            1e-5,
-            xb,
-            wb,
-            (out, q8),
-        )]);
+        g.run(vec![g
+            .on()
+            .rms_norm((n as u64, rows as u64), 1e-5, xb, wb, {
+                let (o, q) = (out, q8);
+                (o, Some(q))
+            })
+            .unwrap()]);
         let (xb2, out2, q82) = (g.buf(&x), g.zeros(rows * n), g.zeros(rows * groups * 24));
-        g.run(vec![batch.add_rms_norm(
-            (n as u64, rows as u64),
-            1e-5,
-            (xb2, g.buf(&y)),
-            wb,
-            (out2, q82),
-        )]);
+        g.run(vec![g
+            .on()
+            .add_rms_norm((n as u64, rows as u64), 1e-5, (xb2, g.buf(&y)), wb, {
+                let (o, q) = (out2, q82);
+                (o, Some(q))
+            })
+            .unwrap()]);
         let (batch_norm, batch_q8) = (g.get(out), g.get(q8));
         let (batch_add, batch_add_q8, batch_x) = (g.get(out2), g.get(q82), g.get(xb2));
         for r in 0..rows {
             let what = format!("n={n} row {r}");
             let row = &x[r * n..][..n];
             let (one, one_q8) = (g.zeros(n), g.zeros(groups * 24));
-            g.run(vec![g.ops.rms_norm(
-                n as u64,
-                1e-5,
-                g.buf(row),
-                wb,
-                one,
-                Some(one_q8),
-            )]);
+            g.run(vec![g
+                .on()
+                .rms_norm((n as u64, 1), 1e-5, g.buf(row), wb, (one, Some(one_q8)))
+                .unwrap()]);
             assert_eq!(
                 bits(g.get(one)),
                 bits(batch_norm[r * n..][..n].to_vec()),
@@ -487,15 +466,10 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             );
             let (rx, one, one_q8) = (g.buf(row), g.zeros(n), g.zeros(groups * 24));
             let ry = g.buf(&y[r * n..][..n]);
-            g.run(vec![g.ops.add_rms_norm(
-                n as u64,
-                1e-5,
-                rx,
-                ry,
-                wb,
-                one,
-                Some(one_q8),
-            )]);
+            g.run(vec![g
+                .on()
+                .add_rms_norm((n as u64, 1), 1e-5, (rx, ry), wb, (one, Some(one_q8)))
+                .unwrap()]);
             assert_eq!(
                 bits(g.get(rx)),
                 bits(batch_x[r * n..][..n].to_vec()),
@@ -529,25 +503,20 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             })
             .collect();
         let ups_b = g.buf(&ups);
-        g.run(vec![batch.silu_mul_q8(
-            (n as u64, rows as u64, stride as u64),
-            wide_b,
-            ups_b,
-            q8,
-        )]);
+        g.run(vec![g
+            .on()
+            .glu_q8((n as u64, rows as u64, stride as u64), wide_b, ups_b, q8)
+            .unwrap()]);
         let glu = g.zeros(rows * n);
-        g.run(vec![batch.silu_mul(
-            (n as u64, rows as u64, stride as u64),
-            wide_b,
-            ups_b,
-            glu,
-        )]);
+        g.run(vec![g
+            .on()
+            .glu((n as u64, rows as u64, stride as u64), wide_b, ups_b, glu)
+            .unwrap()]);
         let qx = g.zeros(rows * groups * 24);
-        g.run(vec![batch.quantize_rows(
-            (n as u64, rows as u64, stride as u64),
-            wide_b,
-            qx,
-        )]);
+        g.run(vec![g
+            .on()
+            .quantize_rows((n as u64, rows as u64, stride as u64), wide_b, qx)
+            .unwrap()]);
         let (got_glu, got_x, got_glu_f32) = (g.get(q8), g.get(qx), g.get(glu));
         for r in 0..rows {
             let gate = &wide[r * stride..][..n];
@@ -555,14 +524,20 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
             let what = format!("n={n} row {r}");
             let glu_q8 = &got_glu[r * groups * 24..][..groups * 24];
             let (gb, ub, one) = (g.buf(gate), g.buf(up), g.zeros(groups * 24));
-            g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, one)]);
+            g.run(vec![g
+                .on()
+                .glu_q8((n as u64, 1, n as u64), gb, ub, one)
+                .unwrap()]);
             assert_eq!(
                 bits(g.get(one)),
                 bits(glu_q8.to_vec()),
                 "silu_mul_q8 {what}"
             );
             let one = g.zeros(n);
-            g.run(vec![g.ops.silu_mul(n as u64, gb, ub, one)]);
+            g.run(vec![g
+                .on()
+                .glu((n as u64, 1, n as u64), gb, ub, one)
+                .unwrap()]);
             assert_eq!(
                 bits(g.get(one)),
                 bits(got_glu_f32[r * n..][..n].to_vec()),
@@ -602,7 +577,11 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
         .unwrap();
     let out = g.zeros(tokens.len() * dim);
     let tok_slice = Slice::new(tok, 0, 4 * tokens.len() as u64);
-    g.run(batch.embed(&parts, (dim as u64, tokens.len() as u64), tok_slice, out));
+    g.run(
+        g.on()
+            .embed(&parts, (dim as u64, tokens.len() as u64), tok_slice, out)
+            .unwrap(),
+    );
     let expected: Vec<f32> = tokens
         .iter()
         .flat_map(|&t| ops::embed_ref(&table, dim, t))
@@ -614,14 +593,7 @@ fn batch_ops_match_the_decode_ops_row_by_row() {
 /// gates out to +-40, where tanh saturates (and a naive tanh would overflow to NaN).
 #[test]
 fn gelu_mul_matches_in_f32_and_quantized() {
-    let g = setup_with(OpsNeeds {
-        silu_mul: true,
-        silu_mul_q8: true,
-        activation: Activation::GeluTanh,
-        head_rms_norm: false,
-        rms_norm: NormNeeds::NONE,
-        add_rms_norm: NormNeeds::NONE,
-    });
+    let g = setup_with(Activation::GeluTanh);
     for n in [1usize, 32, 1000, 70_000] {
         let mut rng = common::Rng::new(n as u64 + 23);
         let gate: Vec<f32> = rng.vec(n).iter().map(|v| v * 40.0).collect();
@@ -629,17 +601,26 @@ fn gelu_mul_matches_in_f32_and_quantized() {
         let (gb, ub) = (g.buf(&gate), g.buf(&up));
         let expected = ops::glu_ref(Activation::GeluTanh, &gate, &up);
         let out = g.zeros(n);
-        g.run(vec![g.ops.silu_mul(n as u64, gb, ub, out)]);
+        g.run(vec![g
+            .on()
+            .glu((n as u64, 1, n as u64), gb, ub, out)
+            .unwrap()]);
         assert_close(&format!("gelu_mul n={n}"), &expected, &g.get(out), 1e-6);
         let q8 = g.zeros(n.div_ceil(32) * 24);
-        g.run(vec![g.ops.silu_mul_q8(n as u64, gb, ub, q8)]);
+        g.run(vec![g
+            .on()
+            .glu_q8((n as u64, 1, n as u64), gb, ub, q8)
+            .unwrap()]);
         assert_q8_near(&format!("gelu_mul_q8 n={n}"), &expected, &g.get(q8), 1e-5);
     }
     // Small gates, where GELU differs most from silu.
     let gate: Vec<f32> = (0..64).map(|i| (i as f32 - 32.0) / 8.0).collect();
     let up = vec![1.0; 64];
     let out = g.zeros(64);
-    g.run(vec![g.ops.silu_mul(64, g.buf(&gate), g.buf(&up), out)]);
+    g.run(vec![g
+        .on()
+        .glu((64, 1, 64), g.buf(&gate), g.buf(&up), out)
+        .unwrap()]);
     let expected = ops::glu_ref(Activation::GeluTanh, &gate, &up);
     assert_close("gelu_mul near 0", &expected, &g.get(out), 1e-6);
     assert!(
@@ -654,14 +635,7 @@ fn gelu_mul_matches_in_f32_and_quantized() {
 /// batch `stride` apart; what lies between and around the heads is left as it was.
 #[test]
 fn head_rms_norm_matches_per_head() {
-    let g = setup_with(OpsNeeds {
-        silu_mul: false,
-        silu_mul_q8: false,
-        activation: Activation::Silu,
-        head_rms_norm: true,
-        rms_norm: NormNeeds::NONE,
-        add_rms_norm: NormNeeds::NONE,
-    });
+    let g = setup_with(Activation::Silu);
     for (n_q, n_kv, hd, rows) in [
         (4usize, 1usize, 256usize, 1usize),
         (8, 2, 128, 3),
@@ -681,14 +655,17 @@ fn head_rms_norm_matches_per_head() {
         let before: Vec<f32> = rng.vec(len).iter().map(|v| v * 5.0).collect();
         let w: Vec<f32> = rng.vec(2 * hd);
         let qkv = g.buf(&before);
-        g.run(vec![g.ops.head_rms_norm(
-            (n_q as u64, n_kv as u64, hd as u64),
-            k_first as u64,
-            1e-6,
-            (rows as u64, stride as u64),
-            qkv,
-            g.buf(&w),
-        )]);
+        g.run(vec![g
+            .on()
+            .head_rms_norm(
+                (n_q as u64, n_kv as u64, hd as u64),
+                k_first as u64,
+                1e-6,
+                (rows as u64, stride as u64),
+                qkv,
+                g.buf(&w),
+            )
+            .unwrap()]);
         let mut expected = before.clone();
         for r in 0..rows {
             let row = r * stride;

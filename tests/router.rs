@@ -1,11 +1,15 @@
 //! The router over a catalog of real shapes × every preset profile. Pure: no GPU.
 
 use brass::device::{DeviceProfile, PRESETS};
+use brass::kernels::matmul::MatmulEngine;
 use brass::kernels::matvec::{
     Batches, Dot4Launch, Dot4X, Family, LaunchConfig, StagedFrom, XForm, XStage, MATVEC_KERNELS,
 };
 use brass::quant::GgmlType;
-use brass::router::{route_matvec, Clause, Force, MatvecQuery, Overrides, Route, XInput};
+use brass::router::{
+    linear_kind, route_batch, route_matmul, route_matmul_engine, route_matvec, Clause, Force,
+    LinearKind, MatvecQuery, Overrides, Route, XInput,
+};
 
 /// The route of an M x K matvec of `ty` on f32 x, with `overrides`.
 fn route_with(
@@ -534,4 +538,94 @@ fn a_plan_prints_each_reason_once_in_a_legend() {
             assert_eq!(text.matches(clause.as_str()).count(), 1, "{clause}\n{text}");
         }
     }
+}
+
+/// Prefill's engine: cooperative matrices where the adapter has them, on the matrices
+/// a batch fills the device with their tiles (dot4 for the rest, with the clause that
+/// says so), dot4 when asked or where there are none; asked for where there are none,
+/// a clear refusal. Float weights and exact-x routes multiply f32 x whatever the engine.
+#[test]
+fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let coop = route_matmul_engine(&h200, None).unwrap();
+    assert!(
+        matches!(coop.engine(), MatmulEngine::CoopMatrix { .. }),
+        "{coop:?}"
+    );
+    // 4,096 rows at 512 tokens: 32 x 4 tiles of 128; 1,024 rows: 8 x 4.
+    let matmul = |m: u64| {
+        let matvec = route(&h200, GgmlType::Q4_K, m, 4096).unwrap();
+        route_matmul(&h200, &coop, matvec.launch(), 512).unwrap()
+    };
+    let big = matmul(4096);
+    assert_eq!(big.launch().engine(), coop.engine());
+    assert!(
+        matches!(big.clauses()[0], Clause::MatmulCoopMatrix { .. }),
+        "{:?}",
+        big.clauses()
+    );
+    let small = matmul(1024);
+    assert!(matches!(small.launch().engine(), MatmulEngine::Dot4 { .. }));
+    assert!(
+        small.clauses()[0].to_string().contains("fewer than the 64"),
+        "{}",
+        small.clauses()[0]
+    );
+    let off = route_matmul_engine(&h200, Some(false)).unwrap();
+    assert!(matches!(off.engine(), MatmulEngine::Dot4 { k_groups: 4 }));
+    assert!(off.clauses()[0].to_string().contains("off, as asked"));
+
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let dot4 = route_matmul_engine(&lavapipe, None).unwrap();
+    assert!(matches!(dot4.engine(), MatmulEngine::Dot4 { .. }));
+    let why = dot4.clauses()[0].to_string();
+    assert!(why.contains("no cooperative matrix"), "{why}");
+    let err = route_matmul_engine(&lavapipe, Some(true))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cooperative matrices asked for"), "{err}");
+    let f16 = route(&h200, GgmlType::F16, 1024, 4096).unwrap();
+    let float = route_matmul(&h200, &coop, f16.launch(), 512).unwrap();
+    assert_eq!(float.launch().engine(), MatmulEngine::Fma);
+    assert!(matches!(
+        float.clauses()[0],
+        Clause::MatmulFloatWeights { .. }
+    ));
+}
+
+/// One place decides matvec or matmul, by token count.
+#[test]
+fn one_token_takes_the_matvec_and_more_the_matmul() {
+    assert_eq!(linear_kind(1), LinearKind::Matvec);
+    for n in [2, 7, 512, 4096] {
+        assert_eq!(linear_kind(n), LinearKind::Matmul);
+    }
+}
+
+/// The batch size: the default or what was asked, cut by a binding (with the numbers)
+/// and by the context; a batch of one, or room for fewer than two tokens, is token at
+/// a time.
+#[test]
+fn the_batch_size_is_routed_with_its_reason() {
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let (tokens, why) = route_batch(&lavapipe, (None, 512), 4096, 8192);
+    assert_eq!(tokens, Some(512));
+    assert_eq!(why.to_string(), "batches of 512 tokens, the default");
+    let (tokens, why) = route_batch(&lavapipe, (Some(64), 512), 4096, 8192);
+    assert_eq!(
+        (tokens, why.to_string()),
+        (Some(64), "batches of 64 tokens, as asked".into())
+    );
+    // A row of 1 MiB: a 128 MiB binding holds 128 of them.
+    let (tokens, why) = route_batch(&lavapipe, (None, 512), 1 << 20, 8192);
+    assert_eq!(tokens, Some(128));
+    assert!(why.to_string().contains("binding"), "{why}");
+    let (tokens, why) = route_batch(&lavapipe, (None, 512), 4096, 100);
+    assert_eq!(tokens, Some(100));
+    assert!(why.to_string().contains("context"), "{why}");
+    let (tokens, why) = route_batch(&lavapipe, (Some(1), 512), 4096, 8192);
+    assert_eq!(tokens, None);
+    assert!(matches!(why, Clause::BatchOfOneAsked));
+    let (tokens, _) = route_batch(&lavapipe, (None, 512), 100 << 20, 8192);
+    assert_eq!(tokens, None, "one 100 MiB row fits, two do not");
 }

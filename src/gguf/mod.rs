@@ -218,6 +218,8 @@ pub struct GgufFile {
     meta_index: HashMap<String, usize>,
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
+    /// [`GgufFile::identity`], computed on first use.
+    identity: std::sync::OnceLock<(u64, u64)>,
 }
 
 impl GgufFile {
@@ -297,6 +299,21 @@ impl GgufFile {
             meta_index: parsed.meta_index,
             tensors: parsed.tensors,
             tensor_index: parsed.tensor_index,
+            identity: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// What tells this file from another model's: its size, and the first 8 bytes of
+    /// the SHA-256 of everything before the tensor data (the header, the metadata and
+    /// the tensor table), the same in every process.
+    pub fn identity(&self) -> (u64, u64) {
+        *self.identity.get_or_init(|| {
+            use sha2::Digest;
+            let bytes = self.as_bytes();
+            let header = &bytes[..(self.data_offset as usize).min(bytes.len())];
+            let digest = sha2::Sha256::digest(header);
+            let first: [u8; 8] = digest[..8].try_into().expect("a SHA-256 has 32 bytes");
+            (self.file_size(), u64::from_le_bytes(first))
         })
     }
 

@@ -118,62 +118,12 @@ pub enum MatmulEngine {
     },
     /// Float weights and f32 x, f32 multiply-adds over tiles of [`FMA_TILE`],
     /// [`FMA_K_STEP`] per K step: what [`MatmulLaunch::of`] gives every F32 and F16
-    /// matrix, whichever engine was routed for the quant ones.
+    /// matrix, whichever engine was routed for the quant ones (the router's
+    /// `route_matmul_engine`).
     Fma,
 }
 
 impl MatmulEngine {
-    /// The router's clause for matmuls: cooperative matrices where the adapter offers
-    /// a shape ([`CoopMatrix::pick`]), has subgroups and the tile fits, unless `coop`
-    /// says otherwise (and, unless asked for, only on the matrices they fill:
-    /// [`MatmulEngine::for_matrix`]); else dot4 with as many groups per K step as fit,
-    /// up to 4. The reason is printed in the plan.
-    pub fn route(profile: &DeviceProfile, coop: Option<bool>) -> Result<(MatmulEngine, String)> {
-        let coop_engine = || {
-            let shape = profile.coop_matrix.ok_or(
-                "the adapter offers no cooperative matrix brass stages (f16 or f32 in, f32 out)",
-            )?;
-            if !profile.subgroups {
-                return Err("the adapter has no subgroups");
-            }
-            let subgroup_max = profile.subgroup_max;
-            if COOP_SUBGROUPS * subgroup_max > profile.max_invocations_per_workgroup {
-                return Err("8 subgroups exceed the workgroup's invocations");
-            }
-            let k_groups = [4u32, 2, 1]
-                .into_iter()
-                .find(|&g| coop_workgroup_bytes(shape, g) <= profile.workgroup_storage_bytes as u64)
-                .ok_or("a cooperative-matrix tile exceeds the workgroup memory")?;
-            Ok(MatmulEngine::CoopMatrix {
-                shape,
-                subgroup_max,
-                k_groups,
-            })
-        };
-        let why = match (coop, coop_engine()) {
-            (Some(false), _) => "dot4: cooperative matrices off, as asked".to_string(),
-            (Some(true), Ok(engine)) => {
-                return Ok((engine, "cooperative matrices, as asked".into()))
-            }
-            (None, Ok(engine)) => {
-                let why = format!(
-                    "cooperative matrices, the adapter's, for matrices a batch splits into at \
-                     least {} tiles of {}",
-                    profile.tuning.coop_min_workgroups,
-                    engine.tile()
-                );
-                return Ok((engine, why));
-            }
-            (Some(true), Err(why)) => {
-                return Err(Error::Invalid(format!(
-                    "cooperative matrices asked for: {why}"
-                )))
-            }
-            (None, Err(why)) => format!("dot4: {why}"),
-        };
-        Ok((Self::dot4(profile)?, why))
-    }
-
     /// dot4 with as many groups per K step as the workgroup memory holds, up to 4.
     pub fn dot4(profile: &DeviceProfile) -> Result<MatmulEngine> {
         let fits = profile.workgroup_storage_bytes as u64 / WORKGROUP_BYTES_PER_GROUP;
@@ -188,19 +138,6 @@ impl MatmulEngine {
                 ))
             })?;
         Ok(MatmulEngine::Dot4 { k_groups })
-    }
-
-    /// The engine for one matrix of `m` rows in batches of `ubatch` tokens: the routed
-    /// one, except that a cooperative-matrix route that the batch splits into fewer
-    /// than [`Tuning::coop_min_workgroups`](crate::device::Tuning) tiles goes to dot4.
-    pub fn for_matrix(self, profile: &DeviceProfile, m: u64, ubatch: u64) -> Result<MatmulEngine> {
-        let tiles = m.div_ceil(self.tile()) * ubatch.div_ceil(self.tile());
-        match self {
-            MatmulEngine::CoopMatrix { .. } if tiles < profile.tuning.coop_min_workgroups => {
-                Self::dot4(profile)
-            }
-            engine => Ok(engine),
-        }
     }
 
     /// Rows (and tokens) of a workgroup's tile.
@@ -240,7 +177,7 @@ fn coop_tile(shape: CoopMatrix) -> u64 {
 
 /// A cooperative-matrix workgroup's memory: the tile's weights and x staged as the
 /// input type (rows padded by 8 elements), and each subgroup's f32 matrix going out.
-fn coop_workgroup_bytes(shape: CoopMatrix, k_groups: u32) -> u64 {
+pub fn coop_workgroup_bytes(shape: CoopMatrix, k_groups: u32) -> u64 {
     let size = shape.size as u64;
     let tile = coop_tile(shape);
     let ld = 32 * k_groups as u64 + 8;

@@ -7,6 +7,8 @@
 //! None of them needs subgroups or f16: they are a small share of a token's bytes, so
 //! the portable version is the only one until a measurement says otherwise.
 
+use std::sync::OnceLock;
+
 use crate::device::{Access, Device, Dispatch, PipelineId, Slice};
 use crate::Result;
 
@@ -218,24 +220,6 @@ pub struct EmbedPart {
     pub table: Slice,
 }
 
-/// The pipelines of every op, and the dispatches that run them.
-///
-/// Slices are f32 arrays unless noted; sizes are in elements.
-#[derive(Clone, Debug)]
-pub struct Ops {
-    embed: PipelineId,
-    rms_norm: Norms,
-    /// Absent when every FFN computes SiLU·mul inside its down projection (a `glu`
-    /// matvec route): a pipeline that is never dispatched is an audit defect.
-    silu_mul: Option<PipelineId>,
-    /// Present when some down projection takes silu(gate) * up quantized.
-    silu_mul_q8: Option<PipelineId>,
-    add_rms_norm: Norms,
-    /// Present for families that normalize each head of q and k.
-    head_rms_norm: Option<PipelineId>,
-    argmax: PipelineId,
-}
-
 /// The gated FFN's elementwise part: act(gate) * up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Activation {
@@ -259,164 +243,144 @@ impl Activation {
     }
 }
 
-/// A norm's pipelines: writing f32 only, and writing its output also quantized for the
-/// dot4 matvecs (`wgsl/ops/q8_out.wgsl`); each only if the model dispatches it.
-#[derive(Clone, Copy, Debug)]
-struct Norms {
-    f32: Option<PipelineId>,
-    q8: Option<PipelineId>,
+/// Every op's pipeline, each made on its first dispatch: a pipeline made and never
+/// dispatched is an audit defect, and which variants a model dispatches (a norm
+/// writing q8 or not, the FFN's hidden rows in f32 or q8) depends on its routes and on
+/// which phases run, so none is made ahead.
+///
+/// An op covers `rows` rows of a batch, one dispatch for all of them: a decode step is
+/// one row, a prompt's batch many, through the same WGSL.
+#[derive(Debug)]
+pub struct Ops {
+    activation: Activation,
+    made: [OnceLock<PipelineId>; ALL_OPS.len()],
 }
 
-impl Norms {
-    fn pick(&self, q8: bool) -> PipelineId {
-        let p = if q8 { self.q8 } else { self.f32 };
-        p.expect("a norm variant the ops were created without (OpsNeeds)")
-    }
-}
-
-/// Which ops a model dispatches beyond the ones every model does.
-#[derive(Clone, Copy, Debug)]
-pub struct OpsNeeds {
-    /// act(gate) * up written f32, and written quantized (the `silu_mul` ops run
-    /// `activation`).
-    pub silu_mul: bool,
-    pub silu_mul_q8: bool,
-    pub activation: Activation,
-    pub head_rms_norm: bool,
-    /// The plain RMSNorm (a model's first norm).
-    pub rms_norm: NormNeeds,
-    /// The residual add fused with RMSNorm (every later norm).
-    pub add_rms_norm: NormNeeds,
-}
-
-/// Which variants of a norm a model dispatches: writing f32 only, and writing its output
-/// also quantized. Each is its own pipeline, and one created but never dispatched would
-/// be an audit defect.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NormNeeds {
-    pub f32: bool,
-    pub q8: bool,
-}
-
-impl NormNeeds {
-    pub const NONE: NormNeeds = NormNeeds {
-        f32: false,
-        q8: false,
-    };
-    pub const F32: NormNeeds = NormNeeds {
-        f32: true,
-        q8: false,
-    };
-    pub const Q8: NormNeeds = NormNeeds {
-        f32: false,
-        q8: true,
-    };
-
-    /// These and the f32 variant where `f32`.
-    pub fn or_f32(self, f32: bool) -> NormNeeds {
-        NormNeeds {
-            f32: self.f32 || f32,
-            ..self
-        }
-    }
-
-    /// The variants that norms writing q8 or not (`q8`, one entry per dispatch) use.
-    pub fn of(q8: &[bool]) -> NormNeeds {
-        NormNeeds {
-            f32: q8.iter().any(|&q| !q),
-            q8: q8.iter().any(|&q| q),
-        }
-    }
-}
-
-impl OpsNeeds {
-    /// Every op, the norms writing f32 only.
-    pub const F32: OpsNeeds = OpsNeeds {
-        silu_mul: true,
-        silu_mul_q8: false,
-        activation: Activation::Silu,
-        head_rms_norm: false,
-        rms_norm: NormNeeds::F32,
-        add_rms_norm: NormNeeds::F32,
-    };
+/// [`Ops`] on a device, creating pipelines in `cache`.
+#[derive(Clone, Copy)]
+pub struct OpsOn<'a> {
+    ops: &'a Ops,
+    device: &'a dyn Device,
+    cache: &'a PipelineCache,
 }
 
 impl Ops {
-    /// Creates (or finds in `cache`) every op's pipeline, the norms writing f32 only.
-    pub fn new(device: &dyn Device, cache: &PipelineCache) -> Result<Ops> {
-        Ops::with(device, cache, OpsNeeds::F32)
+    /// The ops of a model whose gated FFN runs `activation`.
+    pub fn new(activation: Activation) -> Ops {
+        Ops {
+            activation,
+            made: std::array::from_fn(|_| OnceLock::new()),
+        }
     }
 
-    /// The pipelines of the ops in `needs`: a pipeline created and never dispatched
-    /// would be an audit defect.
-    pub fn with(device: &dyn Device, cache: &PipelineCache, needs: OpsNeeds) -> Result<Ops> {
-        let norms = |n: NormNeeds, f32: &OpSpec, q8: &OpSpec| -> Result<Norms> {
-            Ok(Norms {
-                f32: n.f32.then(|| get(device, cache, f32)).transpose()?,
-                q8: n.q8.then(|| get(device, cache, q8)).transpose()?,
-            })
-        };
-        let (glu, glu_q8) = match needs.activation {
-            Activation::Silu => (&SILU_MUL, &SILU_MUL_Q8),
-            Activation::GeluTanh => (&GELU_MUL, &GELU_MUL_Q8),
-        };
-        let optional =
-            |wanted: bool, spec: &OpSpec| wanted.then(|| get(device, cache, spec)).transpose();
-        Ok(Ops {
-            embed: get(device, cache, &EMBED)?,
-            rms_norm: norms(needs.rms_norm, &RMS_NORM, &RMS_NORM_Q8)?,
-            silu_mul: optional(needs.silu_mul, glu)?,
-            silu_mul_q8: optional(needs.silu_mul_q8, glu_q8)?,
-            add_rms_norm: norms(needs.add_rms_norm, &ADD_RMS_NORM, &ADD_RMS_NORM_Q8)?,
-            head_rms_norm: optional(needs.head_rms_norm, &HEAD_RMS_NORM)?,
-            argmax: get(device, cache, &ARGMAX)?,
-        })
+    pub fn on<'a>(&'a self, device: &'a dyn Device, cache: &'a PipelineCache) -> OpsOn<'a> {
+        OpsOn {
+            ops: self,
+            device,
+            cache,
+        }
+    }
+}
+
+impl OpsOn<'_> {
+    /// `spec`'s pipeline, made on first use.
+    fn pipeline(&self, spec: &OpSpec) -> Result<PipelineId> {
+        let i = ALL_OPS
+            .iter()
+            .position(|s| s.name == spec.name)
+            .expect("every op is in ALL_OPS");
+        if let Some(&id) = self.ops.made[i].get() {
+            return Ok(id);
+        }
+        let id = get(self.device, self.cache, spec)?;
+        Ok(*self.ops.made[i].get_or_init(|| id))
     }
 
-    /// `out[..dim] = table[token[0]]`, `token` a u32 buffer. One dispatch per part;
-    /// the part that holds the token writes.
-    pub fn embed(&self, parts: &[EmbedPart], dim: u64, token: Slice, out: Slice) -> Vec<Dispatch> {
-        parts
+    fn glu_spec(&self, q8: bool) -> &'static OpSpec {
+        match (self.ops.activation, q8) {
+            (Activation::Silu, false) => &SILU_MUL,
+            (Activation::Silu, true) => &SILU_MUL_Q8,
+            (Activation::GeluTanh, false) => &GELU_MUL,
+            (Activation::GeluTanh, true) => &GELU_MUL_Q8,
+        }
+    }
+
+    /// Row r of `out` (`dim` elements each) = the table's row `tokens[r]`, for `rows`
+    /// tokens (u32 ids in `tokens`, read on the GPU): one dispatch per table part, each
+    /// writing the rows whose token it holds.
+    pub fn embed(
+        &self,
+        parts: &[EmbedPart],
+        (dim, rows): (u64, u64),
+        tokens: Slice,
+        out: Slice,
+    ) -> Result<Vec<Dispatch>> {
+        let pipeline = self.pipeline(&EMBED)?;
+        Ok(parts
             .iter()
             .map(|p| Dispatch {
-                pipeline: self.embed,
+                pipeline,
                 params: vec![dim as u32, p.first_row as u32, p.rows as u32, 0],
-                storage: vec![p.table, token, out],
-                workgroups: groups_for(dim, 256),
-                bytes_read: dim * 4,
+                storage: vec![p.table, tokens, out],
+                workgroups: [groups_for(dim, 256)[0], rows as u32, 1],
+                bytes_read: rows * dim * 4,
             })
-            .collect()
+            .collect())
     }
 
-    /// `out = x / rms(x) * w` over `n` elements, and with the q8 norms the same
-    /// quantized into `out_q8` (`matvec::quantize_x_q8`'s layout).
-    ///
-    /// Panics if the ops were created without the variant asked for.
+    /// Each of `rows` rows of `n` elements: `out = x / rms(x) * w`, and where `out_q8`
+    /// is given, the same quantized into it (`matvec::quantize_x_q8`'s layout, row
+    /// after row).
     pub fn rms_norm(
         &self,
-        n: u64,
+        (n, rows): (u64, u64),
         eps: f32,
         x: Slice,
         w: Slice,
-        out: Slice,
-        out_q8: Option<Slice>,
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self.rms_norm.pick(out_q8.is_some()),
+        (out, out_q8): (Slice, Option<Slice>),
+    ) -> Result<Dispatch> {
+        let spec = if out_q8.is_some() {
+            &RMS_NORM_Q8
+        } else {
+            &RMS_NORM
+        };
+        Ok(Dispatch {
+            pipeline: self.pipeline(spec)?,
             params: vec![n as u32, eps.to_bits(), 0, 0],
             storage: [x, w, out].into_iter().chain(out_q8).collect(),
-            workgroups: [1, 1, 1],
-            bytes_read: n * 8,
-        }
+            workgroups: [rows as u32, 1, 1],
+            bytes_read: rows * n * 8,
+        })
+    }
+
+    /// Each of `rows` rows of `n` elements: `x += y`, then `out = x / rms(x) * w`;
+    /// `out_q8` as for [`OpsOn::rms_norm`].
+    pub fn add_rms_norm(
+        &self,
+        (n, rows): (u64, u64),
+        eps: f32,
+        (x, y): (Slice, Slice),
+        w: Slice,
+        (out, out_q8): (Slice, Option<Slice>),
+    ) -> Result<Dispatch> {
+        let spec = if out_q8.is_some() {
+            &ADD_RMS_NORM_Q8
+        } else {
+            &ADD_RMS_NORM
+        };
+        Ok(Dispatch {
+            pipeline: self.pipeline(spec)?,
+            params: vec![n as u32, eps.to_bits(), 0, 0],
+            storage: [x, y, w, out].into_iter().chain(out_q8).collect(),
+            workgroups: [rows as u32, 1, 1],
+            bytes_read: rows * n * 12,
+        })
     }
 
     /// Per-head RMSNorm of q and k in place, for `rows` rows of `qkv` `row_stride`
     /// values apart: the `n_q_heads` query heads from each row's element 0, the
     /// `n_kv_heads` KV heads from `k_first`, each `head_dim` values, times `w`'s q
     /// weights (its first `head_dim`) or k weights (the next).
-    ///
-    /// Panics if these ops were created without head_rms_norm.
-    #[allow(clippy::too_many_arguments)]
     pub fn head_rms_norm(
         &self,
         (n_q_heads, n_kv_heads, head_dim): (u64, u64, u64),
@@ -425,12 +389,10 @@ impl Ops {
         (rows, row_stride): (u64, u64),
         qkv: Slice,
         w: Slice,
-    ) -> Dispatch {
+    ) -> Result<Dispatch> {
         let heads = n_q_heads + n_kv_heads;
-        Dispatch {
-            pipeline: self
-                .head_rms_norm
-                .expect("ops created without head_rms_norm (OpsNeeds)"),
+        Ok(Dispatch {
+            pipeline: self.pipeline(&HEAD_RMS_NORM)?,
             params: vec![
                 head_dim as u32,
                 n_q_heads as u32,
@@ -444,221 +406,44 @@ impl Ops {
             storage: vec![qkv, w],
             workgroups: [heads as u32, rows as u32, 1],
             bytes_read: rows * heads * head_dim * 8,
-        }
-    }
-
-    /// `out = act(gate) * up` over `n` elements (the activation the ops were created
-    /// for, [`OpsNeeds::activation`]).
-    ///
-    /// Panics if these ops were created without silu_mul.
-    pub fn silu_mul(&self, n: u64, gate: Slice, up: Slice, out: Slice) -> Dispatch {
-        Dispatch {
-            pipeline: self
-                .silu_mul
-                .expect("ops created without silu_mul (OpsNeeds)"),
-            params: vec![n as u32, 1, n as u32, 0],
-            storage: vec![gate, up, out],
-            workgroups: groups_for(n, 256),
-            bytes_read: n * 8,
-        }
-    }
-
-    /// `silu(gate) * up` over `n` elements, written only quantized into `out_q8`
-    /// (`matvec::quantize_x_q8`'s layout, `n.div_ceil(32)` groups).
-    ///
-    /// Panics if these ops were created without silu_mul_q8.
-    pub fn silu_mul_q8(&self, n: u64, gate: Slice, up: Slice, out_q8: Slice) -> Dispatch {
-        Dispatch {
-            pipeline: self
-                .silu_mul_q8
-                .expect("ops created without silu_mul_q8 (OpsNeeds)"),
-            params: vec![n as u32, 1, n as u32, 0],
-            storage: vec![gate, up, out_q8],
-            // Eight groups of 32 per workgroup (wgsl/ops/q8_rows.wgsl).
-            workgroups: groups_for(n.div_ceil(32), 8),
-            bytes_read: n * 8,
-        }
-    }
-
-    /// `x += y`, then `out = x / rms(x) * w`, over `n` elements; `out_q8` as for
-    /// [`Ops::rms_norm`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn add_rms_norm(
-        &self,
-        n: u64,
-        eps: f32,
-        x: Slice,
-        y: Slice,
-        w: Slice,
-        out: Slice,
-        out_q8: Option<Slice>,
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self.add_rms_norm.pick(out_q8.is_some()),
-            params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: [x, y, w, out].into_iter().chain(out_q8).collect(),
-            workgroups: [1, 1, 1],
-            bytes_read: n * 12,
-        }
-    }
-
-    /// `token[0] = argmax(logits[..n])`, lowest index on ties, `token[1]` = the NaN or
-    /// infinite logits among them, `token[2]` = `token[0]` as it was: two dispatches,
-    /// the first leaving one candidate per workgroup in `scratch`
-    /// ([`ARGMAX_SCRATCH_WORDS`] u32). `token` holds [`ARGMAX_TOKEN_WORDS`] u32.
-    pub fn argmax(&self, n: u64, logits: Slice, scratch: Slice, token: Slice) -> [Dispatch; 2] {
-        let groups = n.div_ceil(ARGMAX_CHUNK).clamp(1, ARGMAX_MAX_GROUPS);
-        let chunk = n.div_ceil(groups);
-        let stage = |params: Vec<u32>, groups: u64, bytes_read: u64| Dispatch {
-            pipeline: self.argmax,
-            params,
-            storage: vec![logits, scratch, token],
-            workgroups: [groups as u32, 1, 1],
-            bytes_read,
-        };
-        [
-            stage(vec![n as u32, chunk as u32, 0, 0], groups, n * 4),
-            stage(vec![groups as u32, 0, 1, 0], 1, groups * 12),
-        ]
-    }
-}
-
-/// The ops of a prefill batch, one row per token: the decode ops' WGSL (the same
-/// pipelines where decode dispatches them too) over many rows at once, the norms always
-/// writing q8 as well for the matmuls that take it, and the quantization of the
-/// attention output. Created at a model's first prefill, so a model that never
-/// prefills holds none of them.
-#[derive(Clone, Copy, Debug)]
-pub struct BatchOps {
-    embed: PipelineId,
-    rms_norm_q8: PipelineId,
-    add_rms_norm_q8: PipelineId,
-    silu_mul: Option<PipelineId>,
-    silu_mul_q8: Option<PipelineId>,
-    quantize_rows: Option<PipelineId>,
-}
-
-/// Which of the optional batch ops a model's matmuls need: each x in the form its
-/// matrices take (f32 for the float matmuls, q8 for the quantized), so no pipeline is
-/// made that its prefill never dispatches.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BatchNeeds {
-    /// The FFN's hidden rows as f32 (a float down projection).
-    pub silu_mul: bool,
-    /// ... as q8 (a quantized one).
-    pub silu_mul_q8: bool,
-    /// The attention output as q8 (a quantized output projection).
-    pub quantize_rows: bool,
-}
-
-impl BatchOps {
-    pub fn new(device: &dyn Device, cache: &PipelineCache, needs: BatchNeeds) -> Result<BatchOps> {
-        let optional =
-            |needed: bool, spec: &OpSpec| needed.then(|| get(device, cache, spec)).transpose();
-        Ok(BatchOps {
-            embed: get(device, cache, &EMBED)?,
-            rms_norm_q8: get(device, cache, &RMS_NORM_Q8)?,
-            add_rms_norm_q8: get(device, cache, &ADD_RMS_NORM_Q8)?,
-            silu_mul: optional(needs.silu_mul, &SILU_MUL)?,
-            silu_mul_q8: optional(needs.silu_mul_q8, &SILU_MUL_Q8)?,
-            quantize_rows: optional(needs.quantize_rows, &QUANTIZE_ROWS)?,
         })
     }
 
-    /// Row r of `out` (`dim` elements each) = the table's row `tokens[r]`, for `rows`
-    /// tokens: one dispatch per table part, each writing the rows whose token it holds.
-    pub fn embed(
-        &self,
-        parts: &[EmbedPart],
-        (dim, rows): (u64, u64),
-        tokens: Slice,
-        out: Slice,
-    ) -> Vec<Dispatch> {
-        parts
-            .iter()
-            .map(|p| Dispatch {
-                pipeline: self.embed,
-                params: vec![dim as u32, p.first_row as u32, p.rows as u32, 0],
-                storage: vec![p.table, tokens, out],
-                workgroups: [groups_for(dim, 256)[0], rows as u32, 1],
-                bytes_read: rows * dim * 4,
-            })
-            .collect()
-    }
-
-    /// [`Ops::rms_norm`] of each of `rows` rows of `n` elements, writing q8.
-    pub fn rms_norm(
-        &self,
-        (n, rows): (u64, u64),
-        eps: f32,
-        x: Slice,
-        w: Slice,
-        (out, out_q8): (Slice, Slice),
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self.rms_norm_q8,
-            params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: vec![x, w, out, out_q8],
-            workgroups: [rows as u32, 1, 1],
-            bytes_read: rows * n * 8,
-        }
-    }
-
-    /// [`Ops::add_rms_norm`] of each of `rows` rows of `n` elements, writing q8.
-    pub fn add_rms_norm(
-        &self,
-        (n, rows): (u64, u64),
-        eps: f32,
-        (x, y): (Slice, Slice),
-        w: Slice,
-        (out, out_q8): (Slice, Slice),
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self.add_rms_norm_q8,
-            params: vec![n as u32, eps.to_bits(), 0, 0],
-            storage: vec![x, y, w, out, out_q8],
-            workgroups: [rows as u32, 1, 1],
-            bytes_read: rows * n * 12,
-        }
-    }
-
-    /// silu(gate) * up of `rows` rows of `n` elements, row r at element r * `stride` of
-    /// `gate` and of `up`, written row after row.
-    pub fn silu_mul(
+    /// `act(gate) * up` (the model's [`Activation`]) of `rows` rows of `n` elements,
+    /// row r at element r * `stride` of `gate` and of `up`, written row after row.
+    pub fn glu(
         &self,
         (n, rows, stride): (u64, u64, u64),
         gate: Slice,
         up: Slice,
         out: Slice,
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self
-                .silu_mul
-                .expect("batch ops created without silu_mul (BatchNeeds)"),
+    ) -> Result<Dispatch> {
+        Ok(Dispatch {
+            pipeline: self.pipeline(self.glu_spec(false))?,
             params: vec![n as u32, rows as u32, stride as u32, 0],
             storage: vec![gate, up, out],
             workgroups: groups_for(rows * n, 256),
             bytes_read: rows * n * 8,
-        }
+        })
     }
 
-    /// [`BatchOps::silu_mul`] written quantized row after row.
-    pub fn silu_mul_q8(
+    /// [`OpsOn::glu`] written only quantized (`matvec::quantize_x_q8`'s layout, row
+    /// after row).
+    pub fn glu_q8(
         &self,
         (n, rows, stride): (u64, u64, u64),
         gate: Slice,
         up: Slice,
         out_q8: Slice,
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self
-                .silu_mul_q8
-                .expect("batch ops created without silu_mul_q8 (BatchNeeds)"),
+    ) -> Result<Dispatch> {
+        Ok(Dispatch {
+            pipeline: self.pipeline(self.glu_spec(true))?,
             params: vec![n as u32, rows as u32, stride as u32, 0],
             storage: vec![gate, up, out_q8],
+            // Eight groups of 32 per workgroup (wgsl/ops/q8_rows.wgsl).
             workgroups: groups_for(rows * n.div_ceil(32), 8),
             bytes_read: rows * n * 8,
-        }
+        })
     }
 
     /// `rows` rows of `n` elements of x, row r at element r * `stride`, written
@@ -668,16 +453,41 @@ impl BatchOps {
         (n, rows, stride): (u64, u64, u64),
         x: Slice,
         out_q8: Slice,
-    ) -> Dispatch {
-        Dispatch {
-            pipeline: self
-                .quantize_rows
-                .expect("batch ops created without quantize_rows (BatchNeeds)"),
+    ) -> Result<Dispatch> {
+        Ok(Dispatch {
+            pipeline: self.pipeline(&QUANTIZE_ROWS)?,
             params: vec![n as u32, rows as u32, stride as u32, 0],
             storage: vec![x, out_q8],
             workgroups: groups_for(rows * n.div_ceil(32), 8),
             bytes_read: rows * n * 4,
-        }
+        })
+    }
+
+    /// `token[0] = argmax(logits[..n])`, lowest index on ties, `token[1]` = the NaN or
+    /// infinite logits among them, `token[2]` = `token[0]` as it was: two dispatches,
+    /// the first leaving one candidate per workgroup in `scratch`
+    /// ([`ARGMAX_SCRATCH_WORDS`] u32). `token` holds [`ARGMAX_TOKEN_WORDS`] u32.
+    pub fn argmax(
+        &self,
+        n: u64,
+        logits: Slice,
+        scratch: Slice,
+        token: Slice,
+    ) -> Result<[Dispatch; 2]> {
+        let pipeline = self.pipeline(&ARGMAX)?;
+        let groups = n.div_ceil(ARGMAX_CHUNK).clamp(1, ARGMAX_MAX_GROUPS);
+        let chunk = n.div_ceil(groups);
+        let stage = |params: Vec<u32>, groups: u64, bytes_read: u64| Dispatch {
+            pipeline,
+            params,
+            storage: vec![logits, scratch, token],
+            workgroups: [groups as u32, 1, 1],
+            bytes_read,
+        };
+        Ok([
+            stage(vec![n as u32, chunk as u32, 0, 0], groups, n * 4),
+            stage(vec![groups as u32, 0, 1, 0], 1, groups * 12),
+        ])
     }
 }
 

@@ -242,6 +242,7 @@ pub fn time_prefill_attention(
             v,
             (out, q_width),
             state,
+            None,
         )?;
         per_iter = ds.len();
         ds.into_iter().for_each(|d| list.dispatch(d));

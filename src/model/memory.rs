@@ -7,7 +7,8 @@ use crate::gguf::GgufFile;
 use crate::kernels::attention::{KvType, PART_STRIDE_CHUNKS};
 use crate::{Error, Result};
 
-use super::Config;
+use super::config::{output_tensor, Config};
+use super::plan::{Offsets, Widths};
 
 /// Device bytes a model needs, by what they hold: an estimate within a few percent.
 /// Buffers are padded to 16 bytes and shared activations to the binding alignment,
@@ -21,7 +22,8 @@ pub struct MemoryNeed {
     /// Keys and values of every layer for the whole context.
     pub kv_cache: u64,
     pub kv: KvType,
-    /// Activations, logits, attention partials and the RoPE table.
+    /// Activations (a decode step's rows, and prefill's batch with `with_prefill`),
+    /// logits, attention partials and the RoPE table.
     pub scratch: u64,
 }
 
@@ -55,12 +57,13 @@ impl MemoryNeed {
                 .ok_or_else(|| too_big(what))
         };
         let (dim, vocab, ctx) = (config.dim as u64, config.vocab as u64, n_ctx as u64);
-        let tied = file.tensor("output.weight").is_none();
+        let tied = output_tensor(file) == "token_embd.weight";
         let mut weights = 0u64;
         for t in file.tensors() {
             // Parsing checked that every tensor's data lies inside the file.
             let bytes = file.tensor_data(t).len() as u64;
             let uploaded = match t.name.as_str() {
+                // Only the f32 table (`embedding`) is uploaded, unless it is the lm-head too.
                 "token_embd.weight" if !tied => 0,
                 _ if t.dims.len() == 1 => product("a norm", &[t.n_elements(), 4])?,
                 _ => bytes,
@@ -68,7 +71,6 @@ impl MemoryNeed {
             weights = sum("the weights", &[weights, uploaded])?;
         }
         let embedding = product("the f32 embedding table", &[vocab, dim, 4])?;
-        let kv_dim = config.kv_dim() as u64;
         let kv_cache = product(
             "the KV cache",
             &[
@@ -86,26 +88,14 @@ impl MemoryNeed {
             .attention_workgroups
             .max(1)
             .next_multiple_of(PART_STRIDE_CHUNKS);
-        let q_dim = (config.n_heads * config.head_dim) as u64;
-        let ffn = config.ffn_dim as u64;
-        let vectors = sum(
-            "the activations",
-            &[
-                dim,
-                dim.max(q_dim),
-                q_dim,
-                2 * kv_dim,
-                q_dim,
-                2 * dim,
-                3 * ffn,
-            ],
-        )?;
+        // A decode step's row of each buffer of the forward pass.
+        let widths = Widths::of(config, &Offsets::of(config, profile));
         // A second table for the local layers' RoPE base.
         let rope_tables = 1 + config.sliding_window.is_some() as u64;
         let scratch = sum(
             "the scratch buffers",
             &[
-                product("the activations", &[vectors, 4])?,
+                widths.bytes_per_row(),
                 product(
                     "the attention partials",
                     &[config.n_heads as u64, chunks, config.head_dim as u64 + 2, 4],

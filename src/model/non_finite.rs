@@ -2,6 +2,7 @@
 //! front; a decode step whose logits hold any fails, and is replayed op by op to name
 //! the first op that produced them.
 
+use super::forward::Output;
 use super::{Matrix, Model};
 use crate::device::{read_f32, CommandList, Slice};
 use crate::gguf::GgufFile;
@@ -91,9 +92,9 @@ impl Model {
 
     fn first_non_finite_op(&self, pos: usize, embedded: u32) -> Result<Option<String>> {
         let dev = self.device.as_ref();
-        dev.upload(self.act.token.buffer, 0, &embedded.to_le_bytes())?;
+        dev.upload(self.token_buffer().buffer, 0, &embedded.to_le_bytes())?;
         let mut probes = Probes(Some(Vec::new()));
-        let list = self.record_probed(pos as u64, &mut probes)?;
+        let list = self.record_step(pos as u64, Output::Logits, &mut probes)?;
         let mut done = 0;
         for p in probes.0.unwrap_or_default() {
             let part = CommandList {

@@ -1,33 +1,48 @@
 //! The model planner: from a GGUF file, a device profile and the load options, every
-//! matrix of the forward pass (which tensors are stacked into one, the form its x
-//! arrives in, its route), with no device. `Model::from_gguf` uploads what it says, and
-//! `decode --plan` and `inspect --plan` print it: the plan that is printed is the plan
-//! that runs.
+//! launch of the forward pass, with no device: each matrix (which tensors are stacked
+//! into one, the form its x arrives in) with its matvec for one token and its matmul for
+//! a batch, decode and prefill attention, the batch size, and the buffers the pass
+//! works in. `Model::from_plan` uploads and allocates what it says, and `decode --plan`
+//! and `inspect --plan` print it: the plan that is printed is the plan that runs.
 
 use serde::Serialize;
 
-use super::prefill::{batch_bytes, plan_prefill, PrefillPlan, DEFAULT_UBATCH};
-use super::{Activation, Config, LoadOptions, MemoryNeed};
+use super::config::{output_tensor, Config};
+use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::attention::KvType;
-use crate::kernels::matvec::XForm;
+use crate::kernels::attention::{KvType, PREFILL_STATE_BYTES};
+use crate::kernels::matvec::{XForm, Q8_GROUP_BYTES};
 use crate::router::{
-    route_attention, route_matvec, write_route_table, AttentionQuery, AttentionRoute, MatvecQuery,
-    Route, RouteRow, XInput,
+    route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
+    route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, Clause,
+    EngineRoute, MatmulRoute, MatvecQuery, PrefillAttentionRoute, Route, RouteRow, XInput,
 };
 use crate::{Error, Result};
 
+/// Tokens per prefill batch unless `LoadOptions::ubatch` says otherwise (llama.cpp's
+/// default ubatch).
+pub const DEFAULT_UBATCH: usize = 512;
+
+/// Prompt positions per lm-head matmul of `Model::prefill_logits`: their logits are
+/// read back between runs, so this bounds the buffer (64 x 128,256 vocab x 4 bytes is
+/// 33 MB) rather than the speed.
+pub const LOGITS_RUN: u64 = 64;
+
 /// A weight matrix of the forward pass: one GGUF tensor, or several stacked row-wise
 /// when they share an input and a type (Q, K and V; gate and up), so that one dispatch
-/// computes them all.
+/// computes them all. One token multiplies it by its matvec, a batch by its matmul
+/// (`router::linear_kind`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlannedMatrix {
     /// The tensors, in row order.
     pub tensors: Vec<String>,
     /// The element of the output buffer its first row writes.
     pub out_first: u64,
+    /// Its matvec.
     pub route: Route,
+    /// Its matmul over the same weights, where prompts are batched.
+    pub batch: Option<MatmulRoute>,
 }
 
 impl PlannedMatrix {
@@ -49,6 +64,25 @@ pub struct LayerPlan {
     pub down: PlannedMatrix,
 }
 
+impl LayerPlan {
+    /// The layer's matrices in forward-pass order.
+    pub fn matrices(&self) -> impl Iterator<Item = &PlannedMatrix> {
+        self.qkv
+            .iter()
+            .chain([&self.wo])
+            .chain(&self.gate_up)
+            .chain([&self.down])
+    }
+
+    fn matrices_mut(&mut self) -> impl Iterator<Item = &mut PlannedMatrix> {
+        self.qkv
+            .iter_mut()
+            .chain([&mut self.wo])
+            .chain(&mut self.gate_up)
+            .chain([&mut self.down])
+    }
+}
+
 /// Where q, k, v and gate, up sit in their shared buffers (elements): each at an
 /// offset the device can bind an op's input at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -61,6 +95,9 @@ pub struct Offsets {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Plan {
     pub device: String,
+    /// The file the plan was made for: its size and a hash of its header and tensor
+    /// table (`GgufFile::identity`), so a plan cannot load another file's weights.
+    pub file: (u64, u64),
     pub config: Config,
     /// Positions the KV cache holds.
     pub n_ctx: usize,
@@ -75,6 +112,174 @@ pub struct Plan {
     pub output: PlannedMatrix,
     /// How prompts are processed: in batches on matmuls, or token at a time.
     pub prefill: PrefillPlan,
+}
+
+/// How a prompt is processed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "route", rename_all = "snake_case")]
+pub enum PrefillPlan {
+    /// In batches of up to `ubatch` tokens, each matrix on its matmul
+    /// (`PlannedMatrix::batch`).
+    Batched(Box<BatchedPrefill>),
+    /// Each token through the decode step, and why.
+    TokenAtATime { clauses: Vec<Clause> },
+}
+
+/// A batched prefill's routes beside its matrices' matmuls.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchedPrefill {
+    pub ubatch: u64,
+    /// Why the batch is `ubatch` tokens.
+    pub batch: Clause,
+    /// The engine the quant matrices were routed to.
+    pub engine: EngineRoute,
+    pub attention: PrefillAttentionRoute,
+    /// How `Model::prefill_logits` gets the prompt's logits.
+    pub logits: PromptLogits,
+}
+
+/// Every prompt position's logits: the lm-head's matmul (`Plan::output`'s batch
+/// route) over runs of `tokens` positions of the batch, or each position as a decode
+/// step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "route", rename_all = "snake_case")]
+pub enum PromptLogits {
+    Batched { tokens: u64, clause: Clause },
+    TokenAtATime { clause: Clause },
+}
+
+impl PrefillPlan {
+    /// Tokens per batch: 1 when token at a time.
+    pub fn ubatch(&self) -> u64 {
+        match self {
+            PrefillPlan::Batched(b) => b.ubatch,
+            PrefillPlan::TokenAtATime { .. } => 1,
+        }
+    }
+
+    /// Positions per lm-head matmul of `prefill_logits`, 0 where they are decode steps.
+    pub fn logits_tokens(&self) -> u64 {
+        match self {
+            PrefillPlan::Batched(b) => match b.logits {
+                PromptLogits::Batched { tokens, .. } => tokens,
+                PromptLogits::TokenAtATime { .. } => 0,
+            },
+            PrefillPlan::TokenAtATime { .. } => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for PromptLogits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PromptLogits::Batched { clause, .. } | PromptLogits::TokenAtATime { clause } => {
+                write!(f, "{clause}")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for PrefillPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |clauses: &[Clause]| {
+            clauses
+                .iter()
+                .map(Clause::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        match self {
+            PrefillPlan::TokenAtATime { clauses } => {
+                write!(f, "token at a time: {}", join(clauses))
+            }
+            PrefillPlan::Batched(b) => {
+                write!(
+                    f,
+                    "{}; matmuls below; attention {}: {}; {}",
+                    b.batch,
+                    b.attention.launch().pipeline_key(),
+                    join(b.attention.clauses()),
+                    b.logits
+                )
+            }
+        }
+    }
+}
+
+/// The widths of a token's rows in the forward pass's buffers, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Widths {
+    pub dim: u64,
+    pub q_dim: u64,
+    pub n_heads: u64,
+    /// q, k and v side by side (`Offsets`).
+    pub qkv: u64,
+    /// gate and up side by side.
+    pub gate_up: u64,
+    pub ffn: u64,
+}
+
+impl Widths {
+    pub fn of(config: &Config, offsets: &Offsets) -> Widths {
+        Widths {
+            dim: config.dim as u64,
+            q_dim: (config.n_heads * config.head_dim) as u64,
+            n_heads: config.n_heads as u64,
+            qkv: offsets.v_first + config.kv_dim() as u64,
+            gate_up: offsets.up_first + config.ffn_dim as u64,
+            ffn: config.ffn_dim as u64,
+        }
+    }
+
+    /// The forward pass's buffers with a row per token, as (label, bytes per row), in
+    /// the order `forward::Rows` makes them: what a decode step (one row) and a prefill
+    /// batch (`ubatch` rows) allocate, and `MemoryNeed` counts.
+    pub fn row_buffers(&self) -> [(&'static str, u64); ROW_BUFFERS] {
+        [
+            ("x", 4 * self.dim),
+            ("norm(x)", 4 * self.dim),
+            ("norm(x) as q8", q8_row(self.dim)),
+            ("q, k, v", 4 * self.qkv),
+            ("attention out", 4 * self.q_dim),
+            ("attention out as q8", q8_row(self.q_dim)),
+            ("attention state", PREFILL_STATE_BYTES * self.n_heads),
+            ("block out", 4 * self.dim),
+            ("norm(block out)", 4 * self.dim),
+            ("ffn gate, up", 4 * self.gate_up),
+            ("ffn hidden", 4 * self.ffn),
+            ("ffn hidden as q8", q8_row(self.ffn)),
+        ]
+    }
+
+    /// Bytes of a row of every buffer together.
+    pub fn bytes_per_row(&self) -> u64 {
+        self.row_buffers().iter().map(|(_, b)| b).sum()
+    }
+
+    /// The widest row of any buffer, which the binding limit caps.
+    pub fn widest_row(&self) -> u64 {
+        self.row_buffers()
+            .iter()
+            .map(|&(_, b)| b)
+            .max()
+            .unwrap_or(4)
+    }
+}
+
+/// How many buffers [`Widths::row_buffers`] lists.
+pub const ROW_BUFFERS: usize = 12;
+
+/// Bytes of `k` values quantized as the matvecs and matmuls take them.
+pub fn q8_row(k: u64) -> u64 {
+    k.div_ceil(32) * Q8_GROUP_BYTES
+}
+
+/// Device bytes of a prefill batch's buffers: `ubatch` rows of every row buffer, the
+/// batch's token ids, and the logits of a run of `logits_tokens` prompt positions.
+pub fn batch_bytes(widths: &Widths, vocab: u64, ubatch: u64, logits_tokens: u64) -> u64 {
+    (widths.bytes_per_row() + 4)
+        .saturating_mul(ubatch)
+        .saturating_add(logits_tokens.saturating_mul(4 * vocab))
 }
 
 fn tensor<'f>(file: &'f GgufFile, name: &str) -> Result<&'f TensorInfo> {
@@ -94,6 +299,20 @@ fn matrix_tensor<'f>(file: &'f GgufFile, name: &str, m: u64, k: u64) -> Result<&
     Ok(t)
 }
 
+impl Offsets {
+    /// Each part at an offset `profile` can bind an op's input at.
+    pub fn of(config: &Config, profile: &DeviceProfile) -> Offsets {
+        let align = (profile.storage_offset_alignment.max(4) / 4) as u64;
+        let q_dim = (config.n_heads * config.head_dim) as u64;
+        let k_first = q_dim.next_multiple_of(align);
+        Offsets {
+            k_first,
+            v_first: (k_first + config.kv_dim() as u64).next_multiple_of(align),
+            up_first: (config.ffn_dim as u64).next_multiple_of(align),
+        }
+    }
+}
+
 /// Plans `file` on `profile`: device-free, so a preset's plan is the plan a device with
 /// that profile runs.
 pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> Result<Plan> {
@@ -104,19 +323,14 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         config.ffn_dim as u64,
     );
     let q_dim = (config.n_heads * config.head_dim) as u64;
-    let align = (profile.storage_offset_alignment.max(4) / 4) as u64;
-    let k_first = q_dim.next_multiple_of(align);
-    let offsets = Offsets {
-        k_first,
-        v_first: (k_first + kv_dim).next_multiple_of(align),
-        up_first: ffn.next_multiple_of(align),
-    };
+    let offsets = Offsets::of(&config, profile);
+    let widths = Widths::of(&config, &offsets);
     // The largest batch prefill may take is counted against the device with the cache.
     let prefill_bytes = batch_bytes(
-        &config,
-        &offsets,
+        &widths,
+        config.vocab as u64,
         options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64,
-        super::prefill::LOGITS_RUN,
+        LOGITS_RUN,
     );
     let (n_ctx, context_reason) = context(&config, file, profile, options, prefill_bytes)?;
     let attention = route_attention(
@@ -141,7 +355,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         profile,
         options,
     };
-    let layers = (0..config.n_layers)
+    let mut layers = (0..config.n_layers)
         .map(|i| {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
             Ok(LayerPlan {
@@ -162,23 +376,18 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    // Tied embeddings: the quantized token_embd doubles as the lm-head.
-    let output_name = if file.tensor("output.weight").is_some() {
-        "output.weight"
-    } else {
-        "token_embd.weight"
-    };
-    let output = planner.matrix(output_name, config.vocab as u64, dim, XInput::Norm)?;
+    let mut output = planner.matrix(output_tensor(file), config.vocab as u64, dim, XInput::Norm)?;
     let prefill = plan_prefill(
         &config,
-        (&layers, &output),
-        &offsets,
+        (&mut layers, &mut output),
+        &widths,
         (options.kv, n_ctx),
         profile,
-        (options.ubatch, options.routing.coop_matrix),
+        options,
     )?;
     Ok(Plan {
         device: profile.name.clone(),
+        file: file.identity(),
         config,
         n_ctx,
         context_reason,
@@ -189,6 +398,91 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         output,
         prefill,
     })
+}
+
+/// Plans prefill, giving each matrix its matmul: batched where the batch holds two
+/// tokens or more, the prefill attention fits the device and every layer matrix has
+/// a matmul over its matvec's weights; else token at a time, with the clause that says
+/// why. Pure: a preset's plan is a device's.
+fn plan_prefill(
+    config: &Config,
+    (layers, output): (&mut [LayerPlan], &mut PlannedMatrix),
+    widths: &Widths,
+    (kv, n_ctx): (KvType, usize),
+    profile: &DeviceProfile,
+    options: &LoadOptions,
+) -> Result<PrefillPlan> {
+    let token_at_a_time = |clause: Clause| {
+        Ok(PrefillPlan::TokenAtATime {
+            clauses: vec![clause],
+        })
+    };
+    let asked = options.ubatch.map(|n| n as u64);
+    let (ubatch, batch) = route_batch(
+        profile,
+        (asked, DEFAULT_UBATCH as u64),
+        widths.widest_row(),
+        n_ctx as u64,
+    );
+    let Some(ubatch) = ubatch else {
+        return token_at_a_time(batch);
+    };
+    let coop = options.routing.coop_matrix;
+    let engine = route_matmul_engine(profile, coop)?;
+    let Ok(attention) = route_prefill_attention(profile, config.heads(), kv) else {
+        return token_at_a_time(Clause::NoPrefillAttention);
+    };
+    let mut routed = Vec::new();
+    for m in layers.iter().flat_map(LayerPlan::matrices) {
+        match route_matmul(profile, &engine, m.route.launch(), ubatch) {
+            Ok(r) => routed.push(r),
+            Err(_) => {
+                return token_at_a_time(Clause::NoMatmul {
+                    kernel: m.route.launch().kernel().name,
+                })
+            }
+        }
+    }
+    for (m, r) in layers
+        .iter_mut()
+        .flat_map(LayerPlan::matrices_mut)
+        .zip(routed)
+    {
+        m.batch = Some(r);
+    }
+    let vocab_bytes = 4 * config.vocab as u64;
+    let binding = profile.usable_binding_bytes();
+    let tokens = ubatch.min(LOGITS_RUN).min(binding / vocab_bytes);
+    let head = (tokens > 0)
+        .then(|| route_matmul(profile, &engine, output.route.launch(), tokens).ok())
+        .flatten();
+    let logits = match head {
+        Some(head) => {
+            output.batch = Some(head);
+            PromptLogits::Batched {
+                tokens,
+                clause: Clause::PromptLogitsRuns { tokens },
+            }
+        }
+        None if tokens == 0 => PromptLogits::TokenAtATime {
+            clause: Clause::PromptLogitsTooWide {
+                bytes: vocab_bytes,
+                binding,
+            },
+        },
+        None => PromptLogits::TokenAtATime {
+            clause: Clause::NoMatmul {
+                kernel: output.route.launch().kernel().name,
+            },
+        },
+    };
+    Ok(PrefillPlan::Batched(Box::new(BatchedPrefill {
+        ubatch,
+        batch,
+        engine,
+        attention,
+        logits,
+    })))
 }
 
 /// Share of the device's memory a default context may fill: the rest is left to the
@@ -269,6 +563,7 @@ impl Planner<'_> {
             tensors: vec![name.to_string()],
             out_first: 0,
             route: self.route(name, MatvecQuery { ty: t.ty, m, k, x })?,
+            batch: None,
         })
     }
 
@@ -319,6 +614,7 @@ impl Planner<'_> {
             tensors: names.to_vec(),
             out_first: first[0],
             route: self.route(&name, query)?,
+            batch: None,
         }])
     }
 }
@@ -328,13 +624,7 @@ impl Plan {
     pub fn matrices(&self) -> impl Iterator<Item = &PlannedMatrix> {
         self.layers
             .iter()
-            .flat_map(|l| {
-                l.qkv
-                    .iter()
-                    .chain([&l.wo])
-                    .chain(&l.gate_up)
-                    .chain([&l.down])
-            })
+            .flat_map(LayerPlan::matrices)
             .chain([&self.output])
     }
 
@@ -363,6 +653,12 @@ impl Plan {
             .matrices()
             .map(|m| {
                 let launch = m.route.launch();
+                let matmul = m.batch.as_ref().map(|b| {
+                    serde_json::json!({
+                        "kernel": b.launch().pipeline_key(),
+                        "clauses": b.clauses().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                    })
+                });
                 serde_json::json!({
                     "tensors": m.tensors,
                     "type": launch.kernel().ty.name(),
@@ -370,6 +666,7 @@ impl Plan {
                     "k": launch.k(),
                     "kernel": launch.pipeline_key(),
                     "clauses": m.route.clauses().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                    "matmul": matmul,
                 })
             })
             .collect();
@@ -384,23 +681,22 @@ impl Plan {
             "context_reason": self.context_reason,
             "attention": attention,
             "prefill": self.prefill,
+            "prefill_summary": self.prefill.to_string(),
             "matvecs": matvecs,
         })
     }
 }
 
 impl std::fmt::Display for Plan {
-    /// The route table with a legend of clauses, then the context and attention.
+    /// The matvecs' route table with a legend of clauses, the context and attention,
+    /// then prefill's routes and, where it batches, the matmuls' table.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "plan for {}:", self.device)?;
         let names: Vec<String> = self.matrices().map(PlannedMatrix::name).collect();
         let rows: Vec<RouteRow> = self
             .matrices()
             .zip(&names)
-            .map(|(m, name)| RouteRow {
-                tensor: name,
-                route: &m.route,
-            })
+            .map(|(m, name)| RouteRow::matvec(name, &m.route))
             .collect();
         write_route_table(f, &rows)?;
         writeln!(f, "forward: {}", self.config.forward_summary())?;
@@ -417,6 +713,15 @@ impl std::fmt::Display for Plan {
                 .join("; ")
         )?;
         writeln!(f, "prefill: {}", self.prefill)?;
+        let rows: Vec<RouteRow> = self
+            .matrices()
+            .zip(&names)
+            .filter_map(|(m, name)| Some(RouteRow::matmul(name, m.batch.as_ref()?)))
+            .collect();
+        if !rows.is_empty() {
+            writeln!(f, "prefill matmuls:")?;
+            write_route_table(f, &rows)?;
+        }
         Ok(())
     }
 }

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use crate::device::Backend;
+use super::prefill::NoCoopMatrix;
+use crate::device::{Backend, CoopMatrix};
 use crate::kernels::attention::{KvType, Merge};
 use crate::kernels::matvec::{Batches, Family, XStage};
 use crate::quant::GgmlType;
@@ -123,6 +124,84 @@ pub enum Clause {
     KvCache {
         kv: KvType,
         kb_per_token: f64,
+    },
+    /// A batch's quant matrices multiply on cooperative matrices, where the batch
+    /// splits a matrix into at least `min_tiles` tiles of `tile` (all, where forced).
+    MatmulCoopMatrix {
+        shape: CoopMatrix,
+        k_groups: u32,
+        min_tiles: u64,
+        tile: u64,
+        forced: bool,
+    },
+    /// ... on dot4, and why not on cooperative matrices.
+    MatmulDot4 {
+        k_groups: u32,
+        why: NoCoopMatrix,
+    },
+    /// This matrix splits into fewer tiles than cooperative matrices need to fill the
+    /// device: dot4.
+    MatmulCoopFewTiles {
+        tiles: u64,
+        min: u64,
+        k_groups: u32,
+    },
+    /// Float weights multiply f32 x on f32 FMAs.
+    MatmulFloatWeights {
+        ty: GgmlType,
+    },
+    /// The matrix's matvec keeps x exact: its matmul multiplies f32 x on f32 FMAs too.
+    MatmulExactX {
+        family: Family,
+    },
+    /// x arrives rounded to int8 per 32 values, by the op before.
+    MatmulXQ8,
+    /// (token, query head) rows and key positions per prefill attention workgroup.
+    PrefillAttentionTiles {
+        rows: u32,
+        key_tile: u32,
+        slices: u64,
+        bytes: u64,
+        budget: u64,
+    },
+    /// The device ends an invocation's loops after `limit` iterations: a dispatch walks
+    /// at most `keys` key positions.
+    PrefillKeyPasses {
+        limit: u64,
+        keys: u64,
+    },
+    Batch {
+        tokens: u64,
+        asked: bool,
+    },
+    BatchByBinding {
+        tokens: u64,
+        wanted: u64,
+        row_bytes: u64,
+        binding: u64,
+    },
+    BatchByContext {
+        tokens: u64,
+        wanted: u64,
+    },
+    /// A batch of one token was asked for: prompts go token at a time.
+    BatchOfOneAsked,
+    /// Prompts go token at a time: this matrix's matvec has no matmul.
+    NoMatmul {
+        kernel: &'static str,
+    },
+    /// Prompts go token at a time: the prefill attention cannot run here.
+    NoPrefillAttention,
+    /// The prompt's logits: the lm-head's matmul over runs of `tokens` positions (the
+    /// logits are read back between runs).
+    PromptLogitsRuns {
+        tokens: u64,
+    },
+    /// The prompt's logits: a decode step per position, a token's logits being wider
+    /// than a binding.
+    PromptLogitsTooWide {
+        bytes: u64,
+        binding: u64,
     },
 }
 
@@ -249,6 +328,125 @@ impl std::fmt::Display for Clause {
                  (the merge by the last workgroup is the subgroup kernel's, trusted on \
                  Vulkan){}",
                 forced(on)
+            ),
+            Clause::MatmulCoopMatrix {
+                shape,
+                k_groups,
+                min_tiles,
+                tile,
+                forced: true,
+            } => write!(
+                f,
+                "cooperative matrices {shape}, {k_groups} groups of 32 per K step (forced: \
+                 every matrix; tiles of {tile}, {min_tiles} fill the device)"
+            ),
+            Clause::MatmulCoopMatrix {
+                shape,
+                k_groups,
+                min_tiles,
+                tile,
+                ..
+            } => write!(
+                f,
+                "cooperative matrices {shape}, {k_groups} groups of 32 per K step, for \
+                 matrices a batch splits into at least {min_tiles} tiles of {tile}"
+            ),
+            Clause::MatmulDot4 { k_groups, why } => {
+                let why = match why {
+                    NoCoopMatrix::Asked => "cooperative matrices off, as asked".to_string(),
+                    NoCoopMatrix::NoShape => "the adapter offers no cooperative matrix brass \
+                                              stages (f16 or f32 in, f32 out)"
+                        .to_string(),
+                    NoCoopMatrix::NoSubgroups => "the adapter has no subgroups".to_string(),
+                    NoCoopMatrix::TooManyInvocations { invocations, limit } => format!(
+                        "a cooperative-matrix workgroup of {invocations} invocations exceeds \
+                         the device's {limit}"
+                    ),
+                    NoCoopMatrix::TileTooBig { bytes, limit } => format!(
+                        "a cooperative-matrix tile takes {bytes} bytes of workgroup memory, \
+                         past the device's {limit}"
+                    ),
+                };
+                if k_groups == 0 {
+                    write!(f, "{why}")
+                } else {
+                    write!(
+                        f,
+                        "dot4 (x in int8), {k_groups} groups of 32 per K step: {why}"
+                    )
+                }
+            }
+            Clause::MatmulCoopFewTiles {
+                tiles,
+                min,
+                k_groups,
+            } => write!(
+                f,
+                "{tiles} cooperative-matrix tiles, fewer than the {min} that fill the device: \
+                 dot4, {k_groups} groups of 32 per K step"
+            ),
+            Clause::MatmulFloatWeights { ty } => {
+                write!(f, "{ty} weights: f32 x on f32 multiply-adds")
+            }
+            Clause::MatmulExactX { family } => write!(
+                f,
+                "routed to {} (exact activations): f32 x on f32 multiply-adds",
+                family.name()
+            ),
+            Clause::MatmulXQ8 => write!(f, "x rounded to int8 per 32 values by the op before"),
+            Clause::PrefillAttentionTiles {
+                rows,
+                key_tile,
+                slices,
+                bytes,
+                budget,
+            } => write!(
+                f,
+                "causal flash attention, {rows} (token, query head) rows by {key_tile} keys \
+                 a tile, {slices} slice(s) of the head ({bytes} of {budget} bytes of \
+                 workgroup memory)"
+            ),
+            Clause::PrefillKeyPasses { limit, keys } => write!(
+                f,
+                "the device stops an invocation's loops after {limit} iterations: passes \
+                 of at most {keys} keys"
+            ),
+            Clause::Batch {
+                tokens,
+                asked: true,
+            } => write!(f, "batches of {tokens} tokens, as asked"),
+            Clause::Batch { tokens, .. } => write!(f, "batches of {tokens} tokens, the default"),
+            Clause::BatchByBinding {
+                tokens,
+                wanted,
+                row_bytes,
+                binding,
+            } => write!(
+                f,
+                "batches of {tokens} of {wanted} tokens: a batch's widest buffer ({row_bytes} \
+                 bytes a token) must fit a binding of {binding}"
+            ),
+            Clause::BatchByContext { tokens, wanted } => {
+                write!(f, "batches of {tokens} of {wanted} tokens: the context")
+            }
+            Clause::BatchOfOneAsked => write!(f, "a batch of 1 token was asked for"),
+            Clause::NoMatmul { kernel } => write!(
+                f,
+                "{kernel} has no matmul over its weights: prompts go token at a time"
+            ),
+            Clause::NoPrefillAttention => write!(
+                f,
+                "no prefill attention fits the device: prompts go token at a time"
+            ),
+            Clause::PromptLogitsRuns { tokens } => write!(
+                f,
+                "prompt logits (when asked for): the lm-head's matmul over runs of {tokens} \
+                 positions"
+            ),
+            Clause::PromptLogitsTooWide { bytes, binding } => write!(
+                f,
+                "prompt logits (when asked for): a decode step each, a token's {bytes} bytes \
+                 of logits exceeding a binding of {binding}"
             ),
             Clause::KvCache { kv, kb_per_token } => write!(
                 f,

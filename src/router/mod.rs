@@ -8,10 +8,15 @@
 
 mod attention;
 mod clause;
+mod prefill;
 mod table;
 
 pub use attention::{route_attention, AttentionQuery, AttentionRoute};
 pub use clause::{Clause, Override};
+pub use prefill::{
+    linear_kind, route_batch, route_matmul, route_matmul_engine, route_prefill_attention,
+    EngineRoute, LinearKind, MatmulRoute, NoCoopMatrix, PrefillAttentionRoute,
+};
 pub use table::{write_route_table, RouteRow};
 
 use serde::Serialize;
@@ -118,7 +123,7 @@ pub struct Overrides {
     pub x_planes: Option<u32>,
     /// Whether prefill matmuls multiply on cooperative matrices: yes (refused where the
     /// adapter has none), no (dot4), or (None) where the adapter has them
-    /// ([`crate::kernels::matmul::MatmulEngine::route`]).
+    /// ([`route_matmul_engine`]).
     pub coop_matrix: Option<bool>,
 }
 

@@ -1,11 +1,42 @@
 //! The route table that `decode --plan` and `inspect --plan` print.
 
-use super::Route;
+use super::{Clause, MatmulRoute, Route};
 
-/// One row of a route table: a tensor (or a stack of them) and its route.
+/// One row of a route table: a tensor (or a stack of them), its kernel and the clauses
+/// that chose it.
 pub struct RouteRow<'a> {
     pub tensor: &'a str,
-    pub route: &'a Route,
+    pub ty: &'static str,
+    /// M x K.
+    pub shape: (u64, u64),
+    pub kernel: String,
+    pub clauses: &'a [Clause],
+}
+
+impl<'a> RouteRow<'a> {
+    /// A matrix's matvec.
+    pub fn matvec(tensor: &'a str, route: &'a Route) -> RouteRow<'a> {
+        let launch = route.launch();
+        RouteRow {
+            tensor,
+            ty: launch.kernel().ty.name(),
+            shape: (launch.m(), launch.k()),
+            kernel: route.pipeline_key(),
+            clauses: route.clauses(),
+        }
+    }
+
+    /// A matrix's matmul.
+    pub fn matmul(tensor: &'a str, route: &'a MatmulRoute) -> RouteRow<'a> {
+        let launch = route.launch();
+        RouteRow {
+            tensor,
+            ty: launch.kernel().ty.name(),
+            shape: (launch.m(), launch.k()),
+            kernel: launch.pipeline_key(),
+            clauses: route.clauses(),
+        }
+    }
 }
 
 /// Writes `rows` in aligned columns. A route's reasons are numbers into a legend of
@@ -16,8 +47,7 @@ pub fn write_route_table(f: &mut impl std::fmt::Write, rows: &[RouteRow]) -> std
     let mut cells = Vec::new();
     for row in rows {
         let numbers: Vec<String> = row
-            .route
-            .clauses()
+            .clauses
             .iter()
             .map(|clause| {
                 let clause = clause.to_string();
@@ -31,11 +61,10 @@ pub fn write_route_table(f: &mut impl std::fmt::Write, rows: &[RouteRow]) -> std
                 (n + 1).to_string()
             })
             .collect();
-        let launch = row.route.launch();
         cells.push((
-            launch.kernel().ty.name(),
-            format!("{} x {}", launch.m(), launch.k()),
-            row.route.pipeline_key(),
+            row.ty,
+            format!("{} x {}", row.shape.0, row.shape.1),
+            row.kernel.clone(),
             numbers.join(" "),
         ));
     }

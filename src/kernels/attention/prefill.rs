@@ -411,8 +411,9 @@ impl PrefillAttention {
     /// `+ h * head_dim`), its output rows at `t * out_stride` of `out` (f32), and
     /// token t attends to cache rows `0..=start + t`, which must all be written.
     /// `state` holds [`PREFILL_STATE_BYTES`] per (token, query head) between passes
-    /// ([`Self::keys_per_pass`]). One dispatch, more where the row blocks exceed the
-    /// grid's limit or the keys take several passes.
+    /// ([`Self::keys_per_pass`]). With a `window` (a local layer's), token t attends
+    /// only to its last `window` positions. One dispatch, more where the row blocks
+    /// exceed the grid's limit or the keys take several passes.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatches(
         &self,
@@ -424,6 +425,7 @@ impl PrefillAttention {
         v_cache: Slice,
         (out, out_stride): (Slice, u64),
         state: Slice,
+        window: Option<u64>,
     ) -> Result<Vec<Dispatch>> {
         let h = self.heads;
         let q_width = h.n_heads * h.head_dim;
@@ -434,6 +436,9 @@ impl PrefillAttention {
         let fail = |what: String| Err(Error::Invalid(format!("prefill attention: {what}")));
         if n_tokens == 0 {
             return fail("no tokens".into());
+        }
+        if window == Some(0) {
+            return fail("a window of no positions".into());
         }
         if n_pos > u32::MAX as u64 || n_tokens * h.group() > u32::MAX as u64 {
             return fail(format!("{n_tokens} tokens from position {start}"));
@@ -469,7 +474,8 @@ impl PrefillAttention {
         let scale = 1.0 / (h.head_dim as f32).sqrt();
         let n_blocks = self.n_blocks(n_tokens);
         let per_dispatch = self.max_workgroups_per_dim as u64;
-        let per_block = self.kv_bytes_read(start, n_tokens) / n_blocks;
+        let per_block = self.kv_bytes_read(start, n_tokens, window) / n_blocks;
+        let window_param = window.map_or(0, |w| w.min(n_pos)) as u32;
         let keys_per_pass = self.keys_per_pass.unwrap_or(n_pos).max(1);
         let mut dispatches = Vec::new();
         for key_first in (0..n_pos).step_by(keys_per_pass as usize) {
@@ -494,7 +500,7 @@ impl PrefillAttention {
                         key_first as u32,
                         key_end as u32,
                         h.n_heads as u32,
-                        0,
+                        window_param,
                     ],
                     storage: vec![q, k_cache, v_cache, out, state],
                     workgroups: [blocks as u32, h.n_kv_heads as u32, self.n_slices() as u32],
@@ -514,10 +520,16 @@ impl PrefillAttention {
     }
 
     /// K and V bytes the workgroups of a prefill read from the cache (each K tile once
-    /// per output slice, each V pair once), per layer.
-    pub fn kv_bytes_read(&self, start: u64, n_tokens: u64) -> u64 {
+    /// per output slice, each V pair once), per layer: each block from its first row's
+    /// first key (0, or where its `window` starts) to its last row's position.
+    pub fn kv_bytes_read(&self, start: u64, n_tokens: u64, window: Option<u64>) -> u64 {
+        let group = self.heads.group();
         let positions: u64 = (0..self.n_blocks(n_tokens))
-            .map(|b| self.block_last_pos(start, n_tokens, b) + 1)
+            .map(|b| {
+                let first_pos = start + b * self.rows as u64 / group;
+                let first_key = window.map_or(0, |w| (first_pos + 1).saturating_sub(w));
+                self.block_last_pos(start, n_tokens, b) + 1 - first_key
+            })
             .sum();
         let row_bytes = self.heads.n_kv_heads * self.kv.row_bytes(self.heads.head_dim);
         positions * row_bytes * (self.n_slices() + 1)

@@ -1,0 +1,990 @@
+//! The forward pass, written once for any number of tokens: a decode step is one token,
+//! a prompt's batch many. Each op covers the pass's rows in one dispatch; each matrix
+//! is a matvec for one token and a matmul for many (`router::linear_kind`); attention
+//! is split-K decode attention for one token and causal flash attention for many. The
+//! family's features (biases, q/k norms, post-norms, GeGLU, scaled embeddings, local
+//! layers) are in the one pass, so every family batches its prompts.
+//!
+//! Pipelines are made by the first pass that dispatches them, so a model that never
+//! processes a prompt in batches, or never asks for a prompt's logits, makes none of
+//! theirs, and the dispatch audit holds whichever phases ran.
+
+use std::sync::OnceLock;
+
+use super::non_finite::Probes;
+use super::plan::{q8_row, Widths, ROW_BUFFERS};
+use super::{Input, Layer, Matrix, Model, PrefillPlan};
+use crate::device::{BufferUse, CommandList, OwnedBuffers, ReadTicket, Slice};
+use crate::kernels::attention::{AttentionLaunch, AttentionPipelines, Partials, PrefillPipelines};
+use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
+use crate::kernels::matvec::XForm;
+use crate::kernels::ops::{OpsOn, ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS};
+use crate::router::{linear_kind, LinearKind};
+use crate::{Error, Result};
+
+/// The buffers a forward pass works in, a row per token (`Widths::row_buffers`), for up
+/// to `capacity` tokens, and the tokens' ids (u32).
+pub(super) struct Rows {
+    capacity: u64,
+    tokens: Slice,
+    x: Slice,
+    xn: Slice,
+    xn_q8: Slice,
+    qkv: Slice,
+    att: Slice,
+    att_q8: Slice,
+    att_state: Slice,
+    out: Slice,
+    post: Slice,
+    gate_up: Slice,
+    hidden: Slice,
+    hidden_q8: Slice,
+}
+
+impl Rows {
+    fn new(buffers: &OwnedBuffers, widths: &Widths, capacity: u64, tokens: Slice) -> Result<Rows> {
+        let made: Vec<Slice> = widths
+            .row_buffers()
+            .iter()
+            .map(|&(label, per_row)| {
+                let bytes = (per_row * capacity).next_multiple_of(16);
+                Ok(Slice::new(
+                    buffers.create(label, bytes, BufferUse::Storage)?,
+                    0,
+                    bytes,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let [x, xn, xn_q8, qkv, att, att_q8, att_state, out, post, gate_up, hidden, hidden_q8]: [Slice;
+            ROW_BUFFERS] = made.try_into().expect("one slice per row buffer");
+        Ok(Rows {
+            capacity,
+            tokens,
+            x,
+            xn,
+            xn_q8,
+            qkv,
+            att,
+            att_q8,
+            att_state,
+            out,
+            post,
+            gate_up,
+            hidden,
+            hidden_q8,
+        })
+    }
+}
+
+/// A decode step's buffers: one row, and what only a step has: split attention's
+/// partials, the logits and argmax's scratch. Its token buffer holds the id, then
+/// argmax's count of non-finite logits and the id the step embedded.
+pub(super) struct StepBuffers {
+    rows: Rows,
+    parts: Partials,
+    logits: Slice,
+    argmax_scratch: Slice,
+}
+
+impl StepBuffers {
+    pub(super) fn new(
+        buffers: &OwnedBuffers,
+        widths: &Widths,
+        attention: &AttentionLaunch,
+        vocab: u64,
+    ) -> Result<StepBuffers> {
+        let storage = |label: &str, bytes: u64| -> Result<Slice> {
+            let bytes = bytes.max(4);
+            Ok(Slice::new(
+                buffers.create(label, bytes, BufferUse::Storage)?,
+                0,
+                bytes,
+            ))
+        };
+        let part_bytes = attention.part_bytes();
+        Ok(StepBuffers {
+            rows: Rows::new(
+                buffers,
+                widths,
+                1,
+                storage("token", 4 * ARGMAX_TOKEN_WORDS)?,
+            )?,
+            parts: Partials {
+                ml: storage("attention partials (m, l)", part_bytes.ml)?,
+                acc: storage("attention partials", part_bytes.acc)?,
+                counts: storage("attention merge counts", part_bytes.counts)?,
+            },
+            logits: storage("logits", 4 * vocab)?,
+            argmax_scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
+        })
+    }
+}
+
+/// A prefill batch's buffers, made at a model's first batch, and the logits of a run of
+/// prompt positions, made at its first `prefill_logits`.
+pub(super) struct BatchBuffers {
+    rows: Rows,
+    logits: Option<Slice>,
+    buffers: OwnedBuffers<'static>,
+}
+
+/// The attention pipelines of a decode step and of a batch, each made on first use.
+#[derive(Default)]
+pub(super) struct AttentionPipelineCells {
+    decode: OnceLock<AttentionPipelines>,
+    prefill: OnceLock<PrefillPipelines>,
+}
+
+/// What a forward pass leaves at its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Output {
+    /// The KV cache only: the last layer stops once it has written it.
+    Cache,
+    /// The output norm's rows, the lm-head's input (prompt logits multiply them in
+    /// runs).
+    Normed,
+    /// The logits, and their argmax in the token buffer (one token).
+    Logits,
+}
+
+/// The value in `cell`, made by `make` the first time.
+fn once<T: Copy>(cell: &OnceLock<T>, make: impl FnOnce() -> Result<T>) -> Result<T> {
+    if let Some(&made) = cell.get() {
+        return Ok(made);
+    }
+    let made = make()?;
+    Ok(*cell.get_or_init(|| made))
+}
+
+/// x rows in the forms a matrix may take them in, with their strides in bytes.
+#[derive(Clone, Copy, Debug)]
+struct X {
+    f32: (Slice, u64),
+    q8: Option<(Slice, u64)>,
+}
+
+impl X {
+    /// Rows of `k` f32 values, from token `first` on, and their q8 form where given.
+    fn rows(f32: Slice, q8: Option<Slice>, k: u64, first: u64) -> X {
+        let from = |s: Slice, stride: u64| {
+            let skip = (first * stride).min(s.size);
+            (Slice::new(s.buffer, s.offset + skip, s.size - skip), stride)
+        };
+        X {
+            f32: from(f32, 4 * k),
+            q8: q8.map(|q8| from(q8, q8_row(k))),
+        }
+    }
+
+    fn q8(&self) -> Result<(Slice, u64)> {
+        self.q8
+            .ok_or_else(|| Error::Invalid("a matrix takes x quantized, and none was made".into()))
+    }
+}
+
+/// One forward pass being recorded: `n` tokens at positions `pos..pos + n`.
+struct Pass<'m> {
+    model: &'m Model,
+    rows: &'m Rows,
+    /// A decode step's partials, for split attention (one token).
+    parts: Option<Partials>,
+    n: u64,
+    pos: u64,
+    w: Widths,
+    ops: OpsOn<'m>,
+    list: CommandList,
+}
+
+impl<'m> Pass<'m> {
+    /// The first `n` rows of `s`, `per_row` bytes each.
+    fn first_rows(&self, s: Slice, per_row: u64) -> Slice {
+        Slice::new(s.buffer, s.offset, self.n * per_row)
+    }
+
+    fn x(&self) -> Slice {
+        self.first_rows(self.rows.x, 4 * self.w.dim)
+    }
+
+    fn out(&self) -> Slice {
+        self.first_rows(self.rows.out, 4 * self.w.dim)
+    }
+
+    fn qkv(&self) -> Slice {
+        self.first_rows(self.rows.qkv, 4 * self.w.qkv)
+    }
+
+    fn gate_up(&self) -> Slice {
+        self.first_rows(self.rows.gate_up, 4 * self.w.gate_up)
+    }
+
+    /// norm(x), in both forms.
+    fn normed(&self) -> X {
+        X::rows(self.rows.xn, Some(self.rows.xn_q8), self.w.dim, 0)
+    }
+
+    fn kind(&self) -> LinearKind {
+        linear_kind(self.n)
+    }
+
+    /// Whether any of `ms` takes x quantized in this pass.
+    fn takes_q8(&self, ms: &[&Matrix]) -> Result<bool> {
+        Ok(ms.iter().any(|m| match self.kind() {
+            LinearKind::Matvec => m.plan.route.launch().x_form() == XForm::Q8,
+            LinearKind::Matmul => m
+                .plan
+                .batch
+                .as_ref()
+                .is_some_and(|b| b.launch().input() == MatmulInput::Q8),
+        }))
+    }
+
+    /// The norm's output rows as the matrices `feeds` take them: f32, and quantized
+    /// where one of them takes it so.
+    fn norm_out(&self, feeds: &[&Matrix]) -> Result<(Slice, Option<Slice>)> {
+        let xn = self.first_rows(self.rows.xn, 4 * self.w.dim);
+        let q8 = self
+            .takes_q8(feeds)?
+            .then(|| self.first_rows(self.rows.xn_q8, q8_row(self.w.dim)));
+        Ok((xn, q8))
+    }
+
+    /// x = embed(tokens); xn = norm(x) with the first norm.
+    fn embed(&mut self, norm: Slice, feeds: &[&Matrix], probes: &mut Probes) -> Result<()> {
+        let (dim, n) = (self.w.dim, self.n);
+        let tokens = self.first_rows(self.rows.tokens, 4);
+        for d in self
+            .ops
+            .embed(&self.model.weights.embed, (dim, n), tokens, self.x())?
+        {
+            self.list.dispatch(d);
+        }
+        probes.at(
+            &self.list,
+            || "the embedding lookup in `token_embd.weight`".into(),
+            self.x(),
+        );
+        let eps = self.model.config.eps;
+        let out = self.norm_out(feeds)?;
+        let d = self.ops.rms_norm((dim, n), eps, self.x(), norm, out)?;
+        self.list.dispatch(d);
+        Ok(())
+    }
+
+    /// x += post(y) (post: the family's norm of a block's output, where it has one);
+    /// then xn = norm(x) by `norm`, in the forms `feeds` take.
+    fn residual(
+        &mut self,
+        y: Slice,
+        post: Option<Slice>,
+        norm: Slice,
+        feeds: &[&Matrix],
+    ) -> Result<()> {
+        let (dim, n, eps) = (self.w.dim, self.n, self.model.config.eps);
+        let y = match post {
+            Some(w) => {
+                let normed = self.first_rows(self.rows.post, 4 * dim);
+                let d = self.ops.rms_norm((dim, n), eps, y, w, (normed, None))?;
+                self.list.dispatch(d);
+                normed
+            }
+            None => y,
+        };
+        let out = self.norm_out(feeds)?;
+        let d = self
+            .ops
+            .add_rms_norm((dim, n), eps, (self.x(), y), norm, out)?;
+        self.list.dispatch(d);
+        Ok(())
+    }
+
+    /// y rows (`y_stride` floats a token, each matrix from its `out_first`) = W · x
+    /// rows for each matrix of `ms`: its matvec for one token, its matmul for many.
+    fn linear(&mut self, ms: &[&Matrix], x: X, (y, y_stride): (Slice, u64)) -> Result<()> {
+        let model = self.model;
+        let dev = model.device.as_ref();
+        for m in ms {
+            match self.kind() {
+                LinearKind::Matvec => {
+                    let launch = m.plan.route.launch();
+                    let pipeline = once(&m.matvec, || launch.pipeline(dev, &model.pipelines))?;
+                    let x = match launch.x_form() {
+                        XForm::Q8 => x.q8()?.0,
+                        XForm::F32 | XForm::Glu { .. } => x.f32.0,
+                    };
+                    let out_first = m.plan.out_first;
+                    let x = Slice::new(x.buffer, x.offset, launch.x_bytes());
+                    let y = Slice::new(y.buffer, y.offset, (out_first + launch.m()) * 4);
+                    for d in launch.dispatches(pipeline, &m.parts, x, y, out_first, m.queue)? {
+                        self.list.dispatch(d);
+                    }
+                }
+                LinearKind::Matmul => {
+                    let launch: &MatmulLaunch = m
+                        .plan
+                        .batch
+                        .as_ref()
+                        .ok_or_else(|| {
+                            Error::Invalid(format!("`{}` has no matmul planned", m.plan.name()))
+                        })?
+                        .launch();
+                    let pipeline = once(&m.matmul, || launch.pipeline(dev, &model.pipelines))?;
+                    let (x, x_stride) = match launch.input() {
+                        MatmulInput::F32 => x.f32,
+                        MatmulInput::Q8 => x.q8()?,
+                    };
+                    for d in launch.dispatches(
+                        pipeline,
+                        &m.parts,
+                        x,
+                        x_stride,
+                        y,
+                        (m.plan.out_first, y_stride),
+                        self.n,
+                    )? {
+                        self.list.dispatch(d);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// q, k, v = W_qkv · xn; each head of q and k RMS-normed where the family does;
+    /// rope(q) in place, and the cache gets rope(k) and v at the pass's positions
+    /// (biases added on the way, zeros where the family has none).
+    fn qkv_into_cache(&mut self, l: &Layer, probes: &mut Probes) -> Result<()> {
+        let model = self.model;
+        let (c, offsets) = (&model.config, model.plan.offsets);
+        let qkv = self.qkv();
+        let ms: Vec<&Matrix> = l.qkv.iter().collect();
+        self.linear(&ms, self.normed(), (qkv, self.w.qkv))?;
+        let row = |first: u64, n: u64| Slice::new(qkv.buffer, qkv.offset + 4 * first, 4 * n);
+        let kv_dim = c.kv_dim() as u64;
+        probes.stacked(
+            &self.list,
+            &l.qkv,
+            [
+                row(0, self.w.q_dim),
+                row(offsets.k_first, kv_dim),
+                row(offsets.v_first, kv_dim),
+            ],
+        );
+        if let Some(w) = l.qk_norm {
+            let heads = (c.n_heads as u64, c.n_kv_heads as u64, c.head_dim as u64);
+            let d = self.ops.head_rms_norm(
+                heads,
+                offsets.k_first,
+                c.eps,
+                (self.n, self.w.qkv),
+                qkv,
+                w,
+            )?;
+            self.list.dispatch(d);
+        }
+        let dev = model.device.as_ref();
+        let firsts = (offsets.k_first, offsets.v_first);
+        let d = match self.kind() {
+            LinearKind::Matvec => {
+                let launch = model.plan.attention.launch();
+                let p = once(&model.attention.decode, || {
+                    launch.pipelines(dev, &model.pipelines)
+                })?;
+                let q = Slice::new(qkv.buffer, qkv.offset, 4 * self.w.qkv);
+                launch.rope_kv(
+                    &p,
+                    self.pos,
+                    l.rope,
+                    (q, l.qkv_bias),
+                    firsts,
+                    l.k_cache,
+                    l.v_cache,
+                )
+            }
+            LinearKind::Matmul => {
+                let launch = self.prefill()?.attention.launch();
+                let p = once(&model.attention.prefill, || {
+                    launch.pipelines(dev, &model.pipelines)
+                })?;
+                launch.rope_kv_batch(
+                    &p,
+                    self.pos,
+                    self.n,
+                    l.rope,
+                    (qkv, self.w.qkv),
+                    l.qkv_bias,
+                    firsts,
+                    l.k_cache,
+                    l.v_cache,
+                )
+            }
+        };
+        self.list.dispatch(d);
+        Ok(())
+    }
+
+    /// The batched prefill's routes (a pass of many tokens runs only where prompts
+    /// batch).
+    fn prefill(&self) -> Result<&'m super::BatchedPrefill> {
+        match &self.model.plan.prefill {
+            PrefillPlan::Batched(b) => Ok(b),
+            PrefillPlan::TokenAtATime { .. } => Err(Error::Invalid(
+                "a pass of several tokens where prompts go token at a time".into(),
+            )),
+        }
+    }
+
+    /// out = Wo · attention(q, the cache up to each token's position, or over a local
+    /// layer's window).
+    fn attention(&mut self, l: &Layer, probes: &mut Probes) -> Result<()> {
+        let model = self.model;
+        let dev = model.device.as_ref();
+        let qkv = self.qkv();
+        let att = self.first_rows(self.rows.att, 4 * self.w.q_dim);
+        match self.kind() {
+            LinearKind::Matvec => {
+                let launch = model.plan.attention.launch();
+                let p = once(&model.attention.decode, || {
+                    launch.pipelines(dev, &model.pipelines)
+                })?;
+                let parts = self
+                    .parts
+                    .ok_or_else(|| Error::Invalid("a one-token pass without partials".into()))?;
+                let combine = || AttentionLaunch::combine_pipeline(dev, &model.pipelines);
+                let first = l.window.map_or(0, |w| (self.pos + 1).saturating_sub(w));
+                let q = Slice::new(qkv.buffer, qkv.offset, 4 * self.w.q_dim);
+                for d in launch.dispatches(
+                    &p,
+                    combine,
+                    first..self.pos + 1,
+                    q,
+                    l.k_cache,
+                    l.v_cache,
+                    parts,
+                    att,
+                )? {
+                    self.list.dispatch(d);
+                }
+            }
+            LinearKind::Matmul => {
+                let launch = self.prefill()?.attention.launch();
+                let p = once(&model.attention.prefill, || {
+                    launch.pipelines(dev, &model.pipelines)
+                })?;
+                for d in launch.dispatches(
+                    &p,
+                    self.pos,
+                    self.n,
+                    (qkv, self.w.qkv),
+                    l.k_cache,
+                    l.v_cache,
+                    (att, self.w.q_dim),
+                    self.rows.att_state,
+                    l.window,
+                )? {
+                    self.list.dispatch(d);
+                }
+            }
+        }
+        probes.at(
+            &self.list,
+            || format!("the attention feeding `{}`", l.wo.plan.name()),
+            att,
+        );
+        // The output projection takes the attention out quantized where it asks.
+        let q8 = match self.takes_q8(&[&l.wo])? {
+            true => {
+                let att_q8 = self.first_rows(self.rows.att_q8, q8_row(self.w.q_dim));
+                let q_dim = self.w.q_dim;
+                let d = self
+                    .ops
+                    .quantize_rows((q_dim, self.n, q_dim), att, att_q8)?;
+                self.list.dispatch(d);
+                Some(att_q8)
+            }
+            false => None,
+        };
+        let x = X::rows(att, q8, self.w.q_dim, 0);
+        self.linear(&[&l.wo], x, (self.out(), self.w.dim))?;
+        probes.at(&self.list, || format!("`{}`", l.wo.plan.name()), self.out());
+        Ok(())
+    }
+
+    /// out = W_down · (act(W_gate · xn) * (W_up · xn)).
+    fn ffn(&mut self, l: &Layer, probes: &mut Probes) -> Result<()> {
+        let gate_up = self.gate_up();
+        let ms: Vec<&Matrix> = l.gate_up.iter().collect();
+        self.linear(&ms, self.normed(), (gate_up, self.w.gate_up))?;
+        let up_first = self.model.plan.offsets.up_first;
+        let up = Slice::new(
+            gate_up.buffer,
+            gate_up.offset + 4 * up_first,
+            gate_up.size - 4 * up_first,
+        );
+        let shape = (self.w.ffn, self.n, self.w.gate_up);
+        let f32_hidden = self.first_rows(self.rows.hidden, 4 * self.w.ffn);
+        let q8_hidden = self.first_rows(self.rows.hidden_q8, q8_row(self.w.ffn));
+        let glu_inside = self.kind() == LinearKind::Matvec
+            && matches!(l.down.plan.route.launch().x_form(), XForm::Glu { .. });
+        let x = if glu_inside {
+            // The down projection's matvec computes act(gate) * up itself.
+            X::rows(gate_up, None, self.w.gate_up, 0)
+        } else if self.takes_q8(&[&l.down])? {
+            let d = self.ops.glu_q8(shape, gate_up, up, q8_hidden)?;
+            self.list.dispatch(d);
+            X::rows(f32_hidden, Some(q8_hidden), self.w.ffn, 0)
+        } else {
+            let d = self.ops.glu(shape, gate_up, up, f32_hidden)?;
+            self.list.dispatch(d);
+            X::rows(f32_hidden, None, self.w.ffn, 0)
+        };
+        self.linear(&[&l.down], x, (self.out(), self.w.dim))?;
+        probes.at(
+            &self.list,
+            || format!("`{}`", l.down.plan.name()),
+            self.out(),
+        );
+        Ok(())
+    }
+}
+
+impl Model {
+    /// The forward pass over `n` tokens at positions `pos..pos + n`, their ids in
+    /// `rows.tokens`:
+    ///   x = embed(tokens)
+    ///   per layer: q, k, v = W_qkv · norm(x); the cache gets rope(k), v;
+    ///     x += post(W_o · attention(rope(q), cache));
+    ///     x += post(W_down · (act(W_gate · norm(x)) * (W_up · norm(x))))
+    ///   logits = W_out · norm(x); token = argmax(logits)
+    /// post is the family's norm of a block's output (Gemma's), or nothing. Each
+    /// residual add is fused with the norm that follows it, so xn always holds norm(x)
+    /// for the block about to run. `output` says where the pass ends.
+    fn record(
+        &self,
+        rows: &Rows,
+        parts: Option<Partials>,
+        (n, pos): (u64, u64),
+        output: Output,
+        probes: &mut Probes,
+    ) -> Result<CommandList> {
+        if n == 0 || n > rows.capacity {
+            return Err(Error::Invalid(format!(
+                "a pass of {n} tokens in buffers for {}",
+                rows.capacity
+            )));
+        }
+        let weights = &self.weights;
+        let mut pass = self.pass(rows, parts, (n, pos));
+        let layers = &weights.layers;
+        let norm_of = |i: usize| layers.get(i).map_or(weights.output_norm, |l| l.attn_norm);
+        let norm_name = |i: usize| match i < layers.len() {
+            true => format!("blk.{i}.attn_norm.weight"),
+            false => "output_norm.weight".into(),
+        };
+        // The matrices a block's input norm feeds: the next layer's q, k and v, or the
+        // lm-head after the last.
+        let fed_by_norm = |i: usize| -> Vec<&Matrix> {
+            match layers.get(i) {
+                Some(l) => l.qkv.iter().collect(),
+                None => vec![&weights.output],
+            }
+        };
+        let dim = pass.w.dim;
+        let normed_rows = |pass: &Pass| pass.first_rows(rows.xn, 4 * dim);
+        pass.embed(norm_of(0), &fed_by_norm(0), probes)?;
+        probes.at(
+            &pass.list,
+            || format!("the RMS norm by `{}`", norm_name(0)),
+            normed_rows(&pass),
+        );
+        let last = layers.len().saturating_sub(1);
+        for (i, l) in layers.iter().enumerate() {
+            pass.qkv_into_cache(l, probes)?;
+            if i == last && output == Output::Cache {
+                break;
+            }
+            pass.attention(l, probes)?;
+            let gate_up: Vec<&Matrix> = l.gate_up.iter().collect();
+            pass.residual(pass.out(), l.post_norms.map(|p| p.0), l.ffn_norm, &gate_up)?;
+            probes.at(
+                &pass.list,
+                || format!("the RMS norm by `blk.{i}.ffn_norm.weight`"),
+                normed_rows(&pass),
+            );
+            pass.ffn(l, probes)?;
+            let next = fed_by_norm(i + 1);
+            pass.residual(pass.out(), l.post_norms.map(|p| p.1), norm_of(i + 1), &next)?;
+            probes.at(
+                &pass.list,
+                || format!("the RMS norm by `{}`", norm_name(i + 1)),
+                normed_rows(&pass),
+            );
+        }
+        if output == Output::Logits {
+            let step = &self.step;
+            pass.linear(
+                &[&weights.output],
+                pass.normed(),
+                (step.logits, self.config.vocab as u64),
+            )?;
+            probes.at(
+                &pass.list,
+                || format!("`{}`", weights.output.plan.name()),
+                step.logits,
+            );
+            let vocab = self.config.vocab as u64;
+            let token = rows.tokens;
+            for d in pass
+                .ops
+                .argmax(vocab, step.logits, step.argmax_scratch, token)?
+            {
+                pass.list.dispatch(d);
+            }
+        }
+        Ok(pass.list)
+    }
+
+    /// A pass of `n` tokens at `pos` over `rows`, nothing recorded yet.
+    fn pass<'m>(
+        &'m self,
+        rows: &'m Rows,
+        parts: Option<Partials>,
+        (n, pos): (u64, u64),
+    ) -> Pass<'m> {
+        Pass {
+            model: self,
+            rows,
+            parts,
+            n,
+            pos,
+            w: Widths::of(&self.config, &self.plan.offsets),
+            ops: self.ops.on(self.device.as_ref(), &self.pipelines),
+            list: CommandList::new(),
+        }
+    }
+
+    /// A decode step's pass over the token in the token buffer at `pos`.
+    pub(super) fn record_step(
+        &self,
+        pos: u64,
+        output: Output,
+        probes: &mut Probes,
+    ) -> Result<CommandList> {
+        let step = &self.step;
+        self.record(&step.rows, Some(step.parts), (1, pos), output, probes)
+    }
+
+    /// The token buffer of a decode step.
+    pub(super) fn token_buffer(&self) -> Slice {
+        self.step.rows.tokens
+    }
+
+    /// Records and submits the decode step for the token at `pos`; the next token's
+    /// greedy id is left in the token buffer. Returns without waiting.
+    pub fn step(&self, input: Input, pos: usize) -> Result<()> {
+        let list = self.prepare(input, pos, Output::Logits)?;
+        self.device.submit(&list)
+    }
+
+    /// Like `step`, and queues a read-back of the greedy id it produces. Redeem the
+    /// ticket with `token`; meanwhile the next step can already be queued with
+    /// `Input::Previous`, so the GPU never waits for the CPU between tokens.
+    pub fn step_read(&self, input: Input, pos: usize) -> Result<StepTicket> {
+        let list = self.prepare(input, pos, Output::Logits)?;
+        Ok(StepTicket {
+            read: self.device.submit_read(&list, self.token_buffer())?,
+            pos,
+        })
+    }
+
+    /// The greedy id a `step_read` produced (waits for that step only), or
+    /// `Error::NonFinite` if any of the step's logits was NaN or infinite: the count
+    /// comes back in the same read.
+    pub fn token(&self, ticket: StepTicket) -> Result<u32> {
+        let bytes = self.device.finish_read(ticket.read)?;
+        let [id, non_finite, embedded]: [u32; 3] = bytemuck::pod_read_unaligned(&bytes[..12]);
+        if non_finite > 0 {
+            return Err(self.non_finite_logits(ticket.pos, embedded, non_finite));
+        }
+        Ok(id)
+    }
+
+    /// Checks the position and input, uploads an explicit token, records the step.
+    fn prepare(&self, input: Input, pos: usize, output: Output) -> Result<CommandList> {
+        if pos >= self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "position {pos} is beyond the context of {} tokens (raise LoadOptions::context; \
+                 the model was trained for {})",
+                self.n_ctx, self.config.context_length
+            )));
+        }
+        if let Input::Token(id) = input {
+            if id as usize >= self.config.vocab {
+                return Err(Error::Invalid(format!(
+                    "token id {id} is outside the vocabulary of {}",
+                    self.config.vocab
+                )));
+            }
+            self.device
+                .upload(self.token_buffer().buffer, 0, &id.to_le_bytes())?;
+        }
+        self.record_step(pos as u64, output, &mut Probes::default())
+    }
+
+    /// One decode step; returns the greedy next token (4 bytes read back).
+    pub fn forward(&self, input: Input, pos: usize) -> Result<u32> {
+        let ticket = self.step_read(input, pos)?;
+        self.token(ticket)
+    }
+
+    /// One decode step; returns all logits (for sampling and tests), or
+    /// `Error::NonFinite` if any is NaN or infinite.
+    pub fn forward_logits(&self, input: Input, pos: usize) -> Result<Vec<f32>> {
+        self.step(input, pos)?;
+        let logits = self.read_logits()?;
+        let non_finite = logits.iter().filter(|v| !v.is_finite()).count();
+        if non_finite > 0 {
+            let token = self.device.read(self.token_buffer().buffer, 8, 4)?;
+            let embedded = bytemuck::pod_read_unaligned(&token);
+            return Err(self.non_finite_logits(pos, embedded, non_finite as u32));
+        }
+        Ok(logits)
+    }
+
+    fn read_logits(&self) -> Result<Vec<f32>> {
+        crate::device::read_f32(
+            self.device.as_ref(),
+            self.step.logits.buffer,
+            0,
+            self.config.vocab,
+        )
+    }
+
+    /// One decode step; returns both the greedy next token, as [`forward`](Self::forward)
+    /// does, and all logits, as [`forward_logits`](Self::forward_logits) does: tests
+    /// check the GPU's argmax and the logits of one step without running it twice.
+    pub fn forward_token_and_logits(&self, input: Input, pos: usize) -> Result<(u32, Vec<f32>)> {
+        let id = self.forward(input, pos)?;
+        Ok((id, self.read_logits()?))
+    }
+
+    /// Writes the KV cache for `tokens` at positions `start..start + tokens.len()`, in
+    /// batches as the plan says (`Plan::prefill`; a batch of one token, or a plan that
+    /// goes token at a time, is a decode step's pass). Computes no logits: run the
+    /// token after these through a decode step for them. Returns once the work is
+    /// queued.
+    pub fn prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
+        self.check_prompt(tokens, start)?;
+        let ubatch = self.plan.prefill.ubatch() as usize;
+        for (i, chunk) in tokens.chunks(ubatch).enumerate() {
+            let pos = start + i * ubatch;
+            match chunk {
+                [id] => {
+                    let list = self.prepare(Input::Token(*id), pos, Output::Cache)?;
+                    self.device.submit(&list)?;
+                }
+                _ => {
+                    let mut batch = self.batch_buffers()?;
+                    let batch = batch.as_mut().expect("made by batch_buffers");
+                    let list = self.record_batch(batch, chunk, pos, Output::Cache)?;
+                    self.device.submit(&list)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Like [`Model::prefill`], and hands `each` every position's logits in order
+    /// (position, logits): the last position's from a decode step, as when the prompt
+    /// is prefilled and its last token decoded (so asking for logits changes no
+    /// token), the others' from the lm-head over each batch's rows where the plan has
+    /// it (`PromptLogits`), else from a decode step each. `Error::NonFinite` names the
+    /// first position with a NaN or infinite logit. Waits for each run of logits.
+    pub fn prefill_logits(
+        &self,
+        tokens: &[u32],
+        start: usize,
+        mut each: impl FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        self.check_prompt(tokens, start)?;
+        let Some((&last, body)) = tokens.split_last() else {
+            return Ok(());
+        };
+        let ubatch = self.plan.prefill.ubatch() as usize;
+        let run = self.plan.prefill.logits_tokens();
+        for (i, chunk) in body.chunks(ubatch).enumerate() {
+            let pos = start + i * ubatch;
+            if chunk.len() > 1 && run > 0 {
+                self.batch_logits(chunk, pos, run, &mut each)?;
+                continue;
+            }
+            for (j, &id) in chunk.iter().enumerate() {
+                each(pos + j, &self.forward_logits(Input::Token(id), pos + j)?)?;
+            }
+        }
+        let pos = start + body.len();
+        each(pos, &self.forward_logits(Input::Token(last), pos)?)
+    }
+
+    /// `chunk` at `pos` through every layer as a batch, then the lm-head over runs of
+    /// `run` of its normed rows, each run's logits read back and handed to `each`.
+    fn batch_logits(
+        &self,
+        chunk: &[u32],
+        pos: usize,
+        run: u64,
+        each: &mut impl FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        let vocab = self.config.vocab as u64;
+        let mut batch = self.batch_buffers()?;
+        let batch = batch.as_mut().expect("made by batch_buffers");
+        let logits = match batch.logits {
+            Some(made) => made,
+            None => {
+                let bytes = run * 4 * vocab;
+                let made = Slice::new(
+                    batch
+                        .buffers
+                        .create("prompt logits", bytes, BufferUse::Storage)?,
+                    0,
+                    bytes,
+                );
+                *batch.logits.insert(made)
+            }
+        };
+        let mut list = self.record_batch(batch, chunk, pos, Output::Normed)?;
+        let n = chunk.len() as u64;
+        let dim = self.config.dim as u64;
+        for first in (0..n).step_by(run as usize) {
+            let rows = run.min(n - first);
+            let x = X::rows(batch.rows.xn, Some(batch.rows.xn_q8), dim, first);
+            let mut head = self.pass(&batch.rows, None, (rows, (pos as u64) + first));
+            head.list = list;
+            head.linear(&[&self.weights.output], x, (logits, vocab))?;
+            self.device.submit(&head.list)?;
+            list = CommandList::new();
+            let values = crate::device::read_f32(
+                self.device.as_ref(),
+                logits.buffer,
+                logits.offset,
+                (rows * vocab) as usize,
+            )?;
+            for (j, row) in values.chunks_exact(vocab as usize).enumerate() {
+                let at = pos + first as usize + j;
+                let bad = row.iter().filter(|v| !v.is_finite()).count();
+                if bad > 0 {
+                    return Err(Error::NonFinite(format!(
+                        "non-finite logits at prompt position {at}: {bad} of {vocab} are NaN \
+                         or infinite (batched prefill; --ubatch 1 runs the prompt as decode \
+                         steps, which name the op that first gives them)"
+                    )));
+                }
+                each(at, row)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_prompt(&self, tokens: &[u32], start: usize) -> Result<()> {
+        let end = start + tokens.len();
+        if end > self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "positions {start}..{end} pass the end of the context of {} tokens (raise \
+                 LoadOptions::context; the model was trained for {})",
+                self.n_ctx, self.config.context_length
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
+            return Err(Error::Invalid(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab
+            )));
+        }
+        Ok(())
+    }
+
+    /// The batch's buffers, made on first use.
+    fn batch_buffers(&self) -> Result<std::sync::MutexGuard<'_, Option<BatchBuffers>>> {
+        let mut batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        if batch.is_none() {
+            let buffers = OwnedBuffers::new(self.device.clone());
+            let ubatch = self.plan.prefill.ubatch();
+            let tokens_bytes = (4 * ubatch).next_multiple_of(16);
+            let tokens = Slice::new(
+                buffers.create("prefill tokens", tokens_bytes, BufferUse::Storage)?,
+                0,
+                tokens_bytes,
+            );
+            let widths = Widths::of(&self.config, &self.plan.offsets);
+            *batch = Some(BatchBuffers {
+                rows: Rows::new(&buffers, &widths, ubatch, tokens)?,
+                logits: None,
+                buffers,
+            });
+        }
+        Ok(batch)
+    }
+
+    /// Uploads `chunk`'s ids and records its pass at `pos`.
+    fn record_batch(
+        &self,
+        batch: &BatchBuffers,
+        chunk: &[u32],
+        pos: usize,
+        output: Output,
+    ) -> Result<CommandList> {
+        self.device
+            .upload(batch.rows.tokens.buffer, 0, bytemuck::cast_slice(chunk))?;
+        let n = chunk.len() as u64;
+        self.record(
+            &batch.rows,
+            None,
+            (n, pos as u64),
+            output,
+            &mut Probes::default(),
+        )
+    }
+}
+
+/// A step queued by [`Model::step_read`]: redeem it with [`Model::token`].
+#[derive(Debug)]
+#[must_use = "a ticket holds a staging buffer until it is redeemed"]
+pub struct StepTicket {
+    pub(super) read: ReadTicket,
+    pos: usize,
+}
+
+impl Model {
+    /// Runs the step for `pos` with one GPU timestamp interval per dispatch and returns
+    /// (pipeline name, total nanoseconds, dispatches), slowest first: where a token's
+    /// time goes. Each dispatch gets its own pass, so totals include pass overhead.
+    pub fn profile_step(&self, input: Input, pos: usize) -> Result<Vec<(String, f64, usize)>> {
+        if let Input::Token(id) = input {
+            self.device
+                .upload(self.token_buffer().buffer, 0, &id.to_le_bytes())?;
+        }
+        let list = self.record_step(pos as u64, Output::Logits, &mut Probes::default())?;
+        let times = self
+            .device
+            .submit_timed(&list, crate::device::Timing::PerDispatch)?;
+        let names: std::collections::HashMap<u32, String> = self
+            .device
+            .ledger()
+            .entries
+            .into_iter()
+            .map(|e| (e.pipeline, e.name))
+            .collect();
+        let mut by_name: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
+        for (d, ns) in list.dispatches().zip(times) {
+            let name = names
+                .get(&d.pipeline.0)
+                .cloned()
+                .unwrap_or_else(|| format!("{:?}", d.pipeline));
+            let e = by_name.entry(name).or_default();
+            e.0 += ns;
+            e.1 += 1;
+        }
+        let mut out: Vec<_> = by_name.into_iter().map(|(n, (t, c))| (n, t, c)).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(out)
+    }
+}
