@@ -83,6 +83,7 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "matmul/q8_0.wgsl",
     "matmul/q8_0_coopmat.wgsl",
     "matmul/q8_0_dot4.wgsl",
+    "matvec/bytes.wgsl",
     "matvec/bytes_dot4.wgsl",
     "matvec/coop.wgsl",
     "matvec/dot4.wgsl",
