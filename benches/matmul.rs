@@ -1,12 +1,13 @@
 //! Every matmul kernel over the synthetic presets' shapes at prompt-sized token counts:
 //! GPU-timestamped, weight copies rotated, reported as median µs, TFLOP/s (2·M·K·N) and
 //! % of the device's own rate for its arithmetic (the compute probes: int8 dot4 for the
-//! quant types, f32 fma for F32 and F16), beside the weight bytes' GB/s, as a table
-//! and as JSON. Each quant case runs on dot4 and, where the adapter has them, on
-//! cooperative matrices; F32 and F16 on fma.
+//! kernels over the dot4 matvecs' weights, f32 fma for the fma kernels), beside the
+//! weight bytes' GB/s, as a table and as JSON. Each quant case runs on dot4 and, where
+//! the adapter has them, on cooperative matrices, and on fma over the GGUF rows its
+//! exact route (coop) uploads; F32 and F16 on fma.
 //!
-//! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--tokens 64,512]
-//!     [--iters 10] [--json out.json] [--adapter INDEX|NAME]
+//! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
+//!     [--tokens 64,512] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
 
 use brass::device::{f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice};
 use brass::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch, MATMUL_KERNELS};
@@ -29,6 +30,10 @@ struct Args {
     /// SmolLM2's shapes; F16 and F32 on asking).
     #[arg(long, value_delimiter = ',')]
     types: Vec<String>,
+    /// Kernels whose name contains one of these (`fma`, `dot4`, `q4_k_fma`; default:
+    /// all of the types').
+    #[arg(long, value_delimiter = ',')]
+    kernels: Vec<String>,
     /// Tokens per matmul (llama-bench's pp sizes).
     #[arg(long, value_delimiter = ',', default_values_t = [64u64, 512])]
     tokens: Vec<u64>,
@@ -67,7 +72,7 @@ struct Case {
     median_us: f64,
     min_us: f64,
     tflops: f64,
-    /// % of the int8 probe for the quant types, of the f32 probe for the float ones.
+    /// % of the int8 probe for the int8 kernels, of the f32 probe for the fma ones.
     pct_of_probe: f64,
     probe: &'static str,
     weight_gbps: f64,
@@ -123,11 +128,16 @@ fn run(args: &Args) -> brass::Result<()> {
                     true => DEFAULT_TYPES.contains(&ty),
                     false => args.types.iter().any(|t| t.eq_ignore_ascii_case(ty.name())),
                 };
-                if !wanted || !k.is_multiple_of(ty.block_size() as u64) {
+                let named = args.kernels.is_empty()
+                    || args
+                        .kernels
+                        .iter()
+                        .any(|n| kernel.name.contains(n.as_str()));
+                if !wanted || !named || !k.is_multiple_of(ty.block_size() as u64) {
                     continue;
                 }
-                // The float matmuls read any of their type's matvecs' weights; coop's
-                // are the ones a GPU with subgroups decodes with.
+                // The fma matmuls read any of their type's non-dot4 matvecs' weights;
+                // coop's are the ones a GPU with subgroups decodes with.
                 let (family, engines) = match kernel.input {
                     MatmulInput::Q8 => (Family::Dot4, &engines[..]),
                     MatmulInput::F32 => (Family::Coop, &[MatmulEngine::Fma][..]),

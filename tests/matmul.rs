@@ -5,9 +5,10 @@
 //! side into a wider y. The cooperative-matrix kernels run the same cases
 //! where the adapter has cooperative matrices (the H200 here; lavapipe has none, and
 //! says so in the output), and are translated to SPIR-V and MSL by tests/spirv.rs.
-//! The float kernels (fma, f32 x) run the same cases over each F32/F16 matvec family's
-//! weights, with K that leaves a partial K step and, for F16, odd K (rows only 2-byte
-//! aligned).
+//! The fma kernels (every type over GGUF rows, f32 x) run the same cases over the
+//! weights of each of their type's coop and scalar matvecs, with K that leaves a
+//! partial K step (F32, F16), odd K for F16 and, for the quant types, blocks of 18, 22,
+//! 34 and 210 bytes (rows only 2-byte aligned).
 
 mod common;
 
@@ -16,7 +17,9 @@ use brass::kernels::matmul::{
     self, cpu_reference, cpu_reference_f32x, MatmulEngine, MatmulInput, MatmulKernel, MatmulLaunch,
     MATMUL_KERNELS,
 };
-use brass::kernels::matvec::{self, quantize_x_q8, Family, MatvecLaunch, Q8_GROUP_BYTES};
+use brass::kernels::matvec::{
+    self, quantize_x_q8, Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES,
+};
 use brass::kernels::PipelineCache;
 use brass::quant::{dequantize, random_blocks, GgmlType};
 use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
@@ -66,6 +69,24 @@ fn magnitudes(ty: GgmlType, w: &[u8], (m, k): (usize, usize), x: &[f32]) -> Vec<
                 .sum()
         })
         .collect()
+}
+
+/// `w` with every block's quants zeroed, for the types whose weights are a scaled quant
+/// plus an offset (Q4_1 and Q5_1: d·q + m; Q4_K and Q5_K: d·sc·q − dmin·m): each weight
+/// then decodes to its offset. None for the types whose weights are products alone.
+fn offsets_only(ty: GgmlType, w: &[u8]) -> Option<Vec<u8>> {
+    let quants = match ty {
+        GgmlType::Q4_1 => 4..20,
+        GgmlType::Q5_1 => 4..24,
+        GgmlType::Q4_K => 16..144,
+        GgmlType::Q5_K => 16..176,
+        _ => return None,
+    };
+    let mut out = w.to_vec();
+    for block in out.chunks_exact_mut(ty.type_size()) {
+        block[quants.clone()].fill(0);
+    }
+    Some(out)
 }
 
 struct Case {
@@ -175,8 +196,10 @@ fn check(
     device.destroy_buffer(xb).unwrap();
     device.destroy_buffer(yb).unwrap();
 
+    let offsets = offsets_only(ty, &w);
     for (t, x) in x_values.iter().enumerate() {
         let scale = magnitudes(ty, &w, mk, x);
+        let offset_scale = offsets.as_ref().map(|o| magnitudes(ty, o, mk, x));
         let row = &y[t * y_stride as usize..][..y_stride as usize];
         for (i, &v) in row.iter().enumerate() {
             let r = i as i64 - y_first as i64;
@@ -188,20 +211,26 @@ fn check(
                 continue;
             }
             let (r, want) = (r as usize, expected[t][r as usize]);
-            let tol = match engine {
+            let tol = match mm.engine() {
                 // The kernel's integer sums are exact; what remains is f32 rounding of
                 // the scaled group sums, a few ulps of the terms' magnitude per group.
                 MatmulEngine::Dot4 { .. } => 1e-5 * scale[r] + 1e-6,
                 // Weights and x are rounded to f16 (2^-11 each) before they multiply:
                 // at most 2^-10 of each product's magnitude, plus f32 accumulation.
                 MatmulEngine::CoopMatrix { .. } => 2f64.powi(-10) * scale[r] + 1e-5,
-                // Weights (f16 widens exactly) and x are the reference's own values, so
-                // all that differs is f32 arithmetic: a dot product of K terms summed
-                // in order in f32 is within K·2^-24 of Σ|w·x| of the exact one (the
-                // classic γ_K bound, fused multiply-adds or not), and the reference's
-                // rounding to f32 adds at most 2^-24 of it. The absolute term covers
-                // outputs whose terms are all tiny.
-                MatmulEngine::Fma => (k + 1) as f64 * 2f64.powi(-24) * scale[r] + 1e-6,
+                // x is the reference's own, and so is each weight where it is a product
+                // (f16 widens exactly; the quants' scales multiply in ggml's order).
+                // A scaled quant plus an offset the GPU may fuse, rounding once where
+                // the reference rounds twice: within 2^-24 (3|w| + |offset|) of it.
+                // Then f32 arithmetic: a dot product of K terms summed in order in f32
+                // is within K·2^-24 of Σ|w·x| of the exact one (the classic γ_K bound,
+                // fused multiply-adds or not), and the reference's rounding to f32 adds
+                // at most 2^-24 of it. The absolute term covers outputs whose terms are
+                // all tiny.
+                MatmulEngine::Fma => {
+                    let offsets = offset_scale.as_ref().map_or(0.0, |o| o[r]);
+                    2f64.powi(-24) * ((k + 4) as f64 * scale[r] + offsets) + 1e-6
+                }
             };
             assert!(
                 (v as f64 - want as f64).abs() <= tol,
@@ -284,29 +313,36 @@ fn quant_kernels() -> impl Iterator<Item = &'static MatmulKernel> {
     MATMUL_KERNELS.iter().filter(|k| k.input == MatmulInput::Q8)
 }
 
-/// K for the float kernels: 96 (whole K steps), 100 (a partial step, rows 4-byte
-/// aligned for F16) and, for F16, 33 (odd: every other row starts 2-byte aligned, and
-/// its last weight shares a word with the next row's first).
-fn float_ks(ty: GgmlType) -> &'static [u64] {
-    match ty {
-        GgmlType::F16 => &[96, 100, 33],
-        _ => &[96, 100],
+fn fma_kernels() -> impl Iterator<Item = &'static MatmulKernel> {
+    MATMUL_KERNELS
+        .iter()
+        .filter(|k| k.input == MatmulInput::F32)
+}
+
+/// K for the fma kernels. F32 and F16: 96 (whole K steps), 100 (a partial step, rows
+/// 4-byte aligned for F16) and, for F16, 33 (odd: every other row starts 2-byte
+/// aligned, and its last weight shares a word with the next row's first). The quant
+/// types' whole blocks are whole K steps: one block and several, so that Q8_0's,
+/// Q4_0's, Q5_0's and Q6_K's odd-sized rows start 2-byte aligned every other row.
+fn fma_ks(ty: GgmlType) -> &'static [u64] {
+    match (ty, ty.block_size()) {
+        (GgmlType::F16, _) => &[96, 100, 33],
+        (_, 1) => &[96, 100],
+        (_, 32) => &[32, 160],
+        _ => &[256, 512],
     }
 }
 
-/// The F32 and F16 matmuls over the weights of each of their matvec families (all
-/// upload the GGUF rows), given the quant route's engine, which they do not take.
+/// Every fma matmul over the weights of each of its type's coop and scalar matvecs (all
+/// upload the GGUF rows), given the dot4 route's engine, which they do not take.
 #[test]
-fn every_float_matmul_matches_its_cpu_reference() {
+fn every_fma_matmul_matches_its_cpu_reference() {
     let device = common::gpu();
     let routed = engine(&device, false).unwrap();
     let cache = PipelineCache::new();
-    for kernel in MATMUL_KERNELS
-        .iter()
-        .filter(|k| k.input == MatmulInput::F32)
-    {
+    for kernel in fma_kernels() {
         for family in [Family::Coop, Family::Scalar] {
-            for &k in float_ks(kernel.ty) {
+            for &k in fma_ks(kernel.ty) {
                 let m = 70;
                 let launch = matvec_launch_of(device.profile(), kernel.ty, family, (m, k));
                 for n_tokens in TOKEN_COUNTS {
@@ -326,48 +362,57 @@ fn every_float_matmul_matches_its_cpu_reference() {
     }
 }
 
-/// The float matmuls over weights in three bindings (16, 16 and 13 rows; with K = 33
-/// an F16 part is 1,056 bytes), writing side by side into a wider y.
+/// The fma matmuls over weights in three bindings (16, 16 and 13 rows; with K = 33 an
+/// F16 part is 1,056 bytes, with K = 256 a Q6_K one 3,360), writing side by side into
+/// a wider y.
 #[test]
-fn float_matmul_over_split_weights_writes_side_by_side() {
+fn fma_matmul_over_split_weights_writes_side_by_side() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let routed = engine(&device, false).unwrap();
-    for (ty, k) in [
-        (GgmlType::F32, 100),
-        (GgmlType::F16, 33),
-        (GgmlType::F16, 100),
-    ] {
-        let m = 45;
-        let mut profile = device.profile().clone();
-        profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
-        let launch = matvec_launch_of(&profile, ty, Family::Coop, (m, k));
-        assert_eq!(launch.parts().len(), 3, "{:?}", launch.parts());
-        for n_tokens in [7, 70] {
-            let case = Case {
-                ty,
-                m,
-                k,
-                n_tokens,
-                y_first: 5,
-                y_stride: m + 12,
-            };
-            check(&device, &cache, &launch, routed, &case);
+    for kernel in fma_kernels() {
+        let ty = kernel.ty;
+        for &k in fma_ks(ty) {
+            let m = 45;
+            let mut profile = device.profile().clone();
+            profile.max_binding_bytes = 16 * ty.bytes_for(k).unwrap() + 8;
+            let launch = matvec_launch_of(&profile, ty, Family::Coop, (m, k));
+            assert_eq!(launch.parts().len(), 3, "{:?}", launch.parts());
+            for n_tokens in [7, 70] {
+                let case = Case {
+                    ty,
+                    m,
+                    k,
+                    n_tokens,
+                    y_first: 5,
+                    y_stride: m + 12,
+                };
+                check(&device, &cache, &launch, routed, &case);
+            }
         }
     }
 }
 
-/// Every quant type with a dot4 matvec has a matmul reading its weights, and so does
-/// every F32 and F16 matvec, of any family, on the fma engine whatever was routed;
-/// a quant matrix routed to another family is refused with the reason, as is the fma
-/// engine for quant weights.
+/// Every matvec has a matmul reading its weights: a dot4 matvec its type's dot4 matmul
+/// (Q8_0's and Q4_0's keep the GGUF rows too, and still get theirs), any other its
+/// type's fma matmul, on the fma engine whatever was routed. A matvec whose layout no
+/// matmul reads is refused with the reason, as is the fma engine for a dot4 matvec's
+/// weights.
 #[test]
-fn matmuls_cover_the_dot4_and_float_matvecs() {
-    for kernel in matvec::MATVEC_KERNELS
-        .iter()
-        .filter(|k| k.family == Family::Dot4 || matches!(k.ty, GgmlType::F32 | GgmlType::F16))
-    {
+fn matmuls_cover_every_matvec() {
+    for kernel in matvec::MATVEC_KERNELS {
         let mm = matmul::for_matvec(kernel).unwrap_or_else(|| panic!("{}", kernel.name));
+        let engine = match kernel.family {
+            Family::Dot4 => "dot4",
+            Family::Coop | Family::Scalar => "fma",
+        };
+        let stem = kernel.ty.name().to_lowercase();
+        assert_eq!(
+            mm.name,
+            format!("matmul/{stem}_{engine}"),
+            "{}",
+            kernel.name
+        );
         assert_eq!(mm.ty, kernel.ty);
     }
     let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
@@ -376,33 +421,41 @@ fn matmuls_cover_the_dot4_and_float_matvecs() {
         route_matmul_engine(&lavapipe, None).unwrap().engine(),
         route_matmul_engine(&h200, None).unwrap().engine(),
     ];
-    for ty in [GgmlType::F32, GgmlType::F16] {
-        for family in [Family::Coop, Family::Scalar] {
-            let mv = MatvecLaunch::canonical(matvec::find(ty, family).unwrap(), false);
-            for engine in engines {
-                let mm = MatmulLaunch::of(&mv, engine).unwrap();
-                assert_eq!(mm.engine(), MatmulEngine::Fma);
-                assert_eq!(mm.input(), MatmulInput::F32);
-                assert_eq!(mm.x_bytes_per_token(), 4 * mv.k());
-                assert_eq!(
-                    mm.pipeline_key(),
-                    format!("matmul/{}_fma k_step16", ty.name().to_lowercase())
-                );
-            }
+    for kernel in matvec::MATVEC_KERNELS
+        .iter()
+        .filter(|k| k.family != Family::Dot4)
+    {
+        let mv = MatvecLaunch::canonical(kernel, false);
+        for engine in engines {
+            let mm = MatmulLaunch::of(&mv, engine).unwrap();
+            assert_eq!(mm.engine(), MatmulEngine::Fma);
+            assert_eq!(mm.input(), MatmulInput::F32);
+            assert_eq!(mm.x_bytes_per_token(), 4 * mv.k());
+            assert_eq!(
+                mm.pipeline_key(),
+                format!("matmul/{}_fma k_step16", kernel.ty.name().to_lowercase())
+            );
         }
     }
-    let q4_coop =
-        MatvecLaunch::canonical(matvec::find(GgmlType::Q4_K, Family::Coop).unwrap(), false);
-    let err = MatmulLaunch::of(&q4_coop, engines[0])
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("dot4"), "{err}");
+    // Q6_K's dot4 layout under a coop kernel: no matmul reads it.
+    static BODIES_FIRST_COOP: MatvecKernel = MatvecKernel {
+        ty: GgmlType::Q6_K,
+        family: Family::Coop,
+        name: "matvec/q6_k_coop",
+        layout: Layout::BodiesFirst {
+            body_start: 0,
+            body_len: 208,
+        },
+    };
+    let mv = MatvecLaunch::canonical(&BODIES_FIRST_COOP, false);
+    let err = MatmulLaunch::of(&mv, engines[0]).unwrap_err().to_string();
+    assert!(err.contains("no matmul kernel"), "{err}");
     let q4_dot4 =
         MatvecLaunch::canonical(matvec::find(GgmlType::Q4_K, Family::Dot4).unwrap(), false);
     let err = MatmulLaunch::of(&q4_dot4, MatmulEngine::Fma)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("float weights"), "{err}");
+    assert!(err.contains("the fma engine reads GGUF rows"), "{err}");
 }
 
 /// A float matmul's x is f32 at any 4-byte stride (K = 33 values: 132 bytes), where

@@ -71,16 +71,21 @@ fn argmax(v: &[f32]) -> usize {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
 }
 
-/// Position `p`'s logits against the reference's step: every top-5 logit within the
-/// int8 route's bound that decode meets (`tests/decode_reference.rs`, 0.05), and the
-/// same top-1 wherever the reference's gap exceeds 0.1. Returns the worst error.
-fn check_step(p: usize, logits: &[f32], step: &Step) -> f32 {
+/// The bound on a top-5 logit's error that decode meets on the synthetic Q4_K_M model
+/// (`tests/decode_reference.rs`): 0.05 on the int8 route, 0.01 on the exact one.
+const INT8_BOUND: f32 = 0.05;
+const EXACT_BOUND: f32 = 0.01;
+
+/// Position `p`'s logits against the reference's step: every top-5 logit within
+/// `bound`, and the same top-1 wherever the reference's gap exceeds 0.1. Returns the
+/// worst error.
+fn check_step(p: usize, logits: &[f32], step: &Step, bound: f32) -> f32 {
     let mut worst = 0f32;
     for &(id, want) in &step.top {
         let err = (logits[id as usize] - want).abs();
         worst = worst.max(err);
         assert!(
-            err <= 0.05,
+            err <= bound,
             "pos {p}: logit of {id} is {}, reference {want}",
             logits[id as usize]
         );
@@ -120,7 +125,7 @@ fn batched_prefill_matches_exact_math() {
     let positions: Vec<usize> = (1..r.steps.len()).step_by(3).collect();
     for &p in &positions {
         let logits = logits_after(&model, &seq[..=p], 0);
-        worst = worst.max(check_step(p, &logits, &r.steps[p]));
+        worst = worst.max(check_step(p, &logits, &r.steps[p], INT8_BOUND));
     }
     eprintln!("positions {positions:?}: worst top-5 logit error {worst:.4}");
     let ledger = model.audit();
@@ -195,19 +200,33 @@ fn default_model_greedy_output_is_unchanged_by_batching() {
     assert_eq!(replies[0], replies[1], "batched vs token at a time");
 }
 
-/// A route without matmuls (coop, exact activations) prefills token at a time and says
-/// why; a prefill past the context or with an id outside the vocabulary is refused.
+/// The exact route (coop, activations kept in float) prefills in batches on its
+/// types' fma matmuls; a prefill past the context or with an id outside the vocabulary
+/// is refused.
 #[test]
 fn prefill_routes_and_refusals() {
     let path = synthetic();
     let coop = load(&path, None, Some(Force::Family(Family::Coop)));
-    match &coop.plan().prefill {
-        PrefillPlan::TokenAtATime { clauses } => {
-            let why = format!("{clauses:?}");
-            assert!(why.contains("coop"), "{why}")
-        }
-        other => panic!("coop route planned {other}"),
-    }
+    // The exact route's matrices on their exact-x matmuls, the lm-head included.
+    assert!(
+        matches!(coop.plan().prefill, PrefillPlan::Batched(_)),
+        "{}",
+        coop.plan().prefill
+    );
+    let kernels: Vec<&str> = coop
+        .plan()
+        .matrices()
+        .map(|m| {
+            m.batch
+                .as_ref()
+                .map_or("none", |b| b.launch().kernel_name())
+        })
+        .collect();
+    assert!(
+        kernels.iter().all(|k| k.ends_with("_fma")) && kernels.contains(&"matmul/q4_k_fma"),
+        "{kernels:?}"
+    );
+    assert_eq!(kernels.last(), Some(&"matmul/q6_k_fma"), "the lm-head");
     let model = load(&path, Some(32), None);
     let vocab = model.config().vocab;
     let err = model.prefill(&ids(10, vocab), 155).unwrap_err().to_string();
@@ -235,36 +254,46 @@ fn prompt_logits(model: &Model, tokens: &[u32], start: usize) -> Vec<Vec<f32>> {
 
 /// `prefill_logits` on the synthetic Q4_K_M model along its exact-math reference, in
 /// batches of 8 (three full, one partial), then the last position as a decode step
-/// on the cache they wrote: every position's top-5 logits within the int8 route's
-/// bound (0.05, as above) and its top-1 wherever the reference's gap exceeds 0.1. One
-/// call gives what the test above needs a prefill per position for.
+/// on the cache they wrote, on the int8 route and on the exact one (`--force coop`,
+/// the fma matmuls): every position's top-5 logits within the route's bound (as
+/// above) and its top-1 wherever the reference's gap exceeds 0.1. One call gives what
+/// the test above needs a prefill per position for.
 #[test]
 fn prompt_logits_from_the_batch_match_exact_math() {
     let r = reference("synkq_q4_k_m_f64.json");
     let mut seq = r.prompt_ids.clone();
     seq.extend(&r.generated[..r.generated.len() - 1]);
-    let model = load(&synthetic(), Some(8), None);
-    match &model.plan().prefill {
-        PrefillPlan::Batched(b) => assert!(
-            matches!(b.logits, PromptLogits::Batched { tokens: 8, .. }),
-            "{}",
-            b.logits
-        ),
-        other => panic!("planned {other}"),
+    let routes = [
+        ("int8", None, INT8_BOUND),
+        ("exact", Some(Force::Family(Family::Coop)), EXACT_BOUND),
+    ];
+    for (route, force, bound) in routes {
+        let model = load(&synthetic(), Some(8), force);
+        match &model.plan().prefill {
+            PrefillPlan::Batched(b) => assert!(
+                matches!(b.logits, PromptLogits::Batched { tokens: 8, .. }),
+                "{route}: {}",
+                b.logits
+            ),
+            other => panic!("{route}: planned {other}"),
+        }
+        let n = r.steps.len() - 1;
+        let mut all = prompt_logits(&model, &seq[..n], 0);
+        all.push(model.forward_logits(Input::Token(seq[n]), n).unwrap());
+        let mut worst = 0f32;
+        for (p, (logits, step)) in all.iter().zip(&r.steps).enumerate() {
+            worst = worst.max(check_step(p, logits, step, bound));
+        }
+        eprintln!(
+            "{route} route, {} positions: worst top-5 logit error {worst:.4}",
+            all.len()
+        );
+        let ledger = model.audit();
+        assert!(
+            ledger.defects().is_empty(),
+            "{route}: ledger defects:\n{ledger}"
+        );
     }
-    let n = r.steps.len() - 1;
-    let mut all = prompt_logits(&model, &seq[..n], 0);
-    all.push(model.forward_logits(Input::Token(seq[n]), n).unwrap());
-    let mut worst = 0f32;
-    for (p, (logits, step)) in all.iter().zip(&r.steps).enumerate() {
-        worst = worst.max(check_step(p, logits, step));
-    }
-    eprintln!(
-        "{} positions: worst top-5 logit error {worst:.4}",
-        all.len()
-    );
-    let ledger = model.audit();
-    assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
 }
 
 /// A batch of 100 takes the lm-head in runs of 64 and the rest: 70 positions, then 9

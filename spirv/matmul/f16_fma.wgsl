@@ -1,8 +1,9 @@
 const K_STEP: u32 = 16u;
 
-// Matmul driver, float family: Y[t, row] = dot(W[row, :], X[t, :]) for a batch of
-// tokens t, W f32 or f16 as the F32/F16 matvecs upload it (GGUF rows, `row_bytes`
-// apart), X f32 (exact activations, as those matvecs take them), f32 multiply-adds.
+// Matmul driver, exact-x family: Y[t, row] = dot(W[row, :], X[t, :]) for a batch of
+// tokens t, W of any type in the GGUF rows (`row_bytes` apart) that its coop and scalar
+// matvecs upload, X f32 (exact activations, as those matvecs take them), f32
+// multiply-adds.
 //
 // A workgroup computes a tile of TILE_M rows by TILE_N tokens. It walks K in steps of
 // K_STEP: each step stages the tile's weights and the tokens' x as f32 in workgroup
@@ -13,8 +14,9 @@ const K_STEP: u32 = 16u;
 //
 // The kernel file (`<type>_fma.wgsl`) includes this and defines
 //   fn weight_at(row_byte: u32, k: u32) -> f32
-// weight k (< K) of the row starting at byte `row_byte`, reading only the word that
-// holds it (so never past the binding, whatever K's alignment).
+// weight k (< K) of the row starting at byte `row_byte`, decoded from its block and
+// reading only words that hold the bytes it needs (so never past the binding, whatever
+// the row's alignment).
 //
 // The host prepends K_STEP. Workgroups: x over token tiles, y over row tiles, as the
 // other drivers, so that the workgroups running at once share their weight rows.
@@ -123,12 +125,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     store(row0 + ty + 2u * SPAN, tok0, tx, acc2);
     store(row0 + ty + 3u * SPAN, tok0, tx, acc3);
 }
+// Byte reads over the includer's `w: array<u32>`, for the kernels that decode GGUF blocks
+// a weight at a time (the scalar matvecs, the fma matmuls) and the dot4 kernels' word
+// reads (bytes_dot4.wgsl). Each reads only the word that holds its bytes: blocks of 18,
+// 20, 22, 24, 34 and 210 bytes leave rows only 2-byte aligned, and a part's last row
+// may end where its binding does.
 
-// F16 weights: 2 bytes each. With odd K every other row starts only 2-byte aligned, so
-// a weight is taken from the half of its word its byte offset names; the word holding
-// a weight of the row lies inside the binding (uploads round parts up to 16 bytes).
+fn load_byte(byte: u32) -> u32 {
+    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
+}
+
+// WGSL has no i8: the byte is moved to the top of an i32 and shifted back
+// arithmetically, which sign-extends it.
+fn load_i8(byte: u32) -> i32 {
+    return bitcast<i32>(load_byte(byte) << 24u) >> 24u;
+}
+
+// The f16 at 2-aligned byte offset `byte`, widened. Every f16 of a GGUF row is 2-byte
+// aligned (blocks and their fields have even sizes), so it lies in one word.
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(w[byte >> 2u] >> (8u * (byte & 2u))).x;
+}
+
+// F16 weights: 2 bytes each. With odd K every other row starts only 2-byte aligned;
+// load_f16 takes a weight from the half of its word its byte offset names, and that
+// word lies inside the binding (uploads round parts up to 16 bytes).
 fn weight_at(row_byte: u32, k: u32) -> f32 {
-    let byte = row_byte + 2u * k;
-    let pair = unpack2x16float(w[byte >> 2u]);
-    return select(pair.x, pair.y, (byte & 2u) != 0u);
+    return load_f16(row_byte + 2u * k);
 }

@@ -312,10 +312,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     put_out(c30, mine, row + 3u * S, tok, lane, lanes);
     put_out(c31, mine, row + 3u * S, tok + S, lane, lanes);
 }
+// Byte reads over the includer's `w: array<u32>`, for the kernels that decode GGUF blocks
+// a weight at a time (the scalar matvecs, the fma matmuls) and the dot4 kernels' word
+// reads (bytes_dot4.wgsl). Each reads only the word that holds its bytes: blocks of 18,
+// 20, 22, 24, 34 and 210 bytes leave rows only 2-byte aligned, and a part's last row
+// may end where its binding does.
+
+fn load_byte(byte: u32) -> u32 {
+    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
+}
+
+// WGSL has no i8: the byte is moved to the top of an i32 and shifted back
+// arithmetically, which sign-extends it.
+fn load_i8(byte: u32) -> i32 {
+    return bitcast<i32>(load_byte(byte) << 24u) >> 24u;
+}
+
+// The f16 at 2-aligned byte offset `byte`, widened. Every f16 of a GGUF row is 2-byte
+// aligned (blocks and their fields have even sizes), so it lies in one word.
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(w[byte >> 2u] >> (8u * (byte & 2u))).x;
+}
 // Shared by the dot4 kernels that read their weights as words (alias W = u32): blocks of
 // 18, 22, 34 and 210 bytes leave fields only 2-byte aligned. The alignment of a field
 // differs between neighbouring lanes' blocks, so only the lanes that need a second word
 // load it.
+
 
 // The 4 bytes at 2-aligned byte offset `byte`.
 fn word_at(byte: u32) -> u32 {
@@ -325,11 +347,6 @@ fn word_at(byte: u32) -> u32 {
         return lo;
     }
     return (lo >> 16u) | (w[i + 1u] << 16u);
-}
-
-// The f16 at 2-aligned byte offset `byte`, widened.
-fn f16_at(byte: u32) -> f32 {
-    return unpack2x16float(w[byte >> 2u] >> (8u * (byte & 2u))).x;
 }
 
 // The 16 bytes at 2-aligned byte offset `byte`.
@@ -354,6 +371,6 @@ alias W = u32;
 
 fn weight_group(row_byte: u32, g: u32) -> WGroup {
     let o = row_byte + g * 34u;
-    let d = f16_at(o);
+    let d = load_f16(o);
     return WGroup(piece(o + 2u), piece(o + 18u), vec2<f32>(d), 0, 0.0);
 }

@@ -1,3 +1,24 @@
+// Byte reads over the includer's `w: array<u32>`, for the kernels that decode GGUF blocks
+// a weight at a time (the scalar matvecs, the fma matmuls) and the dot4 kernels' word
+// reads (bytes_dot4.wgsl). Each reads only the word that holds its bytes: blocks of 18,
+// 20, 22, 24, 34 and 210 bytes leave rows only 2-byte aligned, and a part's last row
+// may end where its binding does.
+
+fn load_byte(byte: u32) -> u32 {
+    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
+}
+
+// WGSL has no i8: the byte is moved to the top of an i32 and shifted back
+// arithmetically, which sign-extends it.
+fn load_i8(byte: u32) -> i32 {
+    return bitcast<i32>(load_byte(byte) << 24u) >> 24u;
+}
+
+// The f16 at 2-aligned byte offset `byte`, widened. Every f16 of a GGUF row is 2-byte
+// aligned (blocks and their fields have even sizes), so it lies in one word.
+fn load_f16(byte: u32) -> f32 {
+    return unpack2x16float(w[byte >> 2u] >> (8u * (byte & 2u))).x;
+}
 // Matvec driver, scalar family: y[row] = dot(W[row, :], x).
 //
 // The WGSL port of what SPIRV-Cross emits for a plain GLSL matvec: one invocation per
@@ -7,7 +28,8 @@
 //
 // The per-type file, which includes this one, defines
 //   fn row_dot(row_byte: u32) -> f32
-// using load_byte / load_f16 below and reading x directly.
+// using bytes.wgsl's load_byte / load_i8 / load_f16 and reading x directly.
+
 
 struct Params {
     m: u32,          // rows in this dispatch
@@ -21,14 +43,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-fn load_byte(byte: u32) -> u32 {
-    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
-}
-
-fn load_f16(byte: u32) -> f32 {
-    return unpack2x16float(load_byte(byte) | (load_byte(byte + 1u) << 8u)).x;
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>,
@@ -39,8 +53,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     y[params.y_offset + row] = row_dot(row * params.row_bytes);
 }
-// Shared by the Q4_K and Q5_K scalar kernels: the 6-bit scale and minimum of a
-// sub-block, packed in the super-block's 12 `scales` bytes (ggml's get_scale_min_k4).
+// Shared by the Q4_K and Q5_K scalar matvecs and fma matmuls: the 6-bit scale and
+// minimum of a sub-block, packed in the super-block's 12 `scales` bytes (ggml's
+// get_scale_min_k4).
 
 // (sc, m) of sub-block j of the super-block at byte b.
 fn scale_min(b: u32, j: u32) -> vec2<u32> {

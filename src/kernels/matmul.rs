@@ -1,18 +1,21 @@
-//! Matmul kernels: Y = X·Wᵀ for a batch of tokens (prompt processing), Y f32. For the
-//! quant types W is stored as its dot4 matvec uploads it and X is already quantized to
-//! int8 per 32 values per token ([`super::matvec::quantize_x_q8`]'s layout, one token
-//! after another); for F32 and F16, W is the GGUF rows every F32/F16 matvec uploads and
-//! X is f32 ([`MatmulInput`]).
+//! Matmul kernels: Y = X·Wᵀ for a batch of tokens (prompt processing), Y f32. A matmul
+//! reads W as one family of its type's matvecs uploads it ([`MatmulInput`]):
+//! - a quant type's dot4 matmul, the dot4 matvec's layout, with X already quantized to
+//!   int8 per 32 values per token ([`super::matvec::quantize_x_q8`]'s layout, one token
+//!   after another), as the dot4 matvec rounds it;
+//! - every type's fma matmul (`matmul/<type>_fma`), the GGUF rows that its coop and
+//!   scalar matvecs upload, with X f32: the exact route's activations, kept in float.
 //!
 //! A matmul reads the same weight buffers as the matrix's matvec: [`MatmulLaunch::of`]
 //! makes one from a [`MatvecLaunch`], with its row parts and layout, so prefill
 //! costs no second copy of the weights. A kernel is a driver, which tiles rows by
-//! tokens in workgroup memory, over its type's decoder. For the quant types the decoder
-//! is `wgsl/matmul/<type>.wgsl`, which decodes a group of 32 weights into int8 quants
-//! and scales, under one of two drivers ([`MatmulEngine`]): `matmul/dot4.wgsl`
+//! tokens in workgroup memory, over its type's decoder. Over the dot4 layouts the
+//! decoder is `wgsl/matmul/<type>.wgsl`, which decodes a group of 32 weights into int8
+//! quants and scales, under one of two drivers ([`MatmulEngine`]): `matmul/dot4.wgsl`
 //! multiplies the int8 values on dot4I8Packed, `matmul/coopmat.wgsl` their values (f16)
-//! on the adapter's cooperative matrices. The float types have a third,
-//! `matmul/fma.wgsl`: f32 multiply-adds, nothing an adapter might lack.
+//! on the adapter's cooperative matrices. Over GGUF rows, `matmul/<type>_fma.wgsl`
+//! decodes one weight at a time (ggml's formulas) for a third driver, `matmul/fma.wgsl`:
+//! f32 multiply-adds, nothing an adapter might lack.
 
 use serde::Serialize;
 
@@ -35,7 +38,7 @@ pub const WORKGROUP_BYTES_PER_GROUP: u64 = 2 * DOT4_TILE * 48;
 pub const FMA_TILE: u64 = 64;
 /// Weights (and x values) per row an fma workgroup stages per K step. Its workgroup
 /// memory, two tiles of 16 x 65 f32 (8,320 bytes), fits WebGPU's guaranteed 16 KiB, so
-/// the float matmuls need no check against the device.
+/// the fma matmuls need no check against the device.
 pub const FMA_K_STEP: u32 = 16;
 
 const PARAMS_BYTES: u32 = 32;
@@ -45,22 +48,23 @@ const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum MatmulInput {
     /// int8 per 32 values ([`Q8_GROUP_BYTES`] a group, `quantize_x_q8`'s layout): the
-    /// quant types' kernels.
+    /// kernels over the dot4 matvecs' weights.
     Q8,
-    /// f32 values: the float types' kernels, exact activations as their matvecs take.
+    /// f32 values: the fma kernels, exact activations as the matvecs whose weights they
+    /// read take them.
     F32,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct MatmulKernel {
     pub ty: GgmlType,
-    /// `matmul/<type>_dot4` (quant types) or `matmul/<type>_fma` (F32, F16), also the
-    /// WGSL file's path under `wgsl/`.
+    /// `matmul/<type>_dot4` or `matmul/<type>_fma`, also the WGSL file's path under
+    /// `wgsl/`.
     pub name: &'static str,
-    /// `matmul/<type>_coopmat`: the same weights on cooperative matrices (quant types).
+    /// `matmul/<type>_coopmat`: the dot4 kernel's weights on cooperative matrices.
     pub coopmat: Option<&'static str>,
-    /// The dot4 matvec whose uploaded weights it reads; None for the float kernels,
-    /// which read the GGUF rows that every matvec of their type uploads.
+    /// The dot4 matvec whose uploaded weights it reads; None for the fma kernels, which
+    /// read the GGUF rows that every non-dot4 matvec of their type uploads.
     pub matvec: Option<&'static str>,
     pub input: MatmulInput,
 }
@@ -86,8 +90,8 @@ macro_rules! matmul {
     };
 }
 
-/// Every matmul kernel brass has: one per quant type with a dot4 matvec, and one per
-/// float type.
+/// Every matmul kernel brass has: one per quant type over its dot4 matvec's weights,
+/// and one per type over the GGUF rows of its other matvecs.
 pub const MATMUL_KERNELS: &[MatmulKernel] = &[
     matmul!(F32, "f32", fma),
     matmul!(F16, "f16", fma),
@@ -99,11 +103,20 @@ pub const MATMUL_KERNELS: &[MatmulKernel] = &[
     matmul!(Q4_K, "q4_k"),
     matmul!(Q5_K, "q5_k"),
     matmul!(Q6_K, "q6_k"),
+    matmul!(Q8_0, "q8_0", fma),
+    matmul!(Q4_0, "q4_0", fma),
+    matmul!(Q4_1, "q4_1", fma),
+    matmul!(Q5_0, "q5_0", fma),
+    matmul!(Q5_1, "q5_1", fma),
+    matmul!(Q4_K, "q4_k", fma),
+    matmul!(Q5_K, "q5_k", fma),
+    matmul!(Q6_K, "q6_k", fma),
 ];
 
 /// How a matmul multiplies: int8 on dot4I8Packed, or the weights' and x's values on
-/// the adapter's cooperative matrices (the quant types' engines, which the router
-/// picks between), or, for float weights, f32 multiply-adds (f32 accumulators all).
+/// the adapter's cooperative matrices (the engines over the dot4 matvecs' weights,
+/// which the router picks between), or, over GGUF rows, f32 multiply-adds (f32
+/// accumulators all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum MatmulEngine {
     Dot4 {
@@ -116,10 +129,10 @@ pub enum MatmulEngine {
         subgroup_max: u32,
         k_groups: u32,
     },
-    /// Float weights and f32 x, f32 multiply-adds over tiles of [`FMA_TILE`],
-    /// [`FMA_K_STEP`] per K step: what [`MatmulLaunch::of`] gives every F32 and F16
-    /// matrix, whichever engine was routed for the quant ones (the router's
-    /// `route_matmul_engine`).
+    /// Weights decoded to f32 from GGUF rows and f32 x, f32 multiply-adds over tiles of
+    /// [`FMA_TILE`], [`FMA_K_STEP`] per K step: what [`MatmulLaunch::of`] gives every
+    /// matrix whose matvec is not dot4, whichever engine was routed for the dot4 ones
+    /// (the router's `route_matmul_engine`).
     Fma,
 }
 
@@ -200,12 +213,14 @@ fn coop_type(shape: CoopMatrix, role: char) -> &'static str {
     }
 }
 
-/// The matmul that reads the weights `matvec` uploads, if there is one: a quant type's
-/// for its dot4 matvec, a float type's for any of its matvecs that keeps the GGUF rows.
+/// The matmul that reads the weights `matvec` uploads, if there is one: a dot4
+/// matvec's own, and its type's fma matmul for any other matvec that keeps the GGUF
+/// rows. (A dot4 matvec may keep them too, Q8_0's and Q4_0's do, but its matmul takes
+/// x as it does, in int8.)
 pub fn for_matvec(matvec: &MatvecKernel) -> Option<&'static MatmulKernel> {
     MATMUL_KERNELS.iter().find(|k| match k.matvec {
         Some(name) => name == matvec.name,
-        None => k.ty == matvec.ty && matvec.layout == Layout::Gguf,
+        None => k.ty == matvec.ty && matvec.family != Family::Dot4 && matvec.layout == Layout::Gguf,
     })
 }
 
@@ -234,20 +249,13 @@ fn kernel_name<S: serde::Serializer>(k: &&'static MatmulKernel, s: S) -> Result<
 }
 
 impl MatmulLaunch {
-    /// The matmul over `matvec`'s weights (same parts, same layout) on `engine` (from
-    /// [`MatmulEngine::route`]) for a quant type; an F32 or F16 matrix, whatever its
-    /// matvec's family, takes [`MatmulEngine::Fma`] whatever `engine` is. An error
-    /// names why there is none: a quant matvec that is not dot4, a float one whose
-    /// weights are not in GGUF rows, or a type with no matmul.
+    /// The matmul over `matvec`'s weights (same parts, same layout): over a dot4
+    /// matvec's, on `engine` (from [`MatmulEngine::route`]); over any other matvec's
+    /// GGUF rows (the exact route, F32 and F16), the fma kernel on [`MatmulEngine::Fma`]
+    /// whatever `engine` is. An error names why there is none: a matvec whose layout
+    /// no matmul reads, or the fma engine asked of a dot4 matvec's weights.
     pub fn of(matvec: &MatvecLaunch, engine: MatmulEngine) -> Result<MatmulLaunch> {
         let mv = matvec.kernel();
-        let float = matches!(mv.ty, GgmlType::F32 | GgmlType::F16);
-        if !float && mv.family != Family::Dot4 {
-            return Err(Error::Invalid(format!(
-                "{}: matmuls read the dot4 matvecs' weights, and this matrix is routed to {}",
-                mv.ty, mv.name
-            )));
-        }
         let kernel = for_matvec(mv).ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: no matmul kernel for {} weights laid out as {:?}",
@@ -258,8 +266,9 @@ impl MatmulLaunch {
             (MatmulInput::F32, _) => MatmulEngine::Fma,
             (MatmulInput::Q8, MatmulEngine::Fma) => {
                 return Err(Error::Invalid(format!(
-                    "{}: the fma engine multiplies float weights, not {}",
-                    mv.name, mv.ty
+                    "{}: the fma engine reads GGUF rows with f32 x, not a dot4 matvec's \
+                     weights with int8 x",
+                    mv.name
                 )))
             }
             (MatmulInput::Q8, engine) => engine,
@@ -554,7 +563,7 @@ pub fn cpu_reference(
     reference_over(ty, weights, (m, k), &xs)
 }
 
-/// CPU reference for the float kernels' f32 x (`x`, `n_tokens` runs of K values): ggml's
+/// CPU reference for the fma kernels' f32 x (`x`, `n_tokens` runs of K values): ggml's
 /// dequantization of each row times x, accumulated in f64.
 pub fn cpu_reference_f32x(
     ty: GgmlType,

@@ -1,6 +1,7 @@
-// Matmul driver, float family: Y[t, row] = dot(W[row, :], X[t, :]) for a batch of
-// tokens t, W f32 or f16 as the F32/F16 matvecs upload it (GGUF rows, `row_bytes`
-// apart), X f32 (exact activations, as those matvecs take them), f32 multiply-adds.
+// Matmul driver, exact-x family: Y[t, row] = dot(W[row, :], X[t, :]) for a batch of
+// tokens t, W of any type in the GGUF rows (`row_bytes` apart) that its coop and scalar
+// matvecs upload, X f32 (exact activations, as those matvecs take them), f32
+// multiply-adds.
 //
 // A workgroup computes a tile of TILE_M rows by TILE_N tokens. It walks K in steps of
 // K_STEP: each step stages the tile's weights and the tokens' x as f32 in workgroup
@@ -11,8 +12,9 @@
 //
 // The kernel file (`<type>_fma.wgsl`) includes this and defines
 //   fn weight_at(row_byte: u32, k: u32) -> f32
-// weight k (< K) of the row starting at byte `row_byte`, reading only the word that
-// holds it (so never past the binding, whatever K's alignment).
+// weight k (< K) of the row starting at byte `row_byte`, decoded from its block and
+// reading only words that hold the bytes it needs (so never past the binding, whatever
+// the row's alignment).
 //
 // The host prepends K_STEP. Workgroups: x over token tiles, y over row tiles, as the
 // other drivers, so that the workgroups running at once share their weight rows.

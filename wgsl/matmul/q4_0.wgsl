@@ -11,5 +11,5 @@ fn weight_group(row_byte: u32, g: u32) -> WGroup {
     let o = row_byte + g * 18u;
     let qs = piece(o + 2u);
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    return WGroup(qs & m4, (qs >> vec4<u32>(4u)) & m4, vec2<f32>(f16_at(o)), -8, 0.0);
+    return WGroup(qs & m4, (qs >> vec4<u32>(4u)) & m4, vec2<f32>(load_f16(o)), -8, 0.0);
 }

@@ -12,5 +12,5 @@ alias W = u32;
 fn weight_group(row_byte: u32, g: u32) -> WGroup {
     let o = row_byte + g * 22u;
     let q = quants5(piece(o + 6u), word_at(o + 2u));
-    return WGroup(q[0], q[1], vec2<f32>(f16_at(o)), -16, 0.0);
+    return WGroup(q[0], q[1], vec2<f32>(load_f16(o)), -16, 0.0);
 }

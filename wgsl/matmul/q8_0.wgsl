@@ -8,6 +8,6 @@ alias W = u32;
 
 fn weight_group(row_byte: u32, g: u32) -> WGroup {
     let o = row_byte + g * 34u;
-    let d = f16_at(o);
+    let d = load_f16(o);
     return WGroup(piece(o + 2u), piece(o + 18u), vec2<f32>(d), 0, 0.0);
 }

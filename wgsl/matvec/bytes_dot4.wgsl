@@ -3,6 +3,8 @@
 // differs between neighbouring lanes' blocks, so only the lanes that need a second word
 // load it.
 
+#include "matvec/bytes.wgsl"
+
 // The 4 bytes at 2-aligned byte offset `byte`.
 fn word_at(byte: u32) -> u32 {
     let i = byte >> 2u;
@@ -11,11 +13,6 @@ fn word_at(byte: u32) -> u32 {
         return lo;
     }
     return (lo >> 16u) | (w[i + 1u] << 16u);
-}
-
-// The f16 at 2-aligned byte offset `byte`, widened.
-fn f16_at(byte: u32) -> f32 {
-    return unpack2x16float(w[byte >> 2u] >> (8u * (byte & 2u))).x;
 }
 
 // The 16 bytes at 2-aligned byte offset `byte`.

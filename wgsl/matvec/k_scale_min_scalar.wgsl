@@ -1,5 +1,6 @@
-// Shared by the Q4_K and Q5_K scalar kernels: the 6-bit scale and minimum of a
-// sub-block, packed in the super-block's 12 `scales` bytes (ggml's get_scale_min_k4).
+// Shared by the Q4_K and Q5_K scalar matvecs and fma matmuls: the 6-bit scale and
+// minimum of a sub-block, packed in the super-block's 12 `scales` bytes (ggml's
+// get_scale_min_k4).
 
 // (sc, m) of sub-block j of the super-block at byte b.
 fn scale_min(b: u32, j: u32) -> vec2<u32> {

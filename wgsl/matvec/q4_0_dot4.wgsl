@@ -19,5 +19,5 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let qs = piece(o + 2u);
     let m4 = vec4<u32>(0x0f0f0f0fu);
     let s = group_dot(qs & m4, (qs >> vec4<u32>(4u)) & m4, g);
-    return f16_at(o) * (xd(g) * f32(s) - 8.0 * xsum(g));
+    return load_f16(o) * (xd(g) * f32(s) - 8.0 * xsum(g));
 }

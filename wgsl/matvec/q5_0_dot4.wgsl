@@ -22,5 +22,5 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let qs = piece(o + 6u);
     let q = quants5(qs, qh);
     let s = group_dot(q[0], q[1], g);
-    return f16_at(o) * (xd(g) * f32(s) - 16.0 * xsum(g));
+    return load_f16(o) * (xd(g) * f32(s) - 16.0 * xsum(g));
 }

@@ -16,5 +16,5 @@ const STEP: u32 = 2u;
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     let o = row_byte + blk * 34u;
     let s = group_dot(piece(o + 2u), piece(o + 18u), g);
-    return f16_at(o) * xd(g) * f32(s);
+    return load_f16(o) * xd(g) * f32(s);
 }

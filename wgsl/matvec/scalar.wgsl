@@ -7,7 +7,9 @@
 //
 // The per-type file, which includes this one, defines
 //   fn row_dot(row_byte: u32) -> f32
-// using load_byte / load_f16 below and reading x directly.
+// using bytes.wgsl's load_byte / load_i8 / load_f16 and reading x directly.
+
+#include "matvec/bytes.wgsl"
 
 struct Params {
     m: u32,          // rows in this dispatch
@@ -20,14 +22,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-
-fn load_byte(byte: u32) -> u32 {
-    return (w[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
-}
-
-fn load_f16(byte: u32) -> f32 {
-    return unpack2x16float(load_byte(byte) | (load_byte(byte + 1u) << 8u)).x;
-}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
