@@ -11,129 +11,16 @@
 
 use std::sync::OnceLock;
 
+use super::layout::{q8_row, BatchBuffers, Rows, Widths};
 use super::non_finite::Probes;
-use super::plan::{q8_row, Widths, ROW_BUFFERS};
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
 use crate::device::{BufferUse, CommandList, OwnedBuffers, ReadTicket, Slice};
-use crate::kernels::attention::{AttentionLaunch, AttentionPipelines, Partials, PrefillPipelines};
+use crate::kernels::attention::{AttentionLaunch, Partials};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::XForm;
-use crate::kernels::ops::{OpsOn, ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS};
+use crate::kernels::ops::OpsOn;
 use crate::router::{linear_kind, LinearKind};
 use crate::{Error, Result};
-
-/// The buffers a forward pass works in, a row per token (`Widths::row_buffers`), for up
-/// to `capacity` tokens, and the tokens' ids (u32).
-pub(super) struct Rows {
-    capacity: u64,
-    tokens: Slice,
-    x: Slice,
-    xn: Slice,
-    xn_q8: Slice,
-    qkv: Slice,
-    att: Slice,
-    att_q8: Slice,
-    att_state: Slice,
-    out: Slice,
-    post: Slice,
-    gate_up: Slice,
-    hidden: Slice,
-    hidden_q8: Slice,
-}
-
-impl Rows {
-    fn new(buffers: &OwnedBuffers, widths: &Widths, capacity: u64, tokens: Slice) -> Result<Rows> {
-        let made: Vec<Slice> = widths
-            .row_buffers()
-            .iter()
-            .map(|&(label, per_row)| {
-                let bytes = (per_row * capacity).next_multiple_of(16);
-                Ok(Slice::new(
-                    buffers.create(label, bytes, BufferUse::Storage)?,
-                    0,
-                    bytes,
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let [x, xn, xn_q8, qkv, att, att_q8, att_state, out, post, gate_up, hidden, hidden_q8]: [Slice;
-            ROW_BUFFERS] = made.try_into().expect("one slice per row buffer");
-        Ok(Rows {
-            capacity,
-            tokens,
-            x,
-            xn,
-            xn_q8,
-            qkv,
-            att,
-            att_q8,
-            att_state,
-            out,
-            post,
-            gate_up,
-            hidden,
-            hidden_q8,
-        })
-    }
-}
-
-/// A decode step's buffers: one row, and what only a step has: split attention's
-/// partials, the logits and argmax's scratch. Its token buffer holds the id, then
-/// argmax's count of non-finite logits and the id the step embedded.
-pub(super) struct StepBuffers {
-    rows: Rows,
-    parts: Partials,
-    logits: Slice,
-    argmax_scratch: Slice,
-}
-
-impl StepBuffers {
-    pub(super) fn new(
-        buffers: &OwnedBuffers,
-        widths: &Widths,
-        attention: &AttentionLaunch,
-        vocab: u64,
-    ) -> Result<StepBuffers> {
-        let storage = |label: &str, bytes: u64| -> Result<Slice> {
-            let bytes = bytes.max(4);
-            Ok(Slice::new(
-                buffers.create(label, bytes, BufferUse::Storage)?,
-                0,
-                bytes,
-            ))
-        };
-        let part_bytes = attention.part_bytes();
-        Ok(StepBuffers {
-            rows: Rows::new(
-                buffers,
-                widths,
-                1,
-                storage("token", 4 * ARGMAX_TOKEN_WORDS)?,
-            )?,
-            parts: Partials {
-                ml: storage("attention partials (m, l)", part_bytes.ml)?,
-                acc: storage("attention partials", part_bytes.acc)?,
-                counts: storage("attention merge counts", part_bytes.counts)?,
-            },
-            logits: storage("logits", 4 * vocab)?,
-            argmax_scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
-        })
-    }
-}
-
-/// A prefill batch's buffers, made at a model's first batch, and the logits of a run of
-/// prompt positions, made at its first `prefill_logits`.
-pub(super) struct BatchBuffers {
-    rows: Rows,
-    logits: Option<Slice>,
-    buffers: OwnedBuffers<'static>,
-}
-
-/// The attention pipelines of a decode step and of a batch, each made on first use.
-#[derive(Default)]
-pub(super) struct AttentionPipelineCells {
-    decode: OnceLock<AttentionPipelines>,
-    prefill: OnceLock<PrefillPipelines>,
-}
 
 /// What a forward pass leaves at its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -662,13 +549,14 @@ impl Model {
         }
     }
 
+    /// A decode step's whole pass at `pos` (logits and argmax), noting in `probes` where
+    /// each op's output can be read back.
+    pub(super) fn record_step_probed(&self, pos: u64, probes: &mut Probes) -> Result<CommandList> {
+        self.record_step(pos, Output::Logits, probes)
+    }
+
     /// A decode step's pass over the token in the token buffer at `pos`.
-    pub(super) fn record_step(
-        &self,
-        pos: u64,
-        output: Output,
-        probes: &mut Probes,
-    ) -> Result<CommandList> {
+    fn record_step(&self, pos: u64, output: Output, probes: &mut Probes) -> Result<CommandList> {
         let step = &self.step;
         self.record(&step.rows, Some(step.parts), (1, pos), output, probes)
     }

@@ -6,9 +6,11 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::forward::{AttentionPipelineCells, StepBuffers};
-use super::plan::{batch_bytes, Offsets, Widths};
-use super::{plan, Layer, LoadOptions, Matrix, MemoryNeed, Model, Plan, PlannedMatrix, Weights};
+use super::layout::{batch_bytes, Offsets, StepBuffers, Widths};
+use super::{
+    plan, AttentionPipelineCells, Layer, LoadOptions, Matrix, MemoryNeed, Model, Plan,
+    PlannedMatrix, Weights,
+};
 use crate::device::{BufferUse, Device, OwnedBuffers, Slice};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::{rope_table, rope_table_scaled};

@@ -8,7 +8,7 @@ use crate::kernels::attention::{KvType, PART_STRIDE_CHUNKS};
 use crate::{Error, Result};
 
 use super::config::{output_tensor, Config};
-use super::plan::{Offsets, Widths};
+use super::layout::{Offsets, Widths};
 
 /// Device bytes a model needs, by what they hold: an estimate within a few percent.
 /// Buffers are padded to 16 bytes and shared activations to the binding alignment,

@@ -15,6 +15,7 @@
 mod config;
 mod fetch;
 mod forward;
+mod layout;
 mod load;
 mod memory;
 mod non_finite;
@@ -28,11 +29,12 @@ pub use fetch::{
     DEFAULT_MODEL_FILE,
 };
 pub use forward::StepTicket;
+pub use layout::{Offsets, Widths};
 pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 pub use plan::{
-    plan, BatchedPrefill, LayerPlan, Offsets, Plan, PlannedMatrix, PrefillPlan, PromptLogits,
-    Widths, DEFAULT_UBATCH, LOGITS_RUN,
+    plan, BatchedPrefill, LayerPlan, Plan, PlannedMatrix, PrefillPlan, PromptLogits,
+    DEFAULT_UBATCH, LOGITS_RUN,
 };
 pub use session::{Generate, Prompt, Session, Stats, Token};
 
@@ -42,6 +44,7 @@ pub use crate::kernels::ops::Activation;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::device::{Device, LedgerReport, OwnedBuffers, PipelineId, Slice};
+use crate::kernels::attention::{AttentionPipelines, PrefillPipelines};
 use crate::kernels::ops::{EmbedPart, Ops};
 use crate::kernels::PipelineCache;
 use crate::router::Overrides;
@@ -109,6 +112,13 @@ struct Layer {
     v_cache: Slice,
 }
 
+/// The attention pipelines of a decode step and of a batch, each made on first use.
+#[derive(Default)]
+struct AttentionPipelineCells {
+    decode: OnceLock<AttentionPipelines>,
+    prefill: OnceLock<PrefillPipelines>,
+}
+
 /// The model's weights on the device.
 struct Weights {
     embed: Vec<EmbedPart>,
@@ -129,11 +139,11 @@ pub struct Model {
     weights: Weights,
     ops: Ops,
     /// A decode step's buffers (made at load).
-    step: forward::StepBuffers,
+    step: layout::StepBuffers,
     /// A prefill batch's buffers, made at the first batch.
-    batch: Mutex<Option<forward::BatchBuffers>>,
+    batch: Mutex<Option<layout::BatchBuffers>>,
     /// The attention pipelines of a decode step and of a batch, each made on first use.
-    attention: forward::AttentionPipelineCells,
+    attention: AttentionPipelineCells,
     n_ctx: usize,
     /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
     /// when the model is dropped.

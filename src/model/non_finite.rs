@@ -2,7 +2,6 @@
 //! front; a decode step whose logits hold any fails, and is replayed op by op to name
 //! the first op that produced them.
 
-use super::forward::Output;
 use super::{Matrix, Model};
 use crate::device::{read_f32, CommandList, Slice};
 use crate::gguf::GgufFile;
@@ -94,7 +93,7 @@ impl Model {
         let dev = self.device.as_ref();
         dev.upload(self.token_buffer().buffer, 0, &embedded.to_le_bytes())?;
         let mut probes = Probes(Some(Vec::new()));
-        let list = self.record_step(pos as u64, Output::Logits, &mut probes)?;
+        let list = self.record_step_probed(pos as u64, &mut probes)?;
         let mut done = 0;
         for p in probes.0.unwrap_or_default() {
             let part = CommandList {

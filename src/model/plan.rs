@@ -8,11 +8,12 @@
 use serde::Serialize;
 
 use super::config::{output_tensor, Config};
+use super::layout::{batch_bytes, Offsets, Widths};
 use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::attention::{KvType, PREFILL_STATE_BYTES};
-use crate::kernels::matvec::{XForm, Q8_GROUP_BYTES};
+use crate::kernels::attention::KvType;
+use crate::kernels::matvec::XForm;
 use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
     route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, Clause,
@@ -81,15 +82,6 @@ impl LayerPlan {
             .chain(&mut self.gate_up)
             .chain([&mut self.down])
     }
-}
-
-/// Where q, k, v and gate, up sit in their shared buffers (elements): each at an
-/// offset the device can bind an op's input at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Offsets {
-    pub k_first: u64,
-    pub v_first: u64,
-    pub up_first: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -206,82 +198,6 @@ impl std::fmt::Display for PrefillPlan {
     }
 }
 
-/// The widths of a token's rows in the forward pass's buffers, in elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Widths {
-    pub dim: u64,
-    pub q_dim: u64,
-    pub n_heads: u64,
-    /// q, k and v side by side (`Offsets`).
-    pub qkv: u64,
-    /// gate and up side by side.
-    pub gate_up: u64,
-    pub ffn: u64,
-}
-
-impl Widths {
-    pub fn of(config: &Config, offsets: &Offsets) -> Widths {
-        Widths {
-            dim: config.dim as u64,
-            q_dim: (config.n_heads * config.head_dim) as u64,
-            n_heads: config.n_heads as u64,
-            qkv: offsets.v_first + config.kv_dim() as u64,
-            gate_up: offsets.up_first + config.ffn_dim as u64,
-            ffn: config.ffn_dim as u64,
-        }
-    }
-
-    /// The forward pass's buffers with a row per token, as (label, bytes per row), in
-    /// the order `forward::Rows` makes them: what a decode step (one row) and a prefill
-    /// batch (`ubatch` rows) allocate, and `MemoryNeed` counts.
-    pub fn row_buffers(&self) -> [(&'static str, u64); ROW_BUFFERS] {
-        [
-            ("x", 4 * self.dim),
-            ("norm(x)", 4 * self.dim),
-            ("norm(x) as q8", q8_row(self.dim)),
-            ("q, k, v", 4 * self.qkv),
-            ("attention out", 4 * self.q_dim),
-            ("attention out as q8", q8_row(self.q_dim)),
-            ("attention state", PREFILL_STATE_BYTES * self.n_heads),
-            ("block out", 4 * self.dim),
-            ("norm(block out)", 4 * self.dim),
-            ("ffn gate, up", 4 * self.gate_up),
-            ("ffn hidden", 4 * self.ffn),
-            ("ffn hidden as q8", q8_row(self.ffn)),
-        ]
-    }
-
-    /// Bytes of a row of every buffer together.
-    pub fn bytes_per_row(&self) -> u64 {
-        self.row_buffers().iter().map(|(_, b)| b).sum()
-    }
-
-    /// The widest row of any buffer, which the binding limit caps.
-    pub fn widest_row(&self) -> u64 {
-        self.row_buffers()
-            .iter()
-            .map(|&(_, b)| b)
-            .max()
-            .unwrap_or(4)
-    }
-}
-
-/// How many buffers [`Widths::row_buffers`] lists.
-pub const ROW_BUFFERS: usize = 12;
-
-/// Bytes of `k` values quantized as the matvecs and matmuls take them.
-pub fn q8_row(k: u64) -> u64 {
-    k.div_ceil(32) * Q8_GROUP_BYTES
-}
-
-/// Device bytes of a prefill batch's buffers: `ubatch` rows of every row buffer, the
-/// batch's token ids, and the logits of a run of `logits_tokens` prompt positions.
-pub fn batch_bytes(widths: &Widths, vocab: u64, ubatch: u64, logits_tokens: u64) -> u64 {
-    (widths.bytes_per_row() + 4)
-        .saturating_mul(ubatch)
-        .saturating_add(logits_tokens.saturating_mul(4 * vocab))
-}
-
 fn tensor<'f>(file: &'f GgufFile, name: &str) -> Result<&'f TensorInfo> {
     file.tensor(name)
         .ok_or_else(|| Error::Invalid(format!("the model has no `{name}` tensor")))
@@ -297,20 +213,6 @@ fn matrix_tensor<'f>(file: &'f GgufFile, name: &str, m: u64, k: u64) -> Result<&
         )));
     }
     Ok(t)
-}
-
-impl Offsets {
-    /// Each part at an offset `profile` can bind an op's input at.
-    pub fn of(config: &Config, profile: &DeviceProfile) -> Offsets {
-        let align = (profile.storage_offset_alignment.max(4) / 4) as u64;
-        let q_dim = (config.n_heads * config.head_dim) as u64;
-        let k_first = q_dim.next_multiple_of(align);
-        Offsets {
-            k_first,
-            v_first: (k_first + config.kv_dim() as u64).next_multiple_of(align),
-            up_first: (config.ffn_dim as u64).next_multiple_of(align),
-        }
-    }
 }
 
 /// Plans `file` on `profile`: device-free, so a preset's plan is the plan a device with

@@ -148,9 +148,10 @@ impl Session {
     ) -> Result<Session> {
         let file = GgufFile::open(path)?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
+        let plan = super::plan(&file, device.profile(), options)?;
         // Before the upload, so a mismatched file costs nothing.
-        check_vocab(&tokenizer, super::Config::from_gguf(&file)?.vocab)?;
-        let model = Model::from_gguf(device, &file, options)?;
+        check_vocab(&tokenizer, plan.config.vocab)?;
+        let model = Model::from_plan(device, &file, plan)?;
         Session::new(model, tokenizer)
     }
 

@@ -1,0 +1,223 @@
+//! The forward pass's buffer layout, read by both the memory count (`MemoryNeed`) and
+//! the allocation: where q, k, v and gate, up sit in their shared rows, each buffer's
+//! bytes per token, and the buffers a decode step (one row) and a prefill batch
+//! (`ubatch` rows) are made of.
+
+use serde::Serialize;
+
+use super::config::Config;
+use crate::device::{BufferUse, DeviceProfile, OwnedBuffers, Slice};
+use crate::kernels::attention::{AttentionLaunch, Partials, PREFILL_STATE_BYTES};
+use crate::kernels::matvec::Q8_GROUP_BYTES;
+use crate::kernels::ops::{ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS};
+use crate::Result;
+
+/// Where q, k, v and gate, up sit in their shared buffers (elements): each at an
+/// offset the device can bind an op's input at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Offsets {
+    pub k_first: u64,
+    pub v_first: u64,
+    pub up_first: u64,
+}
+
+/// The widths of a token's rows in the forward pass's buffers, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Widths {
+    pub dim: u64,
+    pub q_dim: u64,
+    pub n_heads: u64,
+    /// q, k and v side by side (`Offsets`).
+    pub qkv: u64,
+    /// gate and up side by side.
+    pub gate_up: u64,
+    pub ffn: u64,
+}
+
+impl Widths {
+    pub fn of(config: &Config, offsets: &Offsets) -> Widths {
+        Widths {
+            dim: config.dim as u64,
+            q_dim: (config.n_heads * config.head_dim) as u64,
+            n_heads: config.n_heads as u64,
+            qkv: offsets.v_first + config.kv_dim() as u64,
+            gate_up: offsets.up_first + config.ffn_dim as u64,
+            ffn: config.ffn_dim as u64,
+        }
+    }
+
+    /// The forward pass's buffers with a row per token, as (label, bytes per row), in
+    /// the order `forward::Rows` makes them: what a decode step (one row) and a prefill
+    /// batch (`ubatch` rows) allocate, and `MemoryNeed` counts.
+    pub fn row_buffers(&self) -> [(&'static str, u64); ROW_BUFFERS] {
+        [
+            ("x", 4 * self.dim),
+            ("norm(x)", 4 * self.dim),
+            ("norm(x) as q8", q8_row(self.dim)),
+            ("q, k, v", 4 * self.qkv),
+            ("attention out", 4 * self.q_dim),
+            ("attention out as q8", q8_row(self.q_dim)),
+            ("attention state", PREFILL_STATE_BYTES * self.n_heads),
+            ("block out", 4 * self.dim),
+            ("norm(block out)", 4 * self.dim),
+            ("ffn gate, up", 4 * self.gate_up),
+            ("ffn hidden", 4 * self.ffn),
+            ("ffn hidden as q8", q8_row(self.ffn)),
+        ]
+    }
+
+    /// Bytes of a row of every buffer together.
+    pub fn bytes_per_row(&self) -> u64 {
+        self.row_buffers().iter().map(|(_, b)| b).sum()
+    }
+
+    /// The widest row of any buffer, which the binding limit caps.
+    pub fn widest_row(&self) -> u64 {
+        self.row_buffers()
+            .iter()
+            .map(|&(_, b)| b)
+            .max()
+            .unwrap_or(4)
+    }
+}
+
+/// How many buffers [`Widths::row_buffers`] lists.
+pub const ROW_BUFFERS: usize = 12;
+
+/// Bytes of `k` values quantized as the matvecs and matmuls take them.
+pub fn q8_row(k: u64) -> u64 {
+    k.div_ceil(32) * Q8_GROUP_BYTES
+}
+
+/// Device bytes of a prefill batch's buffers: `ubatch` rows of every row buffer, the
+/// batch's token ids, and the logits of a run of `logits_tokens` prompt positions.
+pub fn batch_bytes(widths: &Widths, vocab: u64, ubatch: u64, logits_tokens: u64) -> u64 {
+    (widths.bytes_per_row() + 4)
+        .saturating_mul(ubatch)
+        .saturating_add(logits_tokens.saturating_mul(4 * vocab))
+}
+
+impl Offsets {
+    /// Each part at an offset `profile` can bind an op's input at.
+    pub fn of(config: &Config, profile: &DeviceProfile) -> Offsets {
+        let align = (profile.storage_offset_alignment.max(4) / 4) as u64;
+        let q_dim = (config.n_heads * config.head_dim) as u64;
+        let k_first = q_dim.next_multiple_of(align);
+        Offsets {
+            k_first,
+            v_first: (k_first + config.kv_dim() as u64).next_multiple_of(align),
+            up_first: (config.ffn_dim as u64).next_multiple_of(align),
+        }
+    }
+}
+
+/// The buffers a forward pass works in, a row per token (`Widths::row_buffers`), for up
+/// to `capacity` tokens, and the tokens' ids (u32).
+pub(super) struct Rows {
+    pub capacity: u64,
+    pub tokens: Slice,
+    pub x: Slice,
+    pub xn: Slice,
+    pub xn_q8: Slice,
+    pub qkv: Slice,
+    pub att: Slice,
+    pub att_q8: Slice,
+    pub att_state: Slice,
+    pub out: Slice,
+    pub post: Slice,
+    pub gate_up: Slice,
+    pub hidden: Slice,
+    pub hidden_q8: Slice,
+}
+
+impl Rows {
+    pub(super) fn new(
+        buffers: &OwnedBuffers,
+        widths: &Widths,
+        capacity: u64,
+        tokens: Slice,
+    ) -> Result<Rows> {
+        let made: Vec<Slice> = widths
+            .row_buffers()
+            .iter()
+            .map(|&(label, per_row)| {
+                let bytes = (per_row * capacity).next_multiple_of(16);
+                Ok(Slice::new(
+                    buffers.create(label, bytes, BufferUse::Storage)?,
+                    0,
+                    bytes,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let [x, xn, xn_q8, qkv, att, att_q8, att_state, out, post, gate_up, hidden, hidden_q8]: [Slice;
+            ROW_BUFFERS] = made.try_into().expect("one slice per row buffer");
+        Ok(Rows {
+            capacity,
+            tokens,
+            x,
+            xn,
+            xn_q8,
+            qkv,
+            att,
+            att_q8,
+            att_state,
+            out,
+            post,
+            gate_up,
+            hidden,
+            hidden_q8,
+        })
+    }
+}
+
+/// A decode step's buffers: one row, and what only a step has: split attention's
+/// partials, the logits and argmax's scratch. Its token buffer holds the id, then
+/// argmax's count of non-finite logits and the id the step embedded.
+pub(super) struct StepBuffers {
+    pub rows: Rows,
+    pub parts: Partials,
+    pub logits: Slice,
+    pub argmax_scratch: Slice,
+}
+
+impl StepBuffers {
+    pub(super) fn new(
+        buffers: &OwnedBuffers,
+        widths: &Widths,
+        attention: &AttentionLaunch,
+        vocab: u64,
+    ) -> Result<StepBuffers> {
+        let storage = |label: &str, bytes: u64| -> Result<Slice> {
+            let bytes = bytes.max(4);
+            Ok(Slice::new(
+                buffers.create(label, bytes, BufferUse::Storage)?,
+                0,
+                bytes,
+            ))
+        };
+        let part_bytes = attention.part_bytes();
+        Ok(StepBuffers {
+            rows: Rows::new(
+                buffers,
+                widths,
+                1,
+                storage("token", 4 * ARGMAX_TOKEN_WORDS)?,
+            )?,
+            parts: Partials {
+                ml: storage("attention partials (m, l)", part_bytes.ml)?,
+                acc: storage("attention partials", part_bytes.acc)?,
+                counts: storage("attention merge counts", part_bytes.counts)?,
+            },
+            logits: storage("logits", 4 * vocab)?,
+            argmax_scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
+        })
+    }
+}
+
+/// A prefill batch's buffers, made at a model's first batch, and the logits of a run of
+/// prompt positions, made at its first `prefill_logits`.
+pub(super) struct BatchBuffers {
+    pub rows: Rows,
+    pub logits: Option<Slice>,
+    pub buffers: OwnedBuffers<'static>,
+}
