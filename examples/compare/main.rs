@@ -377,7 +377,8 @@ fn measure_device(
 
 /// The commit measured: the one the binary was built from (`BRASS_GIT_COMMIT`, named
 /// by build.rs or the environment at build time), else `git rev-parse HEAD` in the
-/// source tree now (with `-dirty` when it has uncommitted changes).
+/// source tree now if it is brass's repository (with `-dirty` when it has uncommitted
+/// changes).
 fn git_commit() -> Option<String> {
     if let Some(c) = option_env!("BRASS_GIT_COMMIT") {
         return Some(c.to_string());
@@ -391,6 +392,13 @@ fn git_commit() -> Option<String> {
             .ok()
             .filter(|o| o.status.success())
     };
+    // Only brass's own repository, as in build.rs: an unpacked crate inside another
+    // repository is not at that repository's commit.
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    let top = Path::new(String::from_utf8_lossy(&top.stdout).trim()).canonicalize();
+    if top.ok() != dir.canonicalize().ok() {
+        return None;
+    }
     let head = git(&["rev-parse", "HEAD"])?;
     let mut commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
