@@ -570,7 +570,7 @@ mod tests {
     #[test]
     fn a_numeric_adapter_is_an_index() {
         let msg = run_with(&["--adapter", "99"]).unwrap_err().to_string();
-        assert!(msg.contains("index: Some(99)"), "{msg}");
+        assert!(msg.contains("adapter index 99 not found"), "{msg}");
     }
 
     #[test]

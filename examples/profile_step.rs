@@ -60,5 +60,8 @@ fn main() -> brass::Result<()> {
         total += ns;
     }
     println!("{:<40} {:>5}            {:>9.3} ms", "sum", "", total / 1e6);
+    if let Some(note) = model.device().clock().note() {
+        println!("note: {note}");
+    }
     Ok(())
 }

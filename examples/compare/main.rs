@@ -363,6 +363,9 @@ fn measure_device(
         }
         _ => (None, Vec::new()),
     };
+    if let Some(note) = device.clock().note() {
+        notes.push(note.to_string());
+    }
     Ok(DeviceRun {
         vendor_peak_gbps: result::vendor_peak(&profile),
         profile,

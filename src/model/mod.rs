@@ -1274,7 +1274,9 @@ fn upload_dequantized(
 impl Model {
     /// Runs the step for `pos` with one GPU timestamp interval per dispatch and returns
     /// (pipeline name, total nanoseconds, dispatches), slowest first: where a token's
-    /// time goes. Each dispatch gets its own pass, so totals include pass overhead.
+    /// time goes. Each dispatch gets its own pass, so totals include pass overhead
+    /// (and its own submission, timed by the wall clock, where the device's timestamps
+    /// read as zeros: `Device::clock` says which).
     pub fn profile_step(&self, input: Input, pos: usize) -> Result<Vec<(String, f64, usize)>> {
         if let Input::Token(id) = input {
             self.device
