@@ -492,6 +492,7 @@ impl WgpuDevice {
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             subgroup_min: info.subgroup_min_size,
             subgroup_max: info.subgroup_max_size,
+            subgroup_runs: DeviceProfile::apple_simd_width(backend_of(info.backend), &info.name),
             f16: features.contains(wgpu::Features::SHADER_F16),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             workgroup_storage_bytes: limits.max_compute_workgroup_storage_size,
