@@ -223,6 +223,7 @@ fn run(args: Args) -> brass::Result<ExitCode> {
             ..Overrides::default()
         },
         ubatch: args.ubatch,
+        allow_past_trained_context: false,
     };
     let t0 = Instant::now();
     let model = Model::from_gguf(device.clone(), &file, &options)?;

@@ -33,6 +33,8 @@ fn main() -> brass::Result<()> {
         path,
         &LoadOptions {
             context: Some(args.depth + 64),
+            // A depth past the trained context is a timing question, not a text one.
+            allow_past_trained_context: true,
             routing: Overrides {
                 x_planes: args.x_planes,
                 attention_invocations: args.attention_invocations,

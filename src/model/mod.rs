@@ -32,9 +32,10 @@ use crate::device::{
     BufferUse, CommandList, Device, LedgerReport, OwnedBuffers, ReadTicket, Slice,
 };
 use crate::gguf::{GgufFile, TensorInfo};
+/// `LoadOptions::kv`'s type, where `LoadOptions` is.
+pub use crate::kernels::attention::KvType;
 use crate::kernels::attention::{
-    rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines, Heads, KvType, Partials,
-    RopeStyle,
+    rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines, Heads, Partials, RopeStyle,
 };
 use crate::kernels::matvec::{self, XForm};
 pub use crate::kernels::ops::Activation;
@@ -410,6 +411,49 @@ pub struct LoadOptions {
     /// Prompt tokens per prefill batch (default [`DEFAULT_UBATCH`]; cut to what a
     /// binding holds, `Plan::prefill` says why; 1 processes prompts token at a time).
     pub ubatch: Option<usize>,
+    /// Whether `context` may pass the context the model was trained for
+    /// (`Config::context_length`). Refused by default: positions past it are ones the
+    /// model never saw, and its output there degrades without any error to show it. Tools
+    /// that time long contexts on synthetic weights set it.
+    pub allow_past_trained_context: bool,
+}
+
+impl LoadOptions {
+    /// Refuses, with [`Error::Setting`] naming the field, a `context` or `ubatch` of 0
+    /// and a `context` past `config`'s trained one unless
+    /// `allow_past_trained_context`. [`plan`] (so every load) calls it first; a caller
+    /// may call it sooner, before a device is opened.
+    pub fn validate(&self, config: &Config) -> Result<()> {
+        let trained = config.context_length;
+        if let Some(n) = self.context.filter(|&n| n > trained) {
+            if !self.allow_past_trained_context {
+                return Err(Error::Setting {
+                    setting: "LoadOptions::context",
+                    value: n.to_string(),
+                    expected: format!(
+                        "past the {trained} positions the model was trained for: positions \
+                         beyond them are untrained and the output degrades without an error \
+                         (LoadOptions::allow_past_trained_context runs them anyway)"
+                    ),
+                });
+            }
+        }
+        if self.context == Some(0) {
+            return Err(Error::Setting {
+                setting: "LoadOptions::context",
+                value: "0".into(),
+                expected: "must be at least 1 position".into(),
+            });
+        }
+        if self.ubatch == Some(0) {
+            return Err(Error::Setting {
+                setting: "LoadOptions::ubatch",
+                value: "0".into(),
+                expected: "must be at least 1 token (1 feeds a prompt token at a time)".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A planned matrix on the device.
@@ -979,11 +1023,13 @@ impl Model {
     /// Checks the position and input, uploads an explicit token, records the step.
     fn prepare(&self, input: Input, pos: usize) -> Result<CommandList> {
         if pos >= self.n_ctx {
-            return Err(Error::Invalid(format!(
-                "position {pos} is beyond the context of {} tokens (raise LoadOptions::context; \
-                 the model was trained for {})",
-                self.n_ctx, self.config.context_length
-            )));
+            return Err(Error::ContextFull {
+                what: format!("the step at position {pos}"),
+                needed: pos + 1,
+                context: self.n_ctx,
+                trained: self.config.context_length,
+                reset_helps: false,
+            });
         }
         if let Input::Token(id) = input {
             if id as usize >= self.config.vocab {

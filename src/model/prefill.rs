@@ -596,11 +596,13 @@ impl Model {
     fn check_prompt(&self, tokens: &[u32], start: usize) -> Result<()> {
         let end = start + tokens.len();
         if end > self.n_ctx {
-            return Err(Error::Invalid(format!(
-                "positions {start}..{end} pass the end of the context of {} tokens (raise \
-                 LoadOptions::context; the model was trained for {})",
-                self.n_ctx, self.config.context_length
-            )));
+            return Err(Error::ContextFull {
+                what: format!("the prompt batch at positions {start}..{end}"),
+                needed: end,
+                context: self.n_ctx,
+                trained: self.config.context_length,
+                reset_helps: false,
+            });
         }
         if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
             return Err(Error::Invalid(format!(
