@@ -103,6 +103,10 @@ fn run(args: &Args) -> brass::Result<()> {
     }
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
+    // The probe's is the first timed submission: zero timestamps show there.
+    if let Some(note) = device.clock().note() {
+        println!("note: {note}\n");
+    }
     let groups: Vec<String> = match args.shapes.is_empty() && args.heads.is_empty() {
         true => vec!["llama3-8b".into(), "smollm2-135m".into()],
         false => args.shapes.clone(),

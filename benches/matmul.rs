@@ -101,6 +101,9 @@ fn run(args: &Args) -> brass::Result<()> {
         Err(e) => println!("{e}"),
     }
     println!("{}\n{probe}\n{f32_probe}\n", profile.name);
+    if let Some(note) = device.clock().note() {
+        println!("note: {note}\n");
+    }
     println!(
         "{:<40} {:<44} {:>6} {:>10} {:>10} {:>8} {:>13} {:>9}",
         "shape", "kernel", "tokens", "median µs", "min µs", "TFLOP/s", "% of probe", "weight GB/s"

@@ -166,6 +166,10 @@ fn run(args: &Args) -> brass::Result<()> {
     }
     let probe = bandwidth_probe(&device, 10)?;
     println!("{}\n{probe}\n", profile.name);
+    // The probe's is the first timed submission: zero timestamps show there.
+    if let Some(note) = device.clock().note() {
+        println!("note: {note}\n");
+    }
     println!(
         "{:<32} {:<6} {:<40} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7} {:>7} {:>7}",
         "shape",

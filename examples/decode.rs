@@ -16,11 +16,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
+use brass::device::{bandwidth_probe, list_adapters, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
 use brass::model::{
-    cache_dir, check_weights, default_model_path, Input, KnownModel, LoadOptions, Model, Session,
-    Stats,
+    cache_dir, check_weights, Config, FetchOutput, Input, KnownModel, LoadOptions, Model,
+    ModelKind, Session, Stats, DEFAULT_MODEL,
 };
 use brass::router::{Force, Overrides};
 use brass::sampling::{Sampler, SamplerConfig};
@@ -36,9 +36,17 @@ struct Args {
     /// SmolLM2-135M-Instruct Q4_1).
     #[arg(short, long)]
     model: Option<PathBuf>,
-    /// List the known models (name, file, size, whether cached) and exit.
+    /// List the known models (name, file, size, kind, whether cached) and exit.
     #[arg(long)]
     list_models: bool,
+    /// List the adapters wgpu finds and exit; exits non-zero when it finds none (`./decode`
+    /// asks this before it installs lavapipe).
+    #[arg(long)]
+    list_adapters: bool,
+    /// Show pip's own output while a model is fetched (default: a progress line per
+    /// piece).
+    #[arg(short, long)]
+    verbose: bool,
     /// Prompt text (special tokens such as <|im_start|> are parsed).
     #[arg(short, long, default_value = "The capital of France is")]
     prompt: String,
@@ -51,15 +59,19 @@ struct Args {
     /// Tokens to generate.
     #[arg(short = 'n', long, default_value_t = 32)]
     n_tokens: usize,
-    /// 0 is greedy (argmax on the GPU).
+    /// At least 0; 0 is greedy (argmax on the GPU).
     #[arg(long, default_value_t = 0.0)]
     temperature: f32,
+    /// Keep the K likeliest tokens (0: off).
     #[arg(long, default_value_t = 40)]
     top_k: usize,
+    /// Keep the likeliest tokens up to this probability, 0..=1 (1: off).
     #[arg(long, default_value_t = 0.95)]
     top_p: f32,
+    /// Keep tokens at least this share of the likeliest one's probability, 0..=1 (0: off).
     #[arg(long, default_value_t = 0.05)]
     min_p: f32,
+    /// Above 0: logits of tokens seen in the last 64 divided by it (1: off).
     #[arg(long, default_value_t = 1.0)]
     repeat_penalty: f32,
     #[arg(long, default_value_t = 0)]
@@ -89,15 +101,20 @@ struct Args {
     /// adapter has none), false for dot4 (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
-    /// KV-cache positions, checked against the device's memory up front (default: the
-    /// model's trained context where it fits, else the largest that does).
+    /// KV-cache positions, at least 1 and at most the model's trained context, checked
+    /// against the device's memory up front (default: the trained context where it
+    /// fits, else the largest that does). A generation that reaches its end stops there.
     #[arg(long)]
     context: Option<usize>,
+    /// Let --context pass the context the model was trained for (refused otherwise:
+    /// positions past it are untrained, and the text degrades with no error to show it).
+    #[arg(long)]
+    allow_past_trained_context: bool,
     /// How the KV cache stores keys and values: f16 (default, as llama.cpp), q8_0
     /// (int8 blocks of 32, 56 % of f16's bytes at heads of 128) or f32 (exact math).
     #[arg(long, default_value = "f16")]
     kv_type: brass::kernels::attention::KvType,
-    /// Prompt tokens per prefill batch (default 512; 1: token at a time).
+    /// Prompt tokens per prefill batch, at least 1 (default 512; 1: token at a time).
     #[arg(long)]
     ubatch: Option<usize>,
     /// Print one JSON object (prompt ids, generated ids, text, timings) instead of text.
@@ -134,8 +151,99 @@ fn main() -> ExitCode {
     match run(Args::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", in_flag_words(&e));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The library's settings as this command's flags: brass's errors name what an API
+/// caller set (`LoadOptions::context`), this command's user typed `--context`.
+const FLAGS: [(&str, &str); 8] = [
+    ("SamplerConfig::temperature", "--temperature"),
+    ("SamplerConfig::top_p", "--top-p"),
+    ("SamplerConfig::min_p", "--min-p"),
+    ("SamplerConfig::repetition_penalty", "--repeat-penalty"),
+    // Before `LoadOptions::context`, of which it is a longer name.
+    (
+        "LoadOptions::allow_past_trained_context",
+        "--allow-past-trained-context",
+    ),
+    ("LoadOptions::context", "--context"),
+    ("LoadOptions::ubatch", "--ubatch"),
+    ("LoadOptions::kv", "--kv-type"),
+];
+
+/// An error as this command's user should read it: in flags, not API names.
+fn in_flag_words(e: &brass::Error) -> String {
+    let rename = |text: &str| {
+        FLAGS.iter().fold(text.to_string(), |text, (api, flag)| {
+            text.replace(api, flag)
+        })
+    };
+    match e {
+        brass::Error::Setting {
+            setting,
+            value,
+            expected,
+        } => match FLAGS.iter().find(|(api, _)| api == setting) {
+            Some((_, flag)) => format!("{flag} {value}: {}", rename(expected)),
+            None => rename(&e.to_string()),
+        },
+        brass::Error::ContextFull {
+            what,
+            needed,
+            context,
+            trained,
+            ..
+        } => format!(
+            "{what} needs {needed} positions, past the context of {context} ({})",
+            raise_context(*context, *trained)
+        ),
+        _ => rename(&e.to_string()),
+    }
+}
+
+/// What to do about a full context, in flags.
+fn raise_context(context: usize, trained: usize) -> String {
+    if context < trained {
+        format!("raise --context, up to the {trained} the model was trained for")
+    } else {
+        format!(
+            "the model was trained for {trained}; --allow-past-trained-context lets --context \
+             go past it"
+        )
+    }
+}
+
+/// Why a generation stopped before its `-n` tokens, if it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Generated as many tokens as asked.
+    Tokens,
+    /// The model ended its text (an end-of-generation token).
+    EndOfText,
+    /// The KV cache is full: `context` positions, the model trained for `trained`.
+    ContextFull { context: usize, trained: usize },
+}
+
+impl Stop {
+    fn name(self) -> &'static str {
+        match self {
+            Stop::Tokens => "tokens",
+            Stop::EndOfText => "end_of_text",
+            Stop::ContextFull { .. } => "context_full",
+        }
+    }
+
+    /// The line printed on stderr after the text, for a stop the user did not ask for.
+    fn note(self) -> Option<String> {
+        match self {
+            Stop::ContextFull { context, trained } => Some(format!(
+                "stopped: the context of {context} positions is full ({})",
+                raise_context(context, trained)
+            )),
+            Stop::Tokens | Stop::EndOfText => None,
         }
     }
 }
@@ -159,31 +267,77 @@ fn prompt_ids(args: &Args, tokenizer: &Tokenizer) -> brass::Result<Vec<u32>> {
 }
 
 fn run(args: Args) -> brass::Result<ExitCode> {
-    // Checked before the device opens, which can take seconds.
+    run_to_stop(args).map(|(code, _)| code)
+}
+
+/// [`run`], and why the generation stopped where there was one.
+fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
+    // Checked before anything is fetched or the device opens, which can take seconds.
     let force = args.force.as_deref().map(str::parse::<Force>).transpose()?;
+    let sampling = SamplerConfig {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repetition_penalty: args.repeat_penalty,
+        seed: args.seed,
+        ..SamplerConfig::default()
+    };
+    sampling.validate()?;
+    let options = LoadOptions {
+        context: args.context,
+        kv: args.kv_type,
+        routing: Overrides {
+            force,
+            x_q8: args.x_q8,
+            glu_q8: args.glu_q8,
+            x_planes: args.x_planes,
+            coop_matrix: args.coop_matrix,
+            ..Overrides::default()
+        },
+        ubatch: args.ubatch,
+        allow_past_trained_context: args.allow_past_trained_context,
+    };
     if args.list_models {
         let cache = cache_dir()?;
         print!("{}", KnownModel::table(KnownModel::REGISTRY, &cache));
         println!("cache: {}", cache.display());
-        return Ok(ExitCode::SUCCESS);
+        return Ok((ExitCode::SUCCESS, None));
     }
-    let path = match &args.model {
+    if args.list_adapters {
+        return Ok((print_adapters(), None));
+    }
+    let fetch_output = match args.verbose {
+        true => FetchOutput::Verbose,
+        false => FetchOutput::Progress,
+    };
+    let (path, known) = match &args.model {
         Some(arg) => match KnownModel::for_arg(arg)? {
-            Some(known) => known.cached_path()?,
-            None => arg.clone(),
+            Some(known) => (known.cached_path_with(fetch_output)?, Some(known)),
+            None => (arg.clone(), None),
         },
-        None => default_model_path()?,
+        None => (
+            DEFAULT_MODEL.cached_path_with(fetch_output)?,
+            Some(&DEFAULT_MODEL),
+        ),
     };
     if args.fetch_only {
         println!("{}", path.display());
-        return Ok(ExitCode::SUCCESS);
+        return Ok((ExitCode::SUCCESS, None));
     }
     let file = GgufFile::open(&path)?;
+    // Before the device opens: the trained context is in the file.
+    options.validate(&Config::from_gguf(&file)?)?;
     let tokenizer = Tokenizer::from_gguf(&file)?;
+    if args.chat && args.prompt_ids.is_none() {
+        if let Some(warning) = chat_warning(&args, known, &file) {
+            eprintln!("warning: {warning}");
+        }
+    }
     let ids = prompt_ids(&args, &tokenizer)?;
     if args.tokenize {
         println!("{}", serde_json::to_string(&ids).expect("ids serialize"));
-        return Ok(ExitCode::SUCCESS);
+        return Ok((ExitCode::SUCCESS, None));
     }
     if ids.is_empty() {
         return Err(brass::Error::Invalid("the prompt is empty".into()));
@@ -211,19 +365,6 @@ fn run(args: Args) -> brass::Result<ExitCode> {
         );
     }
     let device: Arc<dyn Device> = Arc::new(wgpu_device);
-    let options = LoadOptions {
-        context: args.context,
-        kv: args.kv_type,
-        routing: Overrides {
-            force,
-            x_q8: args.x_q8,
-            glu_q8: args.glu_q8,
-            x_planes: args.x_planes,
-            coop_matrix: args.coop_matrix,
-            ..Overrides::default()
-        },
-        ubatch: args.ubatch,
-    };
     let t0 = Instant::now();
     let model = Model::from_gguf(device.clone(), &file, &options)?;
     let load_time = t0.elapsed();
@@ -247,28 +388,32 @@ fn run(args: Args) -> brass::Result<ExitCode> {
             true => println!("{:#}", model.plan().to_json()),
             false => print!("{}", model.plan()),
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok((ExitCode::SUCCESS, None));
     }
 
-    let sampler = Sampler::new(SamplerConfig {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repetition_penalty: args.repeat_penalty,
-        seed: args.seed,
-        ..SamplerConfig::default()
-    });
+    let sampler = Sampler::new(sampling);
 
-    let (generated, text, stats, steps) = if let Some(k) = args.top_logits {
+    let (generated, text, stats, steps, stop) = if let Some(k) = args.top_logits {
         logits_run(&model, &tokenizer, &ids, args.n_tokens, sampler, k)?
     } else {
         let mut session = Session::new(model, tokenizer)?;
         let mut generated = Vec::new();
         let mut text = String::new();
         let mut out = std::io::stdout();
+        let mut stop = Stop::EndOfText;
         for token in session.generate(&ids, args.n_tokens, sampler)? {
-            let token = token?;
+            let token = match token {
+                Ok(token) => token,
+                // The end of the context ends the text; the library says so with an
+                // error, for callers that would rather treat it as one.
+                Err(brass::Error::ContextFull {
+                    context, trained, ..
+                }) => {
+                    stop = Stop::ContextFull { context, trained };
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             if !args.json {
                 print!("{}", token.text);
                 let _ = out.flush();
@@ -276,38 +421,83 @@ fn run(args: Args) -> brass::Result<ExitCode> {
             generated.push(token.id);
             text.push_str(&token.text);
         }
+        if generated.len() == args.n_tokens {
+            stop = Stop::Tokens;
+        }
         if !args.json {
             println!();
         }
         let stats = session.stats().clone();
-        return report(
+        let code = report(
             &args,
             &path,
             &*device,
             session.model(),
-            &ids,
-            &generated,
-            &text,
+            (&ids, &generated, &text, stop),
             load_time,
             &stats,
             None,
-        );
+        )?;
+        return Ok((code, Some(stop)));
     };
-    report(
+    let code = report(
         &args,
         &path,
         &*device,
         &model,
-        &ids,
-        &generated,
-        &text,
+        (&ids, &generated, &text, stop),
         load_time,
         &stats,
         Some(steps),
-    )
+    )?;
+    Ok((code, Some(stop)))
 }
 
-type LogitsRun = (Vec<u32>, String, Stats, Vec<serde_json::Value>);
+/// Prints the adapters wgpu finds; FAILURE when there are none.
+fn print_adapters() -> ExitCode {
+    let adapters = list_adapters();
+    for a in &adapters {
+        println!(
+            "{} {} ({:?}, {}, {})",
+            a.index, a.name, a.backend, a.device_type, a.driver
+        );
+    }
+    if adapters.is_empty() {
+        eprintln!(
+            "wgpu finds no adapter: no Vulkan or Metal driver (on Linux, Mesa's lavapipe runs \
+             on the CPU: apt-get install mesa-vulkan-drivers, or ./decode in the checkout \
+             installs it)"
+        );
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// Why `--chat` will likely give junk, if it will: a base model answers turns it was
+/// never tuned on, and a file without a chat template is most likely one.
+fn chat_warning(args: &Args, known: Option<&KnownModel>, file: &GgufFile) -> Option<String> {
+    let name = args
+        .model
+        .as_ref()
+        .map_or("the model".into(), |m| format!("{}", m.display()));
+    if let Some(known) = known.filter(|k| k.kind == ModelKind::Base) {
+        return Some(format!(
+            "{name} is a base model ({}), not tuned for chat: --chat wraps the prompt in \
+             turns it was never trained on, and its reply is likely junk; without --chat it \
+             continues the prompt's text",
+            known.file
+        ));
+    }
+    if file.get("tokenizer.chat_template").is_none() {
+        return Some(format!(
+            "{name} has no chat template (tokenizer.chat_template), as base models have none: \
+             --chat renders a generic turn format, and a base model's reply is likely junk"
+        ));
+    }
+    None
+}
+
+type LogitsRun = (Vec<u32>, String, Stats, Vec<serde_json::Value>, Stop);
 
 /// Decodes with full logits after every token, recording the top `k` per step: the
 /// prompt's through batched prefill (`Model::prefill_logits`), then a decode step per
@@ -346,10 +536,22 @@ fn logits_run(
     let prompt_time = t0.elapsed();
     let mut generated = Vec::new();
     let mut pos = ids.len();
+    let mut stop = Stop::Tokens;
     while let Some(token) = last.take() {
         generated.push(token);
         history.push(token);
-        if tokenizer.is_eog(token) || pos + 1 >= ids.len() + n {
+        if tokenizer.is_eog(token) {
+            stop = Stop::EndOfText;
+            break;
+        }
+        if pos + 1 >= ids.len() + n {
+            break;
+        }
+        if pos >= model.context() {
+            stop = Stop::ContextFull {
+                context: model.context(),
+                trained: model.config().context_length,
+            };
             break;
         }
         let logits = model.forward_logits(Input::Token(token), pos)?;
@@ -366,8 +568,11 @@ fn logits_run(
         decode_time: t0.elapsed() - prompt_time,
     };
     let text = tokenizer.decode(&generated, true)?;
-    Ok((generated, text, stats, steps))
+    Ok((generated, text, stats, steps, stop))
 }
+
+/// The prompt's ids, the generated ids, their text and why generation stopped.
+type Generated<'a> = (&'a [u32], &'a [u32], &'a str, Stop);
 
 #[allow(clippy::too_many_arguments)]
 fn report(
@@ -375,9 +580,7 @@ fn report(
     path: &Path,
     device: &dyn Device,
     model: &Model,
-    ids: &[u32],
-    generated: &[u32],
-    text: &str,
+    (ids, generated, text, stop): Generated,
     load_time: Duration,
     stats: &Stats,
     steps: Option<Vec<serde_json::Value>>,
@@ -397,6 +600,7 @@ fn report(
             "prompt_ids": ids,
             "generated": generated,
             "text": text,
+            "stop": stop.name(),
             "timings": timings,
         });
         if let Some(steps) = steps {
@@ -409,6 +613,9 @@ fn report(
     } else {
         if steps.is_some() {
             println!("{text}");
+        }
+        if let Some(note) = stop.note() {
+            eprintln!("{note}");
         }
         eprintln!(
             "{}",
@@ -568,9 +775,168 @@ mod tests {
     }
 
     #[test]
-    fn a_numeric_adapter_is_an_index() {
-        let msg = run_with(&["--adapter", "99"]).unwrap_err().to_string();
-        assert!(msg.contains("index: Some(99)"), "{msg}");
+    fn a_numeric_adapter_is_an_index_said_in_words() {
+        let msg = in_flag_words(&run_with(&["--adapter", "99"]).unwrap_err());
+        assert!(msg.contains("adapter index 99 not found"), "{msg}");
+        // And the adapters there are, by index.
+        assert!(msg.contains("wgpu sees") && msg.contains(": 0 "), "{msg}");
+        assert!(
+            !msg.contains("Some(") && !msg.contains("AdapterChoice"),
+            "{msg}"
+        );
+    }
+
+    /// Refused before anything is fetched or opened (the adapter named cannot open, so
+    /// the error is the flag's only if it comes first), in the flag's words.
+    fn refused(args: &[&str], flag_and_value: &str, range: &str) {
+        let all: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--adapter", "no-such-gpu-xyz"])
+            .collect();
+        let err = run_with(&all).unwrap_err();
+        let msg = in_flag_words(&err);
+        assert!(
+            msg.starts_with(flag_and_value) && msg.contains(range),
+            "{args:?}: {msg}"
+        );
+        assert!(
+            !msg.contains("SamplerConfig") && !msg.contains("LoadOptions"),
+            "{args:?}: {msg}"
+        );
+    }
+
+    #[test]
+    fn top_p_outside_0_to_1_is_refused() {
+        refused(&["--top-p", "2"], "--top-p 2:", "0..=1");
+        refused(&["--top-p=-0.5"], "--top-p -0.5:", "0..=1");
+    }
+
+    #[test]
+    fn min_p_outside_0_to_1_is_refused() {
+        refused(&["--min-p", "5"], "--min-p 5:", "0..=1");
+    }
+
+    #[test]
+    fn a_negative_or_nan_temperature_is_refused() {
+        refused(&["--temperature=-1"], "--temperature -1:", "at least 0");
+        refused(&["--temperature=nan"], "--temperature NaN:", "at least 0");
+    }
+
+    #[test]
+    fn a_repeat_penalty_not_above_0_is_refused() {
+        refused(&["--repeat-penalty=0"], "--repeat-penalty 0:", "above 0");
+        refused(&["--repeat-penalty=-1"], "--repeat-penalty -1:", "above 0");
+    }
+
+    #[test]
+    fn a_ubatch_of_0_is_refused() {
+        refused(&["--ubatch", "0"], "--ubatch 0:", "at least 1");
+    }
+
+    #[test]
+    fn a_context_of_0_is_refused() {
+        refused(&["--context", "0"], "--context 0:", "at least 1");
+    }
+
+    /// The synthetic model is trained for 64 positions.
+    #[test]
+    fn a_context_past_the_trained_one_is_refused_unless_allowed() {
+        refused(
+            &["--context", "100"],
+            "--context 100:",
+            "past the 64 positions the model was trained for",
+        );
+        let msg = in_flag_words(&run_with(&["--context", "100"]).unwrap_err());
+        assert!(msg.contains("--allow-past-trained-context"), "{msg}");
+        let allowed = run_with(&[
+            "--context",
+            "100",
+            "--allow-past-trained-context",
+            "--tokenize",
+        ]);
+        assert_eq!(allowed.unwrap(), ExitCode::SUCCESS);
+        // Up to the trained context needs nothing.
+        assert!(run_with(&["--context", "64", "--tokenize"]).is_ok());
+    }
+
+    /// A generation that reaches the end of the context stops there and succeeds, on
+    /// both paths: the session's stream and `--top-logits`' step by step.
+    #[test]
+    fn a_generation_that_fills_the_context_stops_cleanly() {
+        for extra in [&[][..], &["--json", "--top-logits", "3"][..]] {
+            let args: Vec<&str> = ["--prompt-ids", "5,6,7", "--context", "8", "-n", "20"]
+                .into_iter()
+                .chain(extra.iter().copied())
+                .collect();
+            let (code, stop) = run_to_stop(Args::parse_from(
+                ["decode", "-m", model_file().to_str().unwrap()]
+                    .iter()
+                    .chain(&args),
+            ))
+            .unwrap();
+            assert_eq!(code, ExitCode::SUCCESS, "{extra:?}");
+            assert_eq!(
+                stop,
+                Some(Stop::ContextFull {
+                    context: 8,
+                    trained: 64
+                }),
+                "{extra:?}"
+            );
+        }
+        let note = Stop::ContextFull {
+            context: 8,
+            trained: 64,
+        }
+        .note()
+        .unwrap();
+        assert!(
+            note.starts_with("stopped: the context of 8 positions is full")
+                && note.contains("raise --context, up to the 64"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn errors_name_flags_not_api_fields() {
+        let full = brass::Error::ContextFull {
+            what: "the step at position 8".into(),
+            needed: 9,
+            context: 8,
+            trained: 8192,
+            reset_helps: false,
+        };
+        assert!(full.to_string().contains("raise LoadOptions::context"));
+        let msg = in_flag_words(&full);
+        assert!(
+            msg.contains("raise --context, up to the 8192") && !msg.contains("LoadOptions"),
+            "{msg}"
+        );
+        let at_trained = brass::Error::ContextFull {
+            what: "the step at position 8192".into(),
+            needed: 8193,
+            context: 8192,
+            trained: 8192,
+            reset_helps: false,
+        };
+        let msg = in_flag_words(&at_trained);
+        assert!(msg.contains("--allow-past-trained-context"), "{msg}");
+    }
+
+    #[test]
+    fn chat_with_a_base_model_warns() {
+        let file = GgufFile::open(model_file()).unwrap();
+        let args = Args::parse_from(["decode", "--chat", "--model", "gemma3-270m"]);
+        let gemma = KnownModel::by_name("gemma3-270m").unwrap();
+        let warning = chat_warning(&args, Some(gemma), &file).unwrap();
+        assert!(warning.contains("base model"), "{warning}");
+        // The synthetic file has no chat template either.
+        let args = Args::parse_from(["decode", "--chat"]);
+        let warning = chat_warning(&args, None, &file).unwrap();
+        assert!(warning.contains("no chat template"), "{warning}");
+        let smollm = KnownModel::by_name("smollm2-135m").unwrap();
+        assert!(smollm.kind == ModelKind::Instruct);
     }
 
     #[test]

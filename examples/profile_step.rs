@@ -33,6 +33,8 @@ fn main() -> brass::Result<()> {
         path,
         &LoadOptions {
             context: Some(args.depth + 64),
+            // A depth past the trained context is a timing question, not a text one.
+            allow_past_trained_context: true,
             routing: Overrides {
                 x_planes: args.x_planes,
                 attention_invocations: args.attention_invocations,
@@ -60,5 +62,8 @@ fn main() -> brass::Result<()> {
         total += ns;
     }
     println!("{:<40} {:>5}            {:>9.3} ms", "sum", "", total / 1e6);
+    if let Some(note) = model.device().clock().note() {
+        println!("note: {note}");
+    }
     Ok(())
 }

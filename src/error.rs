@@ -48,6 +48,37 @@ pub enum Error {
 
     #[error("{0}")]
     Invalid(String),
+
+    /// A setting outside the values it accepts, named as the API names it
+    /// (`SamplerConfig::top_p`, `LoadOptions::context`), so that a caller who exposes it
+    /// under another name (the decode example's `--top-p`) can say it in its own words.
+    #[error("{setting} = {value}: {expected}")]
+    Setting {
+        setting: &'static str,
+        value: String,
+        /// What it accepts, and why where that is not obvious.
+        expected: String,
+    },
+
+    /// The KV cache has no room for what was asked: `needed` positions in all against
+    /// the `context` it holds (`LoadOptions::context`), the model trained for `trained`.
+    /// A stream that runs into the end of the context ends with this error, so a caller
+    /// can tell it from a failure and stop there.
+    #[error(
+        "{what} needs {needed} positions, past the context of {context} (raise \
+         LoadOptions::context{}; the model was trained for {trained})",
+        if *.reset_helps { " or reset the session" } else { "" }
+    )]
+    ContextFull {
+        /// What asked for the positions: `the step at position 8`, `a prompt of 12
+        /// tokens after the 60 in the cache`.
+        what: String,
+        needed: usize,
+        context: usize,
+        trained: usize,
+        /// Whether the session holds earlier tokens that a reset would free.
+        reset_helps: bool,
+    },
 }
 
 impl Error {

@@ -32,13 +32,18 @@
 //!
 //!     let greedy = || Sampler::new(SamplerConfig::greedy());
 //!     let mut out = std::io::stdout();
-//!     for token in session.generate("The capital of France is", 16, greedy())? {
+//!     // Text continued, a token at a time: two tokens here.
+//!     for token in session.generate("The capital of France is", 2, greedy())? {
 //!         print!("{}", token?.text);
 //!         out.flush().ok(); // stdout is line-buffered: flush to see each token
 //!     }
 //!     println!();
 //!
-//!     let conversation = [ChatMessage::user("What is the capital of France?")];
+//!     // A reply in the model's chat template, up to 32 tokens or the end of its turn.
+//!     let conversation = [
+//!         ChatMessage::system("You are a helpful assistant. Answer in one sentence."),
+//!         ChatMessage::user("What is the capital of Japan?"),
+//!     ];
 //!     for token in session.chat(&conversation, 32, greedy())? {
 //!         print!("{}", token?.text);
 //!         out.flush().ok();
@@ -54,6 +59,14 @@
 //!     );
 //!     Ok(())
 //! }
+//! ```
+//!
+//! On the default model it prints (greedy decoding gives the same text every run;
+//! `tests/readme_examples.rs` runs this code and checks it):
+//!
+//! ```text
+//!  Paris.
+//! The capital of Japan is Tokyo.
 //! ```
 //!
 //! Errors are one type, [`Error`]: each names what is wrong, with the numbers.

@@ -1137,12 +1137,13 @@ fn subgroup_teams_are_at_least_a_lane_per_head_slot() {
                 };
                 if let DecodeKernel::Subgroup { team, .. } = route.launch().kernel() {
                     assert!(
-                        (4..=profile.subgroup_min).contains(&team),
+                        (4..=profile.subgroup_sizes_run().0).contains(&team),
                         "{preset} {kv} {hd}: team of {team}"
                     );
                 }
                 let narrow = DeviceProfile {
                     subgroup_min: 2,
+                    subgroup_runs: None,
                     ..profile.clone()
                 };
                 let route = route_attention(&narrow, &query, &Overrides::default()).unwrap();
@@ -1158,6 +1159,65 @@ fn subgroup_teams_are_at_least_a_lane_per_head_slot() {
             }
         }
     }
+}
+
+/// Metal reports subgroups of 4..64 for every device, and Apple GPUs run 32 lanes: the
+/// m4-max preset's decode attention has teams sized for 32 lanes (a row's words, up to
+/// 32), not for the 4 the reported range would allow, and its clause says why. Without
+/// that fact the same preset gets the narrow teams it had before.
+#[test]
+fn m4_max_attention_teams_are_sized_for_the_32_lanes_apple_gpus_run() {
+    let m4 = DeviceProfile::preset("m4-max").unwrap();
+    assert_eq!(m4.subgroup_runs, Some(32));
+    let team_of = |profile: &DeviceProfile, h: Heads, kv: KvType| {
+        let query = AttentionQuery {
+            heads: h,
+            kv,
+            n_ctx: 8192,
+        };
+        let route = route_attention(profile, &query, &Overrides::default()).unwrap();
+        route.launch().check(profile).unwrap();
+        let why: Vec<String> = route.clauses().iter().map(|c| c.to_string()).collect();
+        match route.launch().kernel() {
+            DecodeKernel::Subgroup { team, lane_words } => (team, lane_words, why.join("; ")),
+            other => panic!("{other:?}: {why:?}"),
+        }
+    };
+    // SmolLM2's heads of 64 in f16 are 8 words a row; Llama-3-8B's of 128 are 16 in
+    // f16 and 32 in f32.
+    for (h, kv, team) in [
+        (heads(9, 3, 64, 64), KvType::F16, 8),
+        (heads(32, 8, 128, 128), KvType::F16, 16),
+        (heads(32, 8, 128, 128), KvType::F32, 32),
+    ] {
+        let (got, lane_words, why) = team_of(&m4, h, kv);
+        assert_eq!((got, lane_words), (team, 1), "{kv} {}: {why}", h.head_dim);
+        assert!(
+            why.contains("subgroups run 32 lanes (reported 4..64)"),
+            "{why}"
+        );
+        let reported_only = DeviceProfile {
+            subgroup_runs: None,
+            ..m4.clone()
+        };
+        let (got, _, why) = team_of(&reported_only, h, kv);
+        assert_eq!(got, 4, "{why}");
+        assert!(why.contains("subgroups 4..64:"), "{why}");
+    }
+    // A live Metal adapter on Apple silicon gets the fact; an Intel Mac's GPU does not.
+    use brass::device::Backend;
+    assert_eq!(
+        DeviceProfile::apple_simd_width(Backend::Metal, "Apple M1"),
+        Some(32)
+    );
+    assert_eq!(
+        DeviceProfile::apple_simd_width(Backend::Metal, "AMD Radeon Pro 5500M"),
+        None
+    );
+    assert_eq!(
+        DeviceProfile::apple_simd_width(Backend::Vulkan, "Apple M2"),
+        None
+    );
 }
 
 /// A q8_0 cache holds whole blocks of 32 values: heads that are not are refused by

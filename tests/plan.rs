@@ -37,7 +37,7 @@ fn options() -> [LoadOptions; 2] {
                 glu_q8: Some(true),
                 ..Overrides::default()
             },
-            ubatch: None,
+            ..Default::default()
         },
     ]
 }

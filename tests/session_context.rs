@@ -1,4 +1,6 @@
-//! A session that runs out of context mid-stream keeps its last token.
+//! A session that runs out of context mid-stream ends its stream with
+//! `Error::ContextFull` (which the decode example turns into a clean stop) and keeps its
+//! last token.
 
 mod common;
 
@@ -7,6 +9,7 @@ use std::sync::Arc;
 use brass::device::Device;
 use brass::model::{LoadOptions, Session};
 use brass::sampling::{Sampler, SamplerConfig};
+use brass::Error;
 
 #[test]
 fn running_out_of_context_keeps_the_last_token() {
@@ -24,21 +27,42 @@ fn running_out_of_context_keeps_the_last_token() {
     for token in session.generate(&prompt[..], 20, greedy).unwrap() {
         match token {
             Ok(token) => yielded.push(token.id),
-            Err(e) => error = Some(e.to_string()),
+            Err(e) => error = Some(e),
         }
     }
     // Positions 0..8: the prompt's 4, then 4 generated tokens fill the cache, and the
     // 5th is sampled from position 7's logits but has nowhere to go.
     assert_eq!(yielded.len(), 5, "{yielded:?}");
     let error = error.expect("the stream ends with an error past the context");
-    assert!(error.contains("context"), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::ContextFull {
+                needed: 9,
+                context: 8,
+                ..
+            }
+        ),
+        "{error}"
+    );
     assert_eq!(session.position(), 8);
     let last = *yielded.last().unwrap();
     assert_eq!(session.pending_token(), Some(last));
 
     // Asking again is the same clear error, and still loses nothing.
-    let again = session.greedy(&[], 1).unwrap_err().to_string();
-    assert!(again.contains("room for 0"), "{again}");
+    let again = session.greedy(&[], 1).unwrap_err();
+    assert!(
+        matches!(
+            again,
+            Error::ContextFull {
+                needed: 9,
+                context: 8,
+                reset_helps: true,
+                ..
+            }
+        ),
+        "{again}"
+    );
     assert_eq!(session.pending_token(), Some(last));
 
     // After a reset the caller continues from it.

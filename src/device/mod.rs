@@ -150,6 +150,55 @@ impl CommandList {
 #[must_use = "a ticket holds a staging buffer until it is redeemed"]
 pub struct ReadTicket(pub(crate) u64);
 
+/// What [`Device::submit_timed`] measures with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// GPU timestamp queries: the GPU's own time for the work.
+    GpuTimestamps,
+    /// The host's clock around each submission and its wait, because the GPU's
+    /// timestamps read as zeros (wgpu's Metal backend on macOS 26, gfx-rs/wgpu#9414): a
+    /// time that includes submitting and waiting (tenths of a millisecond), so small
+    /// kernels read far slower than they run.
+    WallClockTimestampsZero,
+}
+
+impl Clock {
+    /// A word for reports: `gpu-timestamps` or `wall-clock`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Clock::GpuTimestamps => "gpu-timestamps",
+            Clock::WallClockTimestampsZero => "wall-clock",
+        }
+    }
+
+    /// The note a report prints when its times are not the GPU's own.
+    pub fn note(self) -> Option<&'static str> {
+        match self {
+            Clock::GpuTimestamps => None,
+            Clock::WallClockTimestampsZero => Some(
+                "GPU timestamps read as zeros (wgpu's Metal backend on macOS 26, \
+                 gfx-rs/wgpu#9414): timed by the wall clock around each submission, which \
+                 includes submitting and waiting, so small kernels read slower than they run",
+            ),
+        }
+    }
+}
+
+/// GPU nanoseconds from a timestamp read-back, `stamps` being (begin, end) pairs in
+/// ticks of `period_ns`; `None` when no pair advanced, as when every stamp reads zero
+/// (gfx-rs/wgpu#9414): such a reading measures nothing, and taken as times it would
+/// report 0 µs and infinite bandwidth.
+pub fn gpu_intervals(stamps: &[u64], period_ns: f64) -> Option<Vec<f64>> {
+    let intervals: Vec<f64> = stamps
+        .chunks_exact(2)
+        .map(|p| p[1].saturating_sub(p[0]) as f64 * period_ns)
+        .collect();
+    if intervals.iter().all(|&ns| ns <= 0.0) {
+        return None;
+    }
+    Some(intervals)
+}
+
 /// How `Device::submit_timed` measures a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Timing {
@@ -183,10 +232,18 @@ pub trait Device: Send + Sync {
     /// Queues a list for execution without waiting for it.
     fn submit(&self, list: &CommandList) -> Result<()>;
 
-    /// Runs a list, waits, and returns GPU nanoseconds: one entry for `Timing::Whole`,
-    /// one per dispatch for `Timing::PerDispatch`. Errors if the device has no
-    /// timestamp support.
+    /// Runs a list, waits, and returns nanoseconds: one entry for `Timing::Whole`, one
+    /// per dispatch for `Timing::PerDispatch`. GPU time, unless the device's timestamps
+    /// read as zeros: then the list runs again (each dispatch in its own submission for
+    /// `PerDispatch`) timed by the wall clock, and [`Device::clock`] says so from then
+    /// on. Errors if the device has no timestamp support.
     fn submit_timed(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>>;
+
+    /// What `submit_timed` measures with now: reports print [`Clock::note`] beside
+    /// times taken since.
+    fn clock(&self) -> Clock {
+        Clock::GpuTimestamps
+    }
 
     /// Queues `list` followed by a copy of `src` for reading back, and returns without
     /// waiting: the CPU can queue more work before it needs the bytes.
@@ -308,4 +365,26 @@ pub fn read_f32(
 ) -> Result<Vec<f32>> {
     let bytes = device.read(buffer, offset, len as u64 * 4)?;
     Ok(bytemuck::pod_collect_to_vec(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_of_zero_timestamps_is_no_time_at_all() {
+        // What wgpu's Metal backend reads back on macOS 26: every stamp zero.
+        assert_eq!(gpu_intervals(&[0; 8], 1.0), None);
+        // Stamps that never advance measure nothing either.
+        assert_eq!(gpu_intervals(&[7, 7, 9, 9], 1.0), None);
+        // A real reading, one interval of which is below the timer's resolution.
+        assert_eq!(
+            gpu_intervals(&[100, 150, 150, 150, 200, 260], 2.0),
+            Some(vec![100.0, 0.0, 120.0])
+        );
+        assert_eq!(Clock::GpuTimestamps.note(), None);
+        let note = Clock::WallClockTimestampsZero.note().unwrap();
+        assert!(note.contains("gfx-rs/wgpu#9414"), "{note}");
+        assert_eq!(Clock::WallClockTimestampsZero.label(), "wall-clock");
+    }
 }

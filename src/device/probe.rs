@@ -36,9 +36,12 @@ pub struct ProbeResult {
     /// `bytes / best_ns`: the rate a kernel is held to.
     pub gbps: f64,
     pub median_gbps: f64,
-    /// `gpu-timestamps`, or `wall-clock` on devices without timestamps (less exact:
-    /// includes submission overhead).
+    /// `gpu-timestamps`, or `wall-clock` on devices without timestamps or whose
+    /// timestamps read as zeros (less exact: includes submission overhead).
     pub timer: &'static str,
+    /// Why the timer is the wall clock where the device claims timestamps
+    /// ([`Clock::note`](super::Clock::note)).
+    pub note: Option<&'static str>,
 }
 
 impl std::fmt::Display for ProbeResult {
@@ -52,7 +55,11 @@ impl std::fmt::Display for ProbeResult {
             self.bytes >> 20,
             self.runs,
             self.timer
-        )
+        )?;
+        match self.note {
+            Some(note) => write!(f, "; {note}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -162,10 +169,16 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
         median_ns: median,
         gbps: bytes as f64 / best,
         median_gbps: bytes as f64 / median,
+        // Asked after the runs: the first timed one is where zero timestamps show.
         timer: if profile.timestamps {
-            "gpu-timestamps"
+            device.clock().label()
         } else {
             "wall-clock"
+        },
+        note: if profile.timestamps {
+            device.clock().note()
+        } else {
+            None
         },
     })
 }
@@ -179,16 +192,19 @@ pub struct ComputeProbe {
     /// units of 10^12: comparable with a matmul's 2 * M * K * N.
     pub int8_tops: f64,
     pub ns: f64,
+    /// What timed it ([`Clock::label`](super::Clock::label)).
+    pub timer: &'static str,
 }
 
 impl std::fmt::Display for ComputeProbe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "int8 dot4 on {}: {:.1} TOPS ({:.2} ms, gpu-timestamps)",
+            "int8 dot4 on {}: {:.1} TOPS ({:.2} ms, {})",
             self.adapter,
             self.int8_tops,
-            self.ns / 1e6
+            self.ns / 1e6,
+            self.timer
         )
     }
 }
@@ -202,6 +218,7 @@ pub fn int8_compute_probe(device: &dyn Device, runs: usize, min_ms: f64) -> Resu
         adapter: device.profile().name.clone(),
         int8_tops: ops / ns / 1e3,
         ns,
+        timer: device.clock().label(),
     })
 }
 
@@ -213,16 +230,19 @@ pub struct FloatComputeProbe {
     /// comparable with a matmul's 2 * M * K * N.
     pub f32_tflops: f64,
     pub ns: f64,
+    /// What timed it ([`Clock::label`](super::Clock::label)).
+    pub timer: &'static str,
 }
 
 impl std::fmt::Display for FloatComputeProbe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "f32 fma on {}: {:.1} TFLOP/s ({:.2} ms, gpu-timestamps)",
+            "f32 fma on {}: {:.1} TFLOP/s ({:.2} ms, {})",
             self.adapter,
             self.f32_tflops,
-            self.ns / 1e6
+            self.ns / 1e6,
+            self.timer
         )
     }
 }
@@ -239,6 +259,7 @@ pub fn f32_compute_probe(
         adapter: device.profile().name.clone(),
         f32_tflops: ops / ns / 1e3,
         ns,
+        timer: device.clock().label(),
     })
 }
 

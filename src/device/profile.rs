@@ -51,6 +51,16 @@ pub struct DeviceProfile {
     /// known inside the shader (`subgroup_size`), so kernels must work for all of it.
     pub subgroup_min: u32,
     pub subgroup_max: u32,
+    /// The width every pipeline runs at, where that is a fact of the hardware rather
+    /// than the driver's choice per pipeline: 32 on Apple GPUs, whose SIMD-groups are
+    /// 32 threads wide while wgpu's Metal backend reports 4..64 for every Metal device
+    /// (wgpu-hal 30, `metal/mod.rs`, "hardcoded based on typical values"). `None` where
+    /// it varies: RDNA runs wave32 or wave64 per pipeline, lavapipe the width it was
+    /// started with. Kernels whose layout is fixed when they are built (decode
+    /// attention's teams) size themselves by it; everything else still works for the
+    /// whole reported range.
+    #[serde(default)]
+    pub subgroup_runs: Option<u32>,
     pub f16: bool,
     pub timestamps: bool,
     pub workgroup_storage_bytes: u32,
@@ -250,8 +260,10 @@ const MIB: u64 = 1 << 20;
 
 impl DeviceProfile {
     /// A named profile of hardware brass targets ([`PRESETS`]), for routing without
-    /// that hardware: limits as its driver reports them, and the vendor's peak
-    /// bandwidth.
+    /// that hardware: limits as its driver reports them through wgpu 30, and the
+    /// vendor's peak bandwidth. Each fact says where it comes from: a driver's source
+    /// (Mesa as of 25.x, wgpu-hal 30), a vendor's specification, or a measurement of
+    /// brass's (`results/`).
     pub fn preset(name: &str) -> Result<Self> {
         let base = DeviceProfile {
             backend: Backend::Vulkan,
@@ -261,6 +273,7 @@ impl DeviceProfile {
             subgroups: true,
             subgroup_min: 32,
             subgroup_max: 32,
+            subgroup_runs: None,
             f16: true,
             timestamps: true,
             workgroup_storage_bytes: 32 * 1024,
@@ -284,16 +297,31 @@ impl DeviceProfile {
                 vendor: Vendor::Apple,
                 name: "Apple M4 Max (40-core GPU)".into(),
                 driver: "Metal".into(),
-                // Metal reports 4..64 and runs 32; kernels are written for the range.
+                // wgpu reports 4..64 for every Metal device (wgpu-hal 30, metal/mod.rs,
+                // `subgroup_min_size: 4, subgroup_max_size: 64`); Apple GPUs run
+                // SIMD-groups of 32 (`apple_simd_width`).
                 subgroup_min: 4,
                 subgroup_max: 64,
+                subgroup_runs: Some(32),
+                // wgpu-hal 30, metal/adapter.rs: `max_total_threadgroup_memory` is 32 KiB
+                // on every macOS GPU family (Apple's Metal feature set tables: 32 KB of
+                // threadgroup memory).
                 workgroup_storage_bytes: 32 * 1024,
+                // wgpu reports maxBufferLength for both (metal/adapter.rs, "No limit, use
+                // maxBufferSize"); brass keeps a binding to 2 GiB on Metal (DESIGN.md).
+                // The buffer figure is not checked against a public source for this
+                // machine.
                 max_binding_bytes: 2 * GIB,
                 max_buffer_bytes: 96 * GIB,
+                // wgpu-hal 30, metal/adapter.rs: `min_storage_buffer_offset_alignment: 32`
+                // ("No documented limit. Use 32").
+                storage_offset_alignment: 32,
+                // Apple's M4 Max specification (40-core GPU: 546 GB/s, up to 128 GB).
                 vendor_peak_gbps: Some(546.0),
                 memory_bytes: Some(128 * GIB),
                 compute_units: Some(40),
-                // wgpu's Metal backend lists 8x8 simdgroup matrices, f16 into f32.
+                // wgpu-hal 30, metal/adapter.rs `cooperative_matrix_properties`: 8x8x8
+                // simdgroup matrices, f16 into f32 among them, from MTLGPUFamily Apple7.
                 coop_matrix: Some(CoopMatrix {
                     size: 8,
                     input: CoopInput::F16,
@@ -305,12 +333,27 @@ impl DeviceProfile {
                 vendor: Vendor::Amd,
                 name: "AMD Radeon RX 9070 XT (RADV GFX1201)".into(),
                 driver: "radv".into(),
+                // RADV's VK_EXT_subgroup_size_control on GFX10+: wave32 and wave64.
                 subgroup_min: 32,
                 subgroup_max: 64,
+                // Mesa, src/amd/vulkan/radv_physical_device.c: `max_shared_size` is 65536
+                // from GFX7 on (`maxComputeSharedMemorySize`).
                 workgroup_storage_bytes: 64 * 1024,
+                // AMD's RX 9070 XT specification: 64 compute units, 16 GB GDDR6 at
+                // 644.6 GB/s.
                 vendor_peak_gbps: Some(644.0),
                 memory_bytes: Some(16 * GIB),
                 compute_units: Some(64),
+                // Mesa, src/amd/vulkan/radv_physical_device.c:
+                // `radv_cooperative_matrix_enabled` is `gfx_level >= GFX11 && !use_llvm`
+                // (RDNA3 and RDNA4 with ACO, RADV's default compiler), and
+                // `fill_array_sizes_structs` lists 16x16x16 at subgroup scope, f16 x f16
+                // into f32 among them: the configuration wgpu-hal 30 keeps
+                // (vulkan/adapter.rs, subgroup scope only) and `CoopMatrix::pick` takes.
+                coop_matrix: Some(CoopMatrix {
+                    size: 16,
+                    input: CoopInput::F16,
+                }),
                 tuning: Tuning::scaled_from_h200(64),
                 ..base
             },
@@ -318,15 +361,19 @@ impl DeviceProfile {
                 vendor: Vendor::Nvidia,
                 name: "NVIDIA H200".into(),
                 driver: "NVIDIA".into(),
+                // Measured through wgpu 30 on the H200 (driver 580.159): 48 KiB of
+                // workgroup memory, bindings of 2 GiB - 4, buffers of 4 GiB, offsets
+                // aligned to 32, and the cooperative matrices the driver lists.
                 workgroup_storage_bytes: 48 * 1024,
                 max_binding_bytes: 2 * GIB - 4,
                 max_buffer_bytes: 4 * GIB,
                 storage_offset_alignment: 32,
-                // As the NVIDIA driver (580.159) lists them through wgpu.
                 coop_matrix: Some(CoopMatrix {
                     size: 16,
                     input: CoopInput::F16,
                 }),
+                // NVIDIA's H200 specification: 141 GB of HBM3e at 4.8 TB/s, 132 SMs
+                // (SXM).
                 vendor_peak_gbps: Some(4800.0),
                 memory_bytes: Some(141 * 1_000_000_000),
                 compute_units: Some(132),
@@ -336,8 +383,14 @@ impl DeviceProfile {
                 vendor: Vendor::Mesa,
                 name: "llvmpipe (LLVM 15.0.6, 256 bits)".into(),
                 driver: "llvmpipe".into(),
+                // Mesa, src/gallium/frontends/lavapipe/lvp_device.c: `subgroupSize` (and
+                // min and max) is `lp_native_vector_width / 32`, 8 at the default 256
+                // bits (LP_NATIVE_VECTOR_WIDTH=128 or 512: 4 or 16).
                 subgroup_min: 8,
                 subgroup_max: 8,
+                // Measured on Mesa 22.3.6 through wgpu 30 (`maxStorageBufferRange` is the
+                // gallium screen's PIPE_CAP_MAX_SHADER_BUFFER_SIZE_UINT), and its offset
+                // alignment (PIPE_CAP_SHADER_BUFFER_OFFSET_ALIGNMENT).
                 max_binding_bytes: 128 * MIB,
                 storage_offset_alignment: 16,
                 loop_iterations: Some(LLVMPIPE_LOOP_ITERATIONS),
@@ -359,6 +412,24 @@ impl DeviceProfile {
             .iter()
             .filter_map(|p| Self::preset(p).ok())
             .find(|p| p.name == name)
+    }
+
+    /// The subgroup sizes a pipeline may run at: [`DeviceProfile::subgroup_runs`] where
+    /// the hardware fixes it, else the reported range.
+    pub fn subgroup_sizes_run(&self) -> (u32, u32) {
+        match self.subgroup_runs {
+            Some(width) => (width, width),
+            None => (self.subgroup_min, self.subgroup_max),
+        }
+    }
+
+    /// The width Apple GPUs execute SIMD-groups at (`threadExecutionWidth`, 32 on every
+    /// Apple GPU family; llama.cpp's Metal kernels assume it too, `N_SIMDWIDTH` in
+    /// ggml-metal), for a live Metal adapter on Apple silicon, whose Metal device names
+    /// start with "Apple" ("Apple M1", "Apple M4 Max"). An Intel Mac's Intel or AMD GPU
+    /// runs other widths and gets `None`.
+    pub fn apple_simd_width(backend: Backend, adapter_name: &str) -> Option<u32> {
+        (backend == Backend::Metal && adapter_name.starts_with("Apple")).then_some(32)
     }
 
     /// The largest binding a kernel may use: the binding limit rounded down to a whole

@@ -1,15 +1,15 @@
 //! `WgpuDevice`: the `Device` trait over wgpu 30 (Vulkan, Metal, and optionally GL/DX12).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ledger::Ledger;
 use super::{
-    Access, Backend, BufferId, BufferUse, Command, CommandList, CoopInput, CoopMatrix, Device,
-    DeviceProfile, LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing,
-    Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,
+    Access, Backend, BufferId, BufferUse, Clock, Command, CommandList, CoopInput, CoopMatrix,
+    Device, DeviceProfile, LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice,
+    Timing, Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,
 };
 use crate::{Error, Result};
 
@@ -81,6 +81,23 @@ impl AdapterChoice {
         AdapterChoice {
             name: Some(name.to_string()),
             ..Default::default()
+        }
+    }
+}
+
+/// As a person would say it: `adapter index 3`, `adapter named "NVIDIA"`, `Vulkan
+/// adapter named "llvmpipe"`, `any adapter`.
+impl std::fmt::Display for AdapterChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(backend) = self.backend {
+            write!(f, "{backend:?} ")?;
+        }
+        match (&self.index, &self.name) {
+            (None, None) if self.backend.is_none() => f.write_str("any adapter"),
+            (None, None) => f.write_str("adapter"),
+            (Some(i), None) => write!(f, "adapter index {i}"),
+            (None, Some(name)) => write!(f, "adapter named {name:?}"),
+            (Some(i), Some(name)) => write!(f, "adapter index {i} named {name:?}"),
         }
     }
 }
@@ -296,6 +313,9 @@ pub struct WgpuDevice {
     /// Bytes written by `upload` since it last flushed the queue: an upper bound on the
     /// staging memory wgpu holds for them (any submission also frees it).
     pending_upload: AtomicUsize,
+    /// Set once a timestamp read-back came back all zeros (gfx-rs/wgpu#9414): timed
+    /// submissions are wall-clock from then on (`Device::clock`).
+    timestamps_read_zero: AtomicBool,
     /// Taken before `state` when both are held, and held from writing a batch to the
     /// submission that copies it out.
     small_uploads: Mutex<SmallUploads>,
@@ -369,7 +389,19 @@ impl WgpuDevice {
                     .into(),
             ));
         }
-        let names: Vec<String> = all.iter().map(|a| a.get_info().name).collect();
+        let listed: Vec<String> = all
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let info = a.get_info();
+                format!(
+                    "{i} {}, {:?} {:?}",
+                    info.name,
+                    backend_of(info.backend),
+                    info.device_type
+                )
+            })
+            .collect();
         let picked = all.into_iter().enumerate().find(|(i, a)| {
             let info = a.get_info();
             choice.index.is_none_or(|want| want == *i)
@@ -381,13 +413,12 @@ impl WgpuDevice {
         });
         let Some((_, adapter)) = picked else {
             return Err(Error::NoAdapter(format!(
-                "no adapter matches {choice:?}; available: {}",
-                names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| format!("[{i}] {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "{choice} not found ({}: {})",
+                match listed.len() {
+                    1 => "wgpu sees 1 adapter".to_string(),
+                    n => format!("wgpu sees {n} adapters"),
+                },
+                listed.join("; ")
             )));
         };
         Self::from_adapter(adapter)
@@ -461,6 +492,7 @@ impl WgpuDevice {
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             subgroup_min: info.subgroup_min_size,
             subgroup_max: info.subgroup_max_size,
+            subgroup_runs: DeviceProfile::apple_simd_width(backend_of(info.backend), &info.name),
             f16: features.contains(wgpu::Features::SHADER_F16),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             workgroup_storage_bytes: limits.max_compute_workgroup_storage_size,
@@ -498,6 +530,7 @@ impl WgpuDevice {
             lost,
             uncaptured,
             pending_upload: AtomicUsize::new(0),
+            timestamps_read_zero: AtomicBool::new(false),
             small_uploads: Mutex::new(SmallUploads::default()),
             _leaves_gate: LeavesLifecycleGate,
             state: Mutex::new(State {
@@ -877,13 +910,14 @@ impl WgpuDevice {
             .ok_or_else(|| Error::Invalid(format!("unknown buffer {id:?}")))
     }
 
-    fn run_timed_chunk(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>> {
+    /// GPU nanoseconds per interval, or `None` where the timestamps read as zeros.
+    fn run_timed_chunk(&self, list: &CommandList, timing: Timing) -> Result<Option<Vec<f64>>> {
         let n_intervals = match timing {
             Timing::Whole => u32::from(list.dispatches().next().is_some()),
             Timing::PerDispatch => list.dispatches().count() as u32,
         };
         if n_intervals == 0 {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let n_queries = 2 * n_intervals;
         let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -909,10 +943,38 @@ impl WgpuDevice {
         })?;
         let stamps: Vec<u64> = bytemuck::pod_collect_to_vec(&self.map_read(&staging)?);
         let period = self.queue.get_timestamp_period() as f64;
-        Ok(stamps
-            .chunks_exact(2)
-            .map(|p| p[1].saturating_sub(p[0]) as f64 * period)
-            .collect())
+        Ok(super::gpu_intervals(&stamps, period))
+    }
+
+    /// Runs `list` timed by the host's clock around each submission and its wait: the
+    /// whole list, or each dispatch (with the copies before it) in its own submission.
+    fn submit_wall_clock(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>> {
+        let timed = |part: &CommandList| -> Result<f64> {
+            let start = Instant::now();
+            self.submit(part)?;
+            self.wait()?;
+            Ok(start.elapsed().as_nanos() as f64)
+        };
+        match timing {
+            Timing::Whole if list.dispatches().next().is_none() => Ok(Vec::new()),
+            Timing::Whole => Ok(vec![timed(list)?]),
+            Timing::PerDispatch => {
+                let mut times = Vec::new();
+                let mut part = CommandList::new();
+                for c in &list.commands {
+                    part.commands.push(c.clone());
+                    if matches!(c, Command::Dispatch(_)) {
+                        times.push(timed(&part)?);
+                        part = CommandList::new();
+                    }
+                }
+                if !part.is_empty() {
+                    self.submit(&part)?;
+                    self.wait()?;
+                }
+                Ok(times)
+            }
+        }
     }
 
     fn staging_buffer(&self, bytes: u64) -> wgpu::Buffer {
@@ -1226,24 +1288,54 @@ impl Device for WgpuDevice {
                 self.profile.name
             )));
         }
-        match timing {
-            Timing::Whole => self.run_timed_chunk(list, timing),
+        if self.timestamps_read_zero.load(Ordering::Relaxed) {
+            return self.submit_wall_clock(list, timing);
+        }
+        let gpu_times = match timing {
+            Timing::Whole => self.run_timed_chunk(list, timing)?,
             Timing::PerDispatch => {
                 // A query set holds at most 4096 stamps: time long lists in pieces that
                 // never split a dispatch from the copies before it.
                 let max = (wgpu::QUERY_SET_MAX_QUERIES / 2) as usize;
-                let mut times = Vec::new();
+                let mut times = Some(Vec::new());
                 let mut chunk = CommandList::new();
                 for c in &list.commands {
                     if matches!(c, Command::Dispatch(_)) && chunk.dispatches().count() == max {
-                        times.extend(self.run_timed_chunk(&chunk, timing)?);
+                        times = self.run_timed_chunk(&chunk, timing)?.and_then(|t| {
+                            times.map(|mut all| {
+                                all.extend(t);
+                                all
+                            })
+                        });
                         chunk = CommandList::new();
                     }
                     chunk.commands.push(c.clone());
                 }
-                times.extend(self.run_timed_chunk(&chunk, timing)?);
-                Ok(times)
+                match (times, self.run_timed_chunk(&chunk, timing)?) {
+                    (Some(mut all), Some(last)) => {
+                        all.extend(last);
+                        Some(all)
+                    }
+                    _ => None,
+                }
             }
+        };
+        match gpu_times {
+            Some(times) => Ok(times),
+            None => {
+                // The list has run, but nothing measured it: from now on (and for it,
+                // again) the wall clock does.
+                self.timestamps_read_zero.store(true, Ordering::Relaxed);
+                self.submit_wall_clock(list, timing)
+            }
+        }
+    }
+
+    fn clock(&self) -> Clock {
+        if self.timestamps_read_zero.load(Ordering::Relaxed) {
+            Clock::WallClockTimestampsZero
+        } else {
+            Clock::GpuTimestamps
         }
     }
 

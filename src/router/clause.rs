@@ -81,7 +81,10 @@ pub enum Clause {
     },
     Override(Override),
     AttentionSubgroups {
+        /// As the adapter reports them.
         subgroups: (u32, u32),
+        /// `DeviceProfile::subgroup_runs`: the width they run at, where that is fixed.
+        runs: Option<u32>,
         team: u32,
         lane_words: u32,
         heads_per_group: u32,
@@ -248,6 +251,7 @@ impl std::fmt::Display for Clause {
             ),
             Clause::AttentionSubgroups {
                 subgroups: (min, max),
+                runs,
                 team,
                 lane_words,
                 heads_per_group,
@@ -256,11 +260,15 @@ impl std::fmt::Display for Clause {
                 forced: on,
             } => write!(
                 f,
-                "subgroups {min}..{max}: split-K attention on subgroups, teams of {team} \
+                "subgroups {}: split-K attention on subgroups, teams of {team} \
                  lanes reading a row in 16-byte words ({lane_words} a lane), four positions \
                  per team at a time, a quarter of the team keeping each head slot's softmax, \
                  {heads_per_group} of the {group} query heads of a KV head per workgroup of \
                  {invocations}{}",
+                match runs {
+                    Some(width) => format!("run {width} lanes (reported {min}..{max})"),
+                    None => format!("{min}..{max}"),
+                },
                 forced(on)
             ),
             Clause::AttentionRowsNotWords {

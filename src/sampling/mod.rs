@@ -10,21 +10,28 @@ mod rng;
 
 use rng::SplitMix64;
 
-/// How to sample. Each filter has an "off" value, noted per field.
+use crate::{Error, Result};
+
+/// How to sample. Each filter has an "off" value, noted per field; values outside a
+/// field's range are refused by [`SamplerConfig::validate`] (which
+/// [`Session::generate`](crate::model::Session::generate) calls), never silently read as
+/// "off".
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplerConfig {
-    /// Divides the logits before the draw. `0` (or less, or NaN) means greedy.
+    /// Divides the logits before the draw: finite and at least 0, where `0` means
+    /// greedy.
     pub temperature: f32,
     /// Keep only the `top_k` highest logits. `0` is off.
     pub top_k: usize,
-    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`.
-    /// `1.0` is off.
+    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`,
+    /// in `0..=1`. `1.0` is off.
     pub top_p: f32,
-    /// Keep tokens at least `min_p` times as likely as the most likely one. `0.0` is off.
+    /// Keep tokens at least `min_p` times as likely as the most likely one, in `0..=1`.
+    /// `0.0` is off.
     pub min_p: f32,
     /// Tokens seen in the last `repeat_last_n` of the history get their logit divided
     /// by this when positive and multiplied by it when negative (llama.cpp's
-    /// `penalty_repeat`). `1.0` is off, as is anything not positive and finite.
+    /// `penalty_repeat`): finite and above 0. `1.0` is off.
     pub repetition_penalty: f32,
     /// How much of the history the penalty looks at. `0` is off.
     pub repeat_last_n: usize,
@@ -55,6 +62,51 @@ impl SamplerConfig {
             temperature: 0.0,
             ..SamplerConfig::default()
         }
+    }
+
+    /// Refuses a setting outside its range with [`Error::Setting`] naming it: a negative
+    /// or NaN temperature, `top_p` or `min_p` outside `0..=1`, a repetition penalty that
+    /// is not a finite number above 0. [`Sampler::sample`] reads any value without
+    /// panicking, but what such values would mean is a guess (a negative temperature is
+    /// greedy there, a `top_p` of 2 is off), so they are refused where a caller can be
+    /// told.
+    pub fn validate(&self) -> Result<()> {
+        let refuse = |setting: &'static str, value: f32, expected: &str| {
+            Err(Error::Setting {
+                setting,
+                value: value.to_string(),
+                expected: expected.to_string(),
+            })
+        };
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return refuse(
+                "SamplerConfig::temperature",
+                self.temperature,
+                "must be a finite number of at least 0 (0 is greedy)",
+            );
+        }
+        if !(0.0..=1.0).contains(&self.top_p) {
+            return refuse(
+                "SamplerConfig::top_p",
+                self.top_p,
+                "must be within 0..=1, a probability (1 is off)",
+            );
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return refuse(
+                "SamplerConfig::min_p",
+                self.min_p,
+                "must be within 0..=1, a share of the likeliest token's probability (0 is off)",
+            );
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return refuse(
+                "SamplerConfig::repetition_penalty",
+                self.repetition_penalty,
+                "must be a finite number above 0 (1 is off; above 1 penalizes repeats)",
+            );
+        }
+        Ok(())
     }
 }
 
@@ -315,6 +367,66 @@ mod tests {
         top_p(&mut c, 0.9, false);
         assert_eq!(c.len(), 900);
         assert_eq!(c[0].id, 0);
+    }
+
+    #[test]
+    fn settings_out_of_range_are_refused_by_name() {
+        let refused = |config: SamplerConfig, setting: &str, value: &str| {
+            let err = config.validate().unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(&err, Error::Setting { setting: s, value: v, .. } if *s == setting && v == value),
+                "{msg}"
+            );
+            msg
+        };
+        let with = |f: fn(&mut SamplerConfig)| {
+            let mut c = SamplerConfig::default();
+            f(&mut c);
+            c
+        };
+        let msg = refused(with(|c| c.top_p = 2.0), "SamplerConfig::top_p", "2");
+        assert!(msg.contains("0..=1"), "{msg}");
+        refused(with(|c| c.top_p = -0.5), "SamplerConfig::top_p", "-0.5");
+        refused(with(|c| c.top_p = f32::NAN), "SamplerConfig::top_p", "NaN");
+        let msg = refused(with(|c| c.min_p = 5.0), "SamplerConfig::min_p", "5");
+        assert!(msg.contains("0..=1"), "{msg}");
+        refused(
+            with(|c| c.temperature = -1.0),
+            "SamplerConfig::temperature",
+            "-1",
+        );
+        refused(
+            with(|c| c.temperature = f32::NAN),
+            "SamplerConfig::temperature",
+            "NaN",
+        );
+        refused(
+            with(|c| c.temperature = f32::INFINITY),
+            "SamplerConfig::temperature",
+            "inf",
+        );
+        refused(
+            with(|c| c.repetition_penalty = 0.0),
+            "SamplerConfig::repetition_penalty",
+            "0",
+        );
+        refused(
+            with(|c| c.repetition_penalty = -1.0),
+            "SamplerConfig::repetition_penalty",
+            "-1",
+        );
+        // Each range's edges are accepted: greedy, top-p and min-p off and at their
+        // strictest, a penalty below 1 (which favours repeats).
+        for ok in [
+            SamplerConfig::greedy(),
+            SamplerConfig::default(),
+            with(|c| (c.top_p, c.min_p) = (0.0, 1.0)),
+            with(|c| (c.top_p, c.min_p) = (1.0, 0.0)),
+            with(|c| c.repetition_penalty = 0.5),
+        ] {
+            ok.validate().unwrap();
+        }
     }
 
     #[test]
