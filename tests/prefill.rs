@@ -200,6 +200,46 @@ fn default_model_greedy_output_is_unchanged_by_batching() {
     assert_eq!(replies[0], replies[1], "batched vs token at a time");
 }
 
+/// Asking for the prompt's logits changes no token (issue 44): `prefill_logits` takes
+/// the last position's logits from the decode step a plain prompt ends with, so its
+/// argmax is the session's first greedy token. The prompt is the chat whose first
+/// token is a near tie on the int8 route ("The" 24.91 against "L" 24.86), where the
+/// lm-head's matmul over the batch and the decode step's matvec pick differently.
+#[test]
+fn prompt_logits_leave_the_greedy_tokens_unchanged() {
+    use brass::tokenizer::ChatMessage;
+    let path = default_model_path().unwrap();
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        context: Some(160),
+        ..LoadOptions::default()
+    };
+    let mut session = Session::load(device, &path, &options).unwrap();
+    let messages = [ChatMessage::user("What is the capital of France?")];
+    let text = session
+        .tokenizer()
+        .apply_chat_template(&messages, true)
+        .unwrap();
+    let prompt = session.tokenizer().encode_chat(&text);
+    assert!(prompt.len() > 1, "{} prompt tokens", prompt.len());
+    let greedy = session.greedy(&prompt, 1).unwrap();
+    let mut last = Vec::new();
+    session
+        .model()
+        .prefill_logits(&prompt, 0, |pos, logits| {
+            if pos + 1 == prompt.len() {
+                last = logits.to_vec();
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        argmax(&last) as u32,
+        greedy[0],
+        "the prompt's last logits pick the token"
+    );
+}
+
 /// The exact route (coop, activations kept in float) prefills in batches on its
 /// types' fma matmuls; a prefill past the context or with an id outside the vocabulary
 /// is refused.

@@ -48,6 +48,10 @@ fn v_pair(row: u32, p: u32) -> vec2<f32> {
 // step per row turns them into weights (the running max and sum, and the factor that
 // rescales the accumulator), then the V chunks are added into the accumulators.
 //
+// A local layer's row sees only its last `window` positions (Gemma 3, Mistral): keys
+// before its window are masked out of its scores, and tiles before the block's first
+// window are skipped.
+//
 // A dispatch walks the keys key_first..key_end (a multiple of KT apart): the host
 // splits them into passes where the device cuts an invocation's loops short (lavapipe
 // ends them all after 65,535 iterations; `PrefillAttention::keys_per_pass`). A row
@@ -75,7 +79,7 @@ struct Params {
     key_first: u32,   // the first key position of this pass
     key_end: u32,     // the pass's keys end before this position
     n_heads: u32,     // query heads: a token's rows of `state`
-    _pad: u32,
+    window: u32,      // keys a row sees, its own included (0: all up to its own)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -105,6 +109,14 @@ var<workgroup> rescale: array<f32, ROWS>;
 // The position of row `row`'s token.
 fn row_pos(row: u32) -> u32 {
     return params.start + row / params.group;
+}
+
+// The first key a row at `pos` sees: 0, or the start of its window.
+fn first_key(pos: u32) -> u32 {
+    if (params.window == 0u || pos < params.window) {
+        return 0u;
+    }
+    return pos + 1u - params.window;
 }
 
 // Where pair p of row `row` (of KV head kvh) starts in a buffer of `stride` elements
@@ -178,8 +190,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
 
+    // Keys before the block's first row's window serve none of its rows.
     let key_end = min(last_pos + 1u, params.key_end);
-    for (var t0 = params.key_first; t0 < key_end; t0 += KT) {
+    for (var t0 = max(params.key_first, first_key(row_pos(r0))); t0 < key_end; t0 += KT) {
         let nt = min(KT, key_end - t0);
         for (var c0 = 0u; c0 < HALF; c0 += CHUNK) {
             let nc = min(CHUNK, HALF - c0);
@@ -205,22 +218,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             workgroupBarrier();
         }
 
-        // Row r's online-softmax step: positions past its own are masked out (a row
-        // sees position 0 in its first pass's first tile, so its max is a real score
-        // from then on and exp(NO_SCORE - max) is 0; a row finished in an earlier pass
-        // sees nothing and keeps NO_SCORE).
+        // Row r's online-softmax step over the tile's keys it sees (from its window's
+        // first to its own position): the rest are masked out. Until a row has seen
+        // a key its max stays NO_SCORE and its weights 0; from its first key on the
+        // max is a real score, and exp(NO_SCORE - max) is 0.
         if (lid < rows) {
             let pos = row_pos(r0 + lid);
             let seen = select(0u, min(nt, pos + 1u - t0), pos >= t0);
+            let lo = first_key(pos);
+            let skip = min(select(0u, lo - t0, lo > t0), seen);
             let row = lid * KT;
             let m_old = run_max[lid];
             var m = m_old;
-            for (var t = 0u; t < seen; t++) {
+            for (var t = skip; t < seen; t++) {
                 m = max(m, scores[row + t]);
             }
             var tile_sum = 0.0;
             for (var t = 0u; t < nt; t++) {
-                let e = select(0.0, exp(scores[row + t] - m), t < seen);
+                let e = select(0.0, exp(scores[row + t] - m), t >= skip && t < seen);
                 scores[row + t] = e;
                 tile_sum += e;
             }
