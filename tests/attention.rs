@@ -113,6 +113,41 @@ impl Gpu {
         self.get(out)
     }
 
+    /// Prefill attention of `n_tokens` tokens from `start` by `launch` (q rows `q_stride`
+    /// apart in `q`, the caches holding every position up to the last token's): its
+    /// output, written over NaN so a row the kernel skips fails, and its dispatches.
+    #[allow(clippy::too_many_arguments)]
+    fn prefill(
+        &self,
+        launch: &PrefillAttention,
+        (start, n_tokens): (usize, usize),
+        (q, q_stride): (Slice, usize),
+        kc: Slice,
+        vc: Slice,
+        window: Option<u64>,
+    ) -> (Vec<f32>, usize) {
+        let h = launch.heads();
+        let q_dim = (h.n_heads * h.head_dim) as usize;
+        let p = launch.pipelines(&self.device, &self.cache).unwrap();
+        let out = self.buf(&vec![f32::NAN; n_tokens * q_dim]);
+        let ds = launch
+            .dispatches(
+                &p,
+                start as u64,
+                n_tokens as u64,
+                (q, q_stride as u64),
+                kc,
+                vc,
+                (out, q_dim as u64),
+                self.zeros(prefill_state_bytes(h, n_tokens)),
+                window,
+            )
+            .unwrap();
+        let n_dispatches = ds.len();
+        self.run(ds);
+        (self.get(out), n_dispatches)
+    }
+
     fn combine(&self) -> brass::Result<PipelineId> {
         AttentionLaunch::combine_pipeline(&self.device, &self.cache)
     }
@@ -468,29 +503,21 @@ fn prefill_attention_over_a_window_matches_the_reference() {
                     .collect();
                 let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
                 for launch in &launches {
-                    let p = launch.pipelines(&g.device, &g.cache).unwrap();
-                    let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
-                    let ds = launch
-                        .dispatches(
-                            &p,
-                            start as u64,
-                            n_tokens as u64,
-                            (qb, q_dim as u64),
-                            kc,
-                            vc,
-                            (out, q_dim as u64),
-                            g.zeros(prefill_state_bytes(h, n_tokens)),
-                            Some(window as u64),
-                        )
-                        .unwrap();
-                    g.run(ds);
+                    let (actual, _) = g.prefill(
+                        launch,
+                        (start, n_tokens),
+                        (qb, q_dim),
+                        kc,
+                        vc,
+                        Some(window as u64),
+                    );
                     let ctx = format!(
                         "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, window \
                          {window}, keys per pass {:?}",
                         launch.pipeline_key(),
                         launch.keys_per_pass()
                     );
-                    assert_close(&ctx, &expected, &g.get(out), 2e-5);
+                    assert_close(&ctx, &expected, &actual, 2e-5);
                 }
             }
         }
@@ -876,32 +903,14 @@ fn prefill_attention_matches_the_reference() {
                     // the smaller cases.
                     let small = n_tokens * n_pos <= 4096;
                     for launch in launches.iter().take(if small { 2 } else { 1 }) {
-                        let p = launch.pipelines(&g.device, &g.cache).unwrap();
-                        // NaN where nothing is written: a row the kernel skips fails.
-                        let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
-                        let state = g.zeros(prefill_state_bytes(h, n_tokens));
-                        let ds = launch
-                            .dispatches(
-                                &p,
-                                start as u64,
-                                n_tokens as u64,
-                                (qb, q_stride as u64),
-                                kc,
-                                vc,
-                                (out, q_dim as u64),
-                                state,
-                                None,
-                            )
-                            .unwrap();
-                        let n_dispatches = ds.len();
-                        g.run(ds);
+                        let (actual, n_dispatches) =
+                            g.prefill(launch, (start, n_tokens), (qb, q_stride), kc, vc, None);
                         let ctx = format!(
                             "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start} \
                              ({n_dispatches} dispatches, {} slices)",
                             launch.pipeline_key(),
                             launch.n_slices()
                         );
-                        let actual = g.get(out);
                         assert_close(&ctx, &expected, &actual, 2e-5);
                         let bound = exact_bound(kv);
                         let err = max_error(&exact, &actual);
@@ -939,7 +948,6 @@ fn prefill_attention_in_key_passes_matches_the_reference() {
                     let keys = keys as usize;
                     starts.extend([keys - n_tokens / 2, 2 * keys - n_tokens / 4]);
                 }
-                let p = launch.pipelines(&g.device, &g.cache).unwrap();
                 for start in starts {
                     let n_pos = start + n_tokens;
                     let mut rng = common::Rng::new((start * 13 + hd) as u64);
@@ -953,30 +961,17 @@ fn prefill_attention_in_key_passes_matches_the_reference() {
                             attention_ref(qt, &ks, &vs, n_heads, n_kv, hd, start + t + 1)
                         })
                         .collect();
-                    let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
-                    let ds = launch
-                        .dispatches(
-                            &p,
-                            start as u64,
-                            n_tokens as u64,
-                            (g.buf(&q), q_dim as u64),
-                            g.cache(kv, &k, hd),
-                            g.cache(kv, &v, hd),
-                            (out, q_dim as u64),
-                            g.zeros(prefill_state_bytes(h, n_tokens)),
-                            None,
-                        )
-                        .unwrap();
-                    let n_dispatches = ds.len();
+                    let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
+                    let (actual, n_dispatches) =
+                        g.prefill(&launch, (start, n_tokens), (g.buf(&q), q_dim), kc, vc, None);
                     passes_seen = passes_seen.max(n_dispatches);
-                    g.run(ds);
                     let ctx = format!(
                         "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, keys \
                          per pass {:?} ({n_dispatches} dispatches)",
                         launch.pipeline_key(),
                         launch.keys_per_pass()
                     );
-                    assert_close(&ctx, &expected, &g.get(out), 2e-5);
+                    assert_close(&ctx, &expected, &actual, 2e-5);
                 }
             }
         }

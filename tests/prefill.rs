@@ -54,6 +54,20 @@ fn logits_after(model: &Model, prompt: &[u32], start: usize) -> Vec<f32> {
         .unwrap()
 }
 
+/// Each matrix's matmul kernel in forward-pass order, the lm-head's last ("none"
+/// where it has none).
+fn matmul_kernels(model: &Model) -> Vec<&'static str> {
+    model
+        .plan()
+        .matrices()
+        .map(|m| {
+            m.batch
+                .as_ref()
+                .map_or("none", |b| b.launch().kernel_name())
+        })
+        .collect()
+}
+
 /// Largest |a - b| over the logits, and it over the logits' range.
 fn max_diff(a: &[f32], b: &[f32]) -> (f32, f32) {
     let diff = a
@@ -253,15 +267,7 @@ fn prefill_routes_and_refusals() {
         "{}",
         coop.plan().prefill
     );
-    let kernels: Vec<&str> = coop
-        .plan()
-        .matrices()
-        .map(|m| {
-            m.batch
-                .as_ref()
-                .map_or("none", |b| b.launch().kernel_name())
-        })
-        .collect();
+    let kernels = matmul_kernels(&coop);
     assert!(
         kernels.iter().all(|k| k.ends_with("_fma")) && kernels.contains(&"matmul/q4_k_fma"),
         "{kernels:?}"
@@ -413,15 +419,7 @@ fn float_model_prefills_in_batches() {
     let batched = load(&path, Some(16), scalar.clone());
     let single = load(&path, Some(1), scalar);
     // Every matrix, the lm-head included (prompt logits), on the float matmul.
-    let kernels: Vec<&str> = batched
-        .plan()
-        .matrices()
-        .map(|m| {
-            m.batch
-                .as_ref()
-                .map_or("none", |b| b.launch().kernel_name())
-        })
-        .collect();
+    let kernels = matmul_kernels(&batched);
     assert!(
         kernels.iter().all(|&k| k == "matmul/f16_fma"),
         "{kernels:?}"

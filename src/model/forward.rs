@@ -113,26 +113,27 @@ impl<'m> Pass<'m> {
         linear_kind(self.n)
     }
 
-    /// Whether any of `ms` takes x quantized in this pass.
-    fn takes_q8(&self, ms: &[&Matrix]) -> Result<bool> {
-        Ok(ms.iter().any(|m| match self.kind() {
+    /// Whether any of `ms` takes x quantized in this pass: a matvec whose route reads
+    /// x as the op before wrote it quantized (`XForm::Q8`), or a matmul of int8 x.
+    fn takes_q8(&self, ms: &[&Matrix]) -> bool {
+        ms.iter().any(|m| match self.kind() {
             LinearKind::Matvec => m.plan.route.launch().x_form() == XForm::Q8,
             LinearKind::Matmul => m
                 .plan
                 .batch
                 .as_ref()
                 .is_some_and(|b| b.launch().input() == MatmulInput::Q8),
-        }))
+        })
     }
 
     /// The norm's output rows as the matrices `feeds` take them: f32, and quantized
     /// where one of them takes it so.
-    fn norm_out(&self, feeds: &[&Matrix]) -> Result<(Slice, Option<Slice>)> {
+    fn norm_out(&self, feeds: &[&Matrix]) -> (Slice, Option<Slice>) {
         let xn = self.first_rows(self.rows.xn, 4 * self.w.dim);
         let q8 = self
-            .takes_q8(feeds)?
+            .takes_q8(feeds)
             .then(|| self.first_rows(self.rows.xn_q8, q8_row(self.w.dim)));
-        Ok((xn, q8))
+        (xn, q8)
     }
 
     /// x = embed(tokens); xn = norm(x) with the first norm.
@@ -151,7 +152,7 @@ impl<'m> Pass<'m> {
             self.x(),
         );
         let eps = self.model.config.eps;
-        let out = self.norm_out(feeds)?;
+        let out = self.norm_out(feeds);
         let d = self.ops.rms_norm((dim, n), eps, self.x(), norm, out)?;
         self.list.dispatch(d);
         Ok(())
@@ -176,7 +177,7 @@ impl<'m> Pass<'m> {
             }
             None => y,
         };
-        let out = self.norm_out(feeds)?;
+        let out = self.norm_out(feeds);
         let d = self
             .ops
             .add_rms_norm((dim, n), eps, (self.x(), y), norm, out)?;
@@ -288,7 +289,7 @@ impl<'m> Pass<'m> {
                 )
             }
             LinearKind::Matmul => {
-                let launch = self.prefill()?.attention.launch();
+                let launch = self.batched()?.attention.launch();
                 let p = once(&model.attention.prefill, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
@@ -311,7 +312,7 @@ impl<'m> Pass<'m> {
 
     /// The batched prefill's routes (a pass of many tokens runs only where prompts
     /// batch).
-    fn prefill(&self) -> Result<&'m super::BatchedPrefill> {
+    fn batched(&self) -> Result<&'m super::BatchedPrefill> {
         match &self.model.plan.prefill {
             PrefillPlan::Batched(b) => Ok(b),
             PrefillPlan::TokenAtATime { .. } => Err(Error::Invalid(
@@ -353,7 +354,7 @@ impl<'m> Pass<'m> {
                 }
             }
             LinearKind::Matmul => {
-                let launch = self.prefill()?.attention.launch();
+                let launch = self.batched()?.attention.launch();
                 let p = once(&model.attention.prefill, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
@@ -378,7 +379,7 @@ impl<'m> Pass<'m> {
             att,
         );
         // The output projection takes the attention out quantized where it asks.
-        let q8 = match self.takes_q8(&[&l.wo])? {
+        let q8 = match self.takes_q8(&[&l.wo]) {
             true => {
                 let att_q8 = self.first_rows(self.rows.att_q8, q8_row(self.w.q_dim));
                 let q_dim = self.w.q_dim;
@@ -415,7 +416,7 @@ impl<'m> Pass<'m> {
         let x = if glu_inside {
             // The down projection's matvec computes act(gate) * up itself.
             X::rows(gate_up, None, self.w.gate_up, 0)
-        } else if self.takes_q8(&[&l.down])? {
+        } else if self.takes_q8(&[&l.down]) {
             let d = self.ops.glu_q8(shape, gate_up, up, q8_hidden)?;
             self.list.dispatch(d);
             X::rows(f32_hidden, Some(q8_hidden), self.w.ffn, 0)

@@ -13,7 +13,6 @@ use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::KvType;
-use crate::kernels::matvec::XForm;
 use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
     route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, Clause,
@@ -535,24 +534,6 @@ impl Plan {
             .iter()
             .flat_map(LayerPlan::matrices)
             .chain([&self.output])
-    }
-
-    /// Per norm dispatch of a step, in order (the first norm, then each layer's two),
-    /// whether it writes its output quantized as well: when a matrix it feeds takes x
-    /// that way.
-    pub fn norms_q8(&self) -> Vec<bool> {
-        let takes_q8 =
-            |ms: &[PlannedMatrix]| ms.iter().any(|m| m.route.launch().x_form() == XForm::Q8);
-        let block_input = |i: usize| match self.layers.get(i) {
-            Some(l) => takes_q8(&l.qkv),
-            None => takes_q8(std::slice::from_ref(&self.output)),
-        };
-        std::iter::once(block_input(0))
-            .chain(
-                (0..self.layers.len())
-                    .flat_map(|i| [takes_q8(&self.layers[i].gate_up), block_input(i + 1)]),
-            )
-            .collect()
     }
 
     /// The plan as `--plan --json` prints it, for decode and inspect alike: the device,
