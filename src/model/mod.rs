@@ -1,5 +1,5 @@
 //! A model on a [`Device`], in the order its data flows:
-//! - [`config`]: the family table and the file's facts, read once;
+//! - `config`: the family table and the file's facts, read once;
 //! - [`plan()`]: every launch of the forward pass, routed by [`crate::router`] with no
 //!   device (each matrix's matvec for one token and matmul for a batch, attention,
 //!   the batch size, the buffers);
