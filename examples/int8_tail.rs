@@ -22,8 +22,9 @@ use std::sync::Arc;
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
+use brass::hub::default_model_path;
 use brass::kernels::matvec::Family;
-use brass::model::{default_model_path, Config, Input, LoadOptions, Model};
+use brass::model::{Config, Input, LoadOptions, Model};
 use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};
 use brass::tokenizer::Tokenizer;

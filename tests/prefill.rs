@@ -10,11 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::hub::default_model_path;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::{
-    default_model_path, Input, LoadOptions, Model, PrefillPlan, PromptLogits, Session,
-};
+use brass::model::{Input, LoadOptions, Model, PrefillPlan, PromptLogits, Session};
 use brass::router::{Force, Overrides};
 use common::{reference, Step};
 

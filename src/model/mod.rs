@@ -13,7 +13,6 @@
 //! 4-byte id back per token (or nothing, when the host queues ahead).
 
 mod config;
-mod fetch;
 mod forward;
 mod layout;
 mod load;
@@ -24,10 +23,6 @@ mod session;
 pub mod synthetic;
 
 pub use config::{output_tensor, Config, SlidingWindow};
-pub use fetch::{
-    cache_dir, default_model_path, fetch_known_model, FetchOutput, KnownModel, ModelKind,
-    WheelPiece, DEFAULT_MODEL, DEFAULT_MODEL_FILE,
-};
 pub use forward::StepTicket;
 pub use layout::{Offsets, Widths};
 pub use memory::MemoryNeed;
