@@ -702,7 +702,7 @@ fn timings_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
+    use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
     use std::sync::OnceLock;
 
     const VOCAB: u64 = 300;

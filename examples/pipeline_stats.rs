@@ -21,9 +21,9 @@ use std::ffi::CStr;
 
 use ash::vk;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::SyntheticSpec;
 use brass::kernels::attention::{self, KvType};
 use brass::kernels::matvec::Family;
-use brass::model::synthetic::SyntheticSpec;
 use brass::quant::GgmlType;
 use brass::router::{
     route_attention, route_matvec, AttentionQuery, Force, MatvecQuery, Overrides, XInput,

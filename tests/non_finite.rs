@@ -5,8 +5,8 @@ mod common;
 
 use std::io::Read;
 
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::gguf::{GgufBuilder, GgufFile, MetaValue};
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use std::sync::Arc;
 
 use brass::device::Device;

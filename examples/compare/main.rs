@@ -23,10 +23,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use brass::device::{list_adapters, AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
 use brass::gguf::GgufFile;
 use brass::hub::default_model_path;
 use brass::kernels::attention::Merge;
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
 use brass::model::LoadOptions;
 use brass::router::Overrides;
 use clap::Parser;

@@ -20,7 +20,6 @@ mod memory;
 mod non_finite;
 mod plan;
 mod session;
-pub mod synthetic;
 
 pub use config::{output_tensor, Config, SlidingWindow};
 pub use forward::StepTicket;

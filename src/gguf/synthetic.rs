@@ -10,7 +10,7 @@
 //! ([`GgufBuilder::write_streaming`]): an 8B model never sits in memory.
 //!
 //! ```no_run
-//! use brass::model::synthetic::{write_synthetic, SyntheticSpec};
+//! use brass::gguf::synthetic::{write_synthetic, SyntheticSpec};
 //!
 //! let mut spec = SyntheticSpec::preset("llama3-8b").unwrap();
 //! spec.layers = 2; // a quick run
@@ -26,7 +26,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::gguf::GgufBuilder;
+use super::GgufBuilder;
 use crate::kernels::attention::{Heads, RopeStyle};
 use crate::quant::{random_blocks, GgmlType};
 use crate::{Error, Result};
@@ -776,7 +776,7 @@ fn check_output(path: &Path) -> Result<()> {
     } else if ft.is_dir() {
         "a directory".into()
     } else {
-        crate::gguf::special_file_kind(&ft)
+        super::special_file_kind(&ft)
             .unwrap_or("a special file")
             .into()
     };
