@@ -21,7 +21,7 @@ mod non_finite;
 mod plan;
 mod session;
 
-pub use config::{output_tensor, Config, SlidingWindow};
+pub use config::{output_tensor, Config, Family, SlidingWindow, Swa, FAMILIES};
 pub use forward::StepTicket;
 pub use layout::{Offsets, Widths};
 pub use memory::MemoryNeed;
