@@ -90,7 +90,7 @@ fn spirv_options(flavour: &str) -> Result<naga::back::spv::Options<'static>, Str
 }
 
 fn spirv(name: &str, wgsl: &str, flavour: &str) -> Result<Vec<u32>, String> {
-    brass::kernels::spirv::wgsl_to_spirv_with(name, wgsl, "main", &[], &spirv_options(flavour)?)
+    brass::device::translate::wgsl_to_spirv_with(name, wgsl, "main", &[], &spirv_options(flavour)?)
         .map_err(|e| e.to_string())
 }
 
