@@ -12,12 +12,12 @@
 //!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::SyntheticSpec;
 use brass::kernels::attention::{
     AttentionLaunch, Heads, KvType, Merge, PrefillAttention, RopeStyle,
 };
 use brass::kernels::timing::{time_attention, time_prefill_attention, time_stream_read, Effort};
 use brass::kernels::PipelineCache;
-use brass::model::synthetic::SyntheticSpec;
 use brass::router::{route_attention, AttentionQuery, Overrides};
 use clap::Parser;
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::gguf::GgufFile;
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::model::{LoadOptions, Model};
 use brass::quant::GgmlType;
 use clap::Parser;

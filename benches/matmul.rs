@@ -10,11 +10,11 @@
 //!     [--tokens 64,512] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
 
 use brass::device::{f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::{SyntheticSpec, PRESETS};
 use brass::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch, MATMUL_KERNELS};
 use brass::kernels::matvec::{self, Family};
 use brass::kernels::timing::{time_matmul, Effort};
 use brass::kernels::PipelineCache;
-use brass::model::synthetic::{SyntheticSpec, PRESETS};
 use brass::quant::GgmlType;
 use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
 use clap::Parser;

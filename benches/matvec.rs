@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::{SyntheticSpec, PRESETS};
 use brass::kernels::matvec::{Batches, Family, MatvecKernel, MATVEC_KERNELS};
 use brass::kernels::timing::{time_matvec, time_stream_read, Effort, Times};
 use brass::kernels::PipelineCache;
-use brass::model::synthetic::{SyntheticSpec, PRESETS};
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 use clap::Parser;

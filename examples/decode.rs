@@ -18,10 +18,8 @@ use std::time::{Duration, Instant};
 
 use brass::device::{bandwidth_probe, list_adapters, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
-use brass::model::{
-    cache_dir, check_weights, Config, FetchOutput, Input, KnownModel, LoadOptions, Model,
-    ModelKind, Session, Stats, DEFAULT_MODEL,
-};
+use brass::hub::{cache_dir, FetchOutput, KnownModel, ModelKind, DEFAULT_MODEL};
+use brass::model::{check_weights, Config, Input, LoadOptions, Model, Session, Stats};
 use brass::router::{Force, Overrides};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer};
@@ -704,7 +702,7 @@ fn timings_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
+    use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
     use std::sync::OnceLock;
 
     const VOCAB: u64 = 300;

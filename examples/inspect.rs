@@ -18,7 +18,8 @@ use std::process::ExitCode;
 
 use brass::device::{AdapterChoice, Device, DeviceProfile, WgpuDevice};
 use brass::gguf::{GgufFile, MetaValue};
-use brass::model::{default_model_path, plan, LoadOptions};
+use brass::hub::default_model_path;
+use brass::model::{plan, LoadOptions};
 use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};
 use clap::Parser;

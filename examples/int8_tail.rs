@@ -22,8 +22,9 @@ use std::sync::Arc;
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
+use brass::hub::default_model_path;
 use brass::kernels::matvec::Family;
-use brass::model::{default_model_path, Config, Input, LoadOptions, Model};
+use brass::model::{output_tensor, Config, Input, LoadOptions, Model};
 use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};
 use brass::tokenizer::Tokenizer;
@@ -442,14 +443,9 @@ impl Cpu {
                 }
             })
             .collect();
-        let head_name = if file.tensor("output.weight").is_some() {
-            "output.weight"
-        } else {
-            "token_embd.weight"
-        };
         Cpu {
             embd: load_mat(file, "token_embd.weight"),
-            head: load_mat(file, head_name),
+            head: load_mat(file, output_tensor(file)),
             norm: load_vec(file, "output_norm.weight"),
             layers,
             cfg,

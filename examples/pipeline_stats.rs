@@ -21,9 +21,9 @@ use std::ffi::CStr;
 
 use ash::vk;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::SyntheticSpec;
 use brass::kernels::attention::{self, KvType};
 use brass::kernels::matvec::Family;
-use brass::model::synthetic::SyntheticSpec;
 use brass::quant::GgmlType;
 use brass::router::{
     route_attention, route_matvec, AttentionQuery, Force, MatvecQuery, Overrides, XInput,
@@ -90,7 +90,7 @@ fn spirv_options(flavour: &str) -> Result<naga::back::spv::Options<'static>, Str
 }
 
 fn spirv(name: &str, wgsl: &str, flavour: &str) -> Result<Vec<u32>, String> {
-    brass::kernels::spirv::wgsl_to_spirv_with(name, wgsl, "main", &[], &spirv_options(flavour)?)
+    brass::device::translate::wgsl_to_spirv_with(name, wgsl, "main", &[], &spirv_options(flavour)?)
         .map_err(|e| e.to_string())
 }
 

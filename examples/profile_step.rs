@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
-use brass::model::{default_model_path, Input, LoadOptions, Model};
+use brass::hub::default_model_path;
+use brass::model::{Input, LoadOptions, Model};
 use brass::router::Overrides;
 use clap::Parser;
 

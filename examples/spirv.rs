@@ -7,7 +7,8 @@
 
 use std::path::Path;
 
-use brass::kernels::spirv::{catalog, wgsl_to_spirv};
+use brass::device::translate::wgsl_to_spirv;
+use brass::kernels::spirv::catalog;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("spirv");

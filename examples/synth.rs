@@ -13,13 +13,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec, PRESETS};
+use brass::gguf::synthetic::{write_synthetic, QuantMix, SyntheticSpec, PRESETS};
 use clap::Parser;
 
 #[derive(Parser)]
 #[command(about = "Write a synthetic GGUF model with random weights")]
 struct Args {
-    /// One of `brass::model::synthetic::PRESETS`: smollm2-135m, llama3.2-1b, llama3-8b,
+    /// One of `brass::gguf::synthetic::PRESETS`: smollm2-135m, llama3.2-1b, llama3-8b,
     /// muse-30b, hidden-12288, qwen3-8b, qwen2.5-7b, gemma3-4b, qwen2.5-1.5b, gemma3-270m.
     #[arg(long)]
     preset: String,

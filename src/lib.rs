@@ -4,7 +4,8 @@
 //! every matrix routed to a matvec kernel ([`router`], [`kernels`]), and each token
 //! decoded by one command list covering every layer ([`model`]). [`tokenizer`] turns
 //! text into ids and back (with the model's chat template), and [`sampling`] picks the
-//! next id when decoding is not greedy.
+//! next id when decoding is not greedy. [`hub`] finds the models brass knows by name,
+//! fetching each into a cache on first use.
 //!
 //! # Use it as a crate
 //!
@@ -19,7 +20,8 @@
 //! use std::sync::Arc;
 //!
 //! use brass::device::{AdapterChoice, WgpuDevice};
-//! use brass::model::{default_model_path, LoadOptions, Session};
+//! use brass::hub::default_model_path;
+//! use brass::model::{LoadOptions, Session};
 //! use brass::sampling::{Sampler, SamplerConfig};
 //! use brass::tokenizer::ChatMessage;
 //!
@@ -74,6 +76,7 @@
 pub mod device;
 pub mod error;
 pub mod gguf;
+pub mod hub;
 pub mod kernels;
 pub mod model;
 pub mod quant;

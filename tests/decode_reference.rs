@@ -14,9 +14,10 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use brass::device::Device;
+use brass::hub::default_model_path;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::{default_model_path, Input, LoadOptions, Model};
+use brass::model::{Input, LoadOptions, Model};
 use brass::router::{Force, Overrides};
 use common::{reference, Reference};
 

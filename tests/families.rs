@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use brass::device::Device;
 use brass::gguf::GgufFile;
+use brass::hub::KnownModel;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::{Input, KnownModel, LoadOptions, Model};
+use brass::model::{Input, LoadOptions, Model};
 use brass::router::{Force, Overrides};
 use common::exact::Exact;
 use common::{reference, Reference};

@@ -9,11 +9,11 @@ mod common;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, SyntheticWindow};
 use brass::gguf::GgufFile;
 use brass::kernels::attention::{KvType, RopeStyle};
 use brass::kernels::matvec::Family;
 use brass::kernels::ops::Activation;
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, SyntheticWindow};
 use brass::model::{Config, Input, LoadOptions, Model, PrefillPlan};
 use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};

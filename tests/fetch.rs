@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
-use brass::model::{
+use brass::hub::{
     fetch_known_model, FetchOutput, KnownModel, ModelKind, WheelPiece, DEFAULT_MODEL,
 };
 use sha2::{Digest, Sha256};

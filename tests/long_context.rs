@@ -12,10 +12,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::gguf::GgufFile;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::model::{Input, LoadOptions, Model, PrefillPlan};
 use brass::quant::GgmlType;
 use brass::router::{Force, Overrides};

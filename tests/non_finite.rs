@@ -5,12 +5,13 @@ mod common;
 
 use std::io::Read;
 
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::gguf::{GgufBuilder, GgufFile, MetaValue};
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use std::sync::Arc;
 
 use brass::device::Device;
-use brass::model::{check_weights, default_model_path, Config, LoadOptions, Model, Session};
+use brass::hub::default_model_path;
+use brass::model::{check_weights, Config, LoadOptions, Model, Session};
 use brass::quant::{Block, BlockQ4K, BlockQ6K};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::Tokenizer;

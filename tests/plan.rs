@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use brass::device::{Device, DeviceProfile};
 use brass::gguf::GgufFile;
-use brass::model::{default_model_path, plan, Input, LoadOptions, Model};
+use brass::hub::default_model_path;
+use brass::model::{plan, Input, LoadOptions, Model};
 use brass::router::Overrides;
 
 fn models() -> [PathBuf; 2] {

@@ -10,11 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::hub::default_model_path;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::{
-    default_model_path, Input, LoadOptions, Model, PrefillPlan, PromptLogits, Session,
-};
+use brass::model::{Input, LoadOptions, Model, PrefillPlan, PromptLogits, Session};
 use brass::router::{Force, Overrides};
 use common::{reference, Step};
 
@@ -392,7 +391,7 @@ fn prompt_logits_in_runs_match_token_at_a_time() {
 /// of the cache: measured up to 3e-5 of the logits' range; the bound is 2^-12 of it.
 #[test]
 fn float_model_prefills_in_batches() {
-    use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
+    use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
     use brass::quant::GgmlType;
     let spec = SyntheticSpec {
         name: "float".into(),

@@ -16,7 +16,8 @@ mod common;
 use std::sync::Arc;
 
 use brass::device::Device;
-use brass::model::{default_model_path, Generate, LoadOptions, Session};
+use brass::hub::default_model_path;
+use brass::model::{Generate, LoadOptions, Session};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::ChatMessage;
 
@@ -57,6 +58,7 @@ fn the_readme_example_answers_as_the_readme_says() {
         README,
         "README.md",
         &[
+            "use brass::hub::default_model_path;",
             r#"ChatMessage::system("You are a helpful assistant. Answer in one sentence."),"#,
             r#"ChatMessage::user("What is the capital of Japan?"),"#,
             "session.chat(&conversation, 32, Sampler::new(SamplerConfig::greedy()))",
@@ -78,6 +80,7 @@ fn the_crate_docs_example_prints_what_they_say() {
         CRATE_DOCS,
         "src/lib.rs",
         &[
+            "use brass::hub::default_model_path;",
             r#"session.generate("The capital of France is", 2, greedy())"#,
             r#"ChatMessage::system("You are a helpful assistant. Answer in one sentence."),"#,
             r#"ChatMessage::user("What is the capital of Japan?"),"#,

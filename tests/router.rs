@@ -57,8 +57,8 @@ fn staged(r: &Route) -> (u32, StagedFrom, Batches) {
 /// before.
 fn catalog() -> Vec<(String, u64, u64)> {
     let mut shapes = Vec::new();
-    for preset in brass::model::synthetic::PRESETS {
-        let spec = brass::model::synthetic::SyntheticSpec::preset(preset).unwrap();
+    for preset in brass::gguf::synthetic::PRESETS {
+        let spec = brass::gguf::synthetic::SyntheticSpec::preset(preset).unwrap();
         for (matrix, m, k) in spec.matvec_shapes() {
             shapes.push((format!("{preset} {matrix}"), m, k));
         }

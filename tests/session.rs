@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::gguf::GgufFile;
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec};
 use brass::model::{LoadOptions, Model, Session, Stats};
 use brass::sampling::{Sampler, SamplerConfig};
 use brass::tokenizer::{ChatMessage, Tokenizer, TokenizerData};

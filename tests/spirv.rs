@@ -1,7 +1,8 @@
 //! spirv/ is what naga emits for every kernel today, beside the composed WGSL it came
 //! from (stale = failure), and every kernel also translates to Metal Shading Language.
 
-use brass::kernels::spirv::{catalog, wgsl_to_msl, wgsl_to_spirv};
+use brass::device::translate::{wgsl_to_msl, wgsl_to_spirv};
+use brass::kernels::spirv::catalog;
 
 #[test]
 fn checked_in_spirv_is_current() {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, MAX_LAYERS};
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, MAX_LAYERS};
 use brass::quant::GgmlType;
 
 fn tiny() -> SyntheticSpec {

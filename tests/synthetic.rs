@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use brass::device::Device;
+use brass::gguf::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, PRESETS};
 use brass::gguf::GgufFile;
-use brass::model::synthetic::{write_synthetic, Arch, QuantMix, SyntheticSpec, PRESETS};
 use brass::model::{Input, LoadOptions, Model};
 use brass::quant::GgmlType;
 use brass::tokenizer::Tokenizer;

@@ -15,7 +15,7 @@ mod common;
 use std::sync::OnceLock;
 
 use brass::gguf::GgufFile;
-use brass::model::KnownModel;
+use brass::hub::KnownModel;
 use brass::tokenizer::{ChatMessage, PreTokenizer, TokenType, Tokenizer, TokenizerModel};
 
 const QWEN: &str = "qwen2.5-coder-1.5b";

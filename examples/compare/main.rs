@@ -23,10 +23,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use brass::device::{list_adapters, AdapterChoice, Device, WgpuDevice};
+use brass::gguf::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
 use brass::gguf::GgufFile;
+use brass::hub::default_model_path;
 use brass::kernels::attention::Merge;
-use brass::model::synthetic::{write_synthetic, QuantMix, SyntheticSpec};
-use brass::model::{default_model_path, LoadOptions};
+use brass::model::LoadOptions;
 use brass::router::Overrides;
 use clap::Parser;
 
@@ -191,7 +192,7 @@ fn model_path(args: &Args) -> brass::Result<(PathBuf, String)> {
     }
     let name = format!("synthetic:{}:{}:{}L", spec.name, spec.mix, spec.layers);
     // Cached by everything that decides the content, so reruns skip the writing.
-    let dir = brass::model::cache_dir()?.join("synthetic");
+    let dir = brass::hub::cache_dir()?.join("synthetic");
     let file = format!(
         "{}-{}-{}L-{:x}.gguf",
         spec.name,

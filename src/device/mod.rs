@@ -12,6 +12,7 @@
 mod ledger;
 mod probe;
 mod profile;
+pub mod translate;
 mod wgpu_device;
 
 pub use ledger::{LedgerEntry, LedgerReport};

@@ -1209,7 +1209,7 @@ impl Device for WgpuDevice {
                 immediate_size: 0,
             });
         let shader = if self.spirv_passthrough {
-            let (words, size) = crate::kernels::spirv::spirv_and_workgroup_size(
+            let (words, size) = super::translate::spirv_and_workgroup_size(
                 desc.name,
                 desc.wgsl,
                 desc.entry,

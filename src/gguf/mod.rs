@@ -1,4 +1,5 @@
-//! GGUF v2/v3 files: a zero-copy reader over memmap2, and a builder that writes them.
+//! GGUF v2/v3 files: a zero-copy reader over memmap2, a builder that writes them, and
+//! [`synthetic`] models (real shapes, random weights) written with it.
 //!
 //! ```no_run
 //! # fn main() -> brass::Result<()> {
@@ -30,6 +31,7 @@
 
 mod meta;
 mod parse;
+pub mod synthetic;
 mod write;
 
 #[cfg(test)]

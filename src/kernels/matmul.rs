@@ -250,10 +250,11 @@ fn kernel_name<S: serde::Serializer>(k: &&'static MatmulKernel, s: S) -> Result<
 
 impl MatmulLaunch {
     /// The matmul over `matvec`'s weights (same parts, same layout): over a dot4
-    /// matvec's, on `engine` (from [`MatmulEngine::route`]); over any other matvec's
-    /// GGUF rows (the exact route, F32 and F16), the fma kernel on [`MatmulEngine::Fma`]
-    /// whatever `engine` is. An error names why there is none: a matvec whose layout
-    /// no matmul reads, or the fma engine asked of a dot4 matvec's weights.
+    /// matvec's, on `engine` (from [`crate::router::route_matmul_engine`]); over any
+    /// other matvec's GGUF rows (the exact route, F32 and F16), the fma kernel on
+    /// [`MatmulEngine::Fma`] whatever `engine` is. An error names why there is none: a
+    /// matvec whose layout no matmul reads, or the fma engine asked of a dot4 matvec's
+    /// weights.
     pub fn of(matvec: &MatvecLaunch, engine: MatmulEngine) -> Result<MatmulLaunch> {
         let mv = matvec.kernel();
         let kernel = for_matvec(mv).ok_or_else(|| {

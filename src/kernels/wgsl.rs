@@ -370,7 +370,7 @@ mod tests {
         for k in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
             // Made without the checks that would refuse it, as only a canonical launch is.
             let wgsl = MatvecLaunch::canonical(k, true).source().unwrap();
-            let compiled = crate::kernels::spirv::wgsl_to_spirv(k.name, &wgsl, "main", &[]);
+            let compiled = crate::device::translate::wgsl_to_spirv(k.name, &wgsl, "main", &[]);
             assert_eq!(compiled.is_ok(), k.splits_slices(), "{}", k.name);
         }
     }

@@ -64,24 +64,39 @@ impl SlidingWindow {
     }
 }
 
-/// An architecture brass runs: llama's forward pass, with what the family changes.
-struct Family {
-    architecture: &'static str,
-    rope: RopeStyle,
-    qkv_bias: bool,
-    qk_norm: bool,
-    post_norms: bool,
-    activation: Activation,
+/// An architecture brass runs: llama's forward pass, with what the family changes, and
+/// the tensors its files have for it. [`FAMILIES`] is the table; the model reads it
+/// ([`Config`]), and so does the synthetic writer ([`crate::gguf::synthetic`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Family {
+    /// `general.architecture`, and the prefix of the family's metadata keys.
+    pub architecture: &'static str,
+    /// Which of a head's values RoPE rotates together.
+    pub rope: RopeStyle,
+    /// The Q, K and V projections add a bias (`blk.N.attn_{q,k,v}.bias`).
+    pub qkv_bias: bool,
+    /// Each head of q and k is RMS-normalized before RoPE
+    /// (`blk.N.attn_{q,k}_norm.weight`).
+    pub qk_norm: bool,
+    /// The attention and FFN outputs are RMS-normalized before their residual adds
+    /// (`blk.N.post_attention_norm.weight`, `blk.N.post_ffw_norm.weight`).
+    pub post_norms: bool,
+    /// The gated FFN's activation.
+    pub activation: Activation,
     /// Embeddings scaled by sqrt(dim).
-    embed_scaled: bool,
+    pub embed_scaled: bool,
+    /// Every model of the family ties its lm-head to the token embedding: its files
+    /// have no `output.weight` (Gemma 3). In the other families it depends on the model
+    /// (SmolLM2 ties, Qwen2.5-Coder-1.5B does not), and the file says: [`output_tensor`].
+    pub tied_embeddings: bool,
     /// Which layers a sliding window (`attention.sliding_window`, where the file sets
     /// one) makes local.
-    swa: Swa,
+    pub swa: Swa,
 }
 
 /// Where a family's sliding window applies.
-#[derive(Clone, Copy)]
-enum Swa {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swa {
     /// Every layer (Mistral's `llama` files), at the model's RoPE base.
     AllLayers,
     /// All but every n-th layer (`attention.sliding_window_pattern`, default n), at
@@ -97,10 +112,12 @@ const LLAMA: Family = Family {
     post_norms: false,
     activation: Activation::Silu,
     embed_scaled: false,
+    tied_embeddings: false,
     swa: Swa::AllLayers,
 };
 
-const FAMILIES: &[Family] = &[
+/// Every family brass runs, llama's first.
+pub const FAMILIES: &[Family] = &[
     LLAMA,
     // Qwen2 and Qwen2.5: biases on Q, K and V, and RoPE on halves (the converter
     // leaves Q and K unpermuted).
@@ -118,9 +135,9 @@ const FAMILIES: &[Family] = &[
         ..LLAMA
     },
     // Gemma 3 (llama.cpp's gemma3 graph): embeddings times sqrt(dim), q/k norms, norms
-    // after attention and the FFN as well as before, GeGLU, and five local
-    // (sliding-window) layers to every global one. The GGUF's norm weights already
-    // hold Gemma's 1 + w.
+    // after attention and the FFN as well as before, GeGLU, the lm-head tied to the
+    // embeddings, and five local (sliding-window) layers to every global one. The
+    // GGUF's norm weights already hold Gemma's 1 + w.
     Family {
         architecture: "gemma3",
         rope: RopeStyle::Neox,
@@ -128,24 +145,33 @@ const FAMILIES: &[Family] = &[
         post_norms: true,
         activation: Activation::GeluTanh,
         embed_scaled: true,
+        tied_embeddings: true,
         swa: Swa::Pattern(6),
         ..LLAMA
     },
 ];
 
-impl Config {
-    pub fn from_gguf(file: &GgufFile) -> Result<Config> {
-        let arch = file.architecture()?.to_string();
-        let family = FAMILIES
+impl Family {
+    /// The family whose `general.architecture` is `architecture`; one brass does not run
+    /// is an error naming those it does.
+    pub fn by_architecture(architecture: &str) -> Result<&'static Family> {
+        FAMILIES
             .iter()
-            .find(|f| f.architecture == arch)
+            .find(|f| f.architecture == architecture)
             .ok_or_else(|| {
                 let known: Vec<_> = FAMILIES.iter().map(|f| f.architecture).collect();
                 Error::Invalid(format!(
-                    "unsupported architecture `{arch}`: brass runs {}",
+                    "unsupported architecture `{architecture}`: brass runs {}",
                     known.join(", ")
                 ))
-            })?;
+            })
+    }
+}
+
+impl Config {
+    pub fn from_gguf(file: &GgufFile) -> Result<Config> {
+        let arch = file.architecture()?.to_string();
+        let family = Family::by_architecture(&arch)?;
         let key = |k: &str| format!("{arch}.{k}");
         let u = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
         // An optional key is the default only when absent: one of the wrong type fails.

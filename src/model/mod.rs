@@ -1,5 +1,5 @@
 //! A model on a [`Device`], in the order its data flows:
-//! - [`config`]: the family table and the file's facts, read once;
+//! - `config`: the family table and the file's facts, read once;
 //! - [`plan()`]: every launch of the forward pass, routed by [`crate::router`] with no
 //!   device (each matrix's matvec for one token and matmul for a batch, attention,
 //!   the batch size, the buffers);
@@ -13,7 +13,6 @@
 //! 4-byte id back per token (or nothing, when the host queues ahead).
 
 mod config;
-mod fetch;
 mod forward;
 mod layout;
 mod load;
@@ -21,13 +20,8 @@ mod memory;
 mod non_finite;
 mod plan;
 mod session;
-pub mod synthetic;
 
-pub use config::{output_tensor, Config, SlidingWindow};
-pub use fetch::{
-    cache_dir, default_model_path, fetch_known_model, FetchOutput, KnownModel, ModelKind,
-    WheelPiece, DEFAULT_MODEL, DEFAULT_MODEL_FILE,
-};
+pub use config::{output_tensor, Config, Family, SlidingWindow, Swa, FAMILIES};
 pub use forward::StepTicket;
 pub use layout::{Offsets, Widths};
 pub use memory::MemoryNeed;

@@ -4,7 +4,7 @@
 //! residual adds, GELU-tanh, the local layers' window and RoPE base).
 
 use brass::gguf::GgufFile;
-use brass::model::Config;
+use brass::model::{output_tensor, Config};
 use brass::quant::dequantize;
 
 /// A row-major matrix of `cols` values a row, in f64.
@@ -108,14 +108,10 @@ impl Exact {
                 }
             })
             .collect();
-        let output = match file.tensor("output.weight") {
-            Some(_) => Mat::load(file, "output.weight"),
-            None => Mat::load(file, "token_embd.weight"),
-        };
         Exact {
             embd: Mat::load(file, "token_embd.weight"),
             out_norm: vector("output_norm.weight"),
-            output,
+            output: Mat::load(file, output_tensor(file)),
             layers,
             c,
         }

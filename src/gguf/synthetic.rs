@@ -10,7 +10,7 @@
 //! ([`GgufBuilder::write_streaming`]): an 8B model never sits in memory.
 //!
 //! ```no_run
-//! use brass::model::synthetic::{write_synthetic, SyntheticSpec};
+//! use brass::gguf::synthetic::{write_synthetic, SyntheticSpec};
 //!
 //! let mut spec = SyntheticSpec::preset("llama3-8b").unwrap();
 //! spec.layers = 2; // a quick run
@@ -26,8 +26,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::gguf::GgufBuilder;
+use super::GgufBuilder;
 use crate::kernels::attention::{Heads, RopeStyle};
+use crate::model::{Family, Swa, FAMILIES};
 use crate::quant::{random_blocks, GgmlType};
 use crate::{Error, Result};
 
@@ -67,15 +68,16 @@ impl FromStr for QuantMix {
     }
 }
 
-/// The architecture a synthetic file declares (`general.architecture`), which decides
-/// its metadata prefix and the tensors each layer has beyond llama's:
+/// The architecture a synthetic file declares (`general.architecture`): a row of the
+/// family table ([`FAMILIES`], [`Arch::family`]), whose facts decide the metadata prefix
+/// and the tensors each layer has beyond llama's:
 ///
 /// | arch | extra tensors per layer | other |
 /// |---|---|---|
 /// | `llama` | none | |
-/// | `qwen2` | `attn_{q,k,v}.bias` (F32) | |
-/// | `qwen3` | `attn_{q,k}_norm.weight` (F32, head size) | |
-/// | `gemma3` | `attn_{q,k}_norm.weight`, `post_attention_norm.weight`, `post_ffw_norm.weight` | no `output.weight` (tied to `token_embd`) |
+/// | `qwen2` | `attn_{q,k,v}.bias` (F32; `qkv_bias`) | |
+/// | `qwen3` | `attn_{q,k}_norm.weight` (F32, head size; `qk_norm`) | |
+/// | `gemma3` | `attn_{q,k}_norm.weight`, `post_attention_norm.weight`, `post_ffw_norm.weight` (`post_norms`) | no `output.weight` (`tied_embeddings`) |
 ///
 /// Outside llama, the F32 tensors are random rather than llama's all-ones norms, so
 /// that tests see them: norm weights in [0.75, 1.25), biases in [-1, 1).
@@ -89,16 +91,22 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// Every architecture, in the order of [`FAMILIES`].
+    pub const ALL: [Arch; 4] = [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3];
+
+    /// Its row of the family table.
+    pub fn family(self) -> &'static Family {
+        &FAMILIES[self as usize]
+    }
+
     /// The `general.architecture` value and metadata prefix.
     pub fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-            Arch::Qwen3 => "qwen3",
-            Arch::Gemma3 => "gemma3",
-        }
+        self.family().architecture
     }
 }
+
+// One variant per family, in the table's order.
+const _: () = assert!(Arch::ALL.len() == FAMILIES.len());
 
 impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -110,12 +118,15 @@ impl FromStr for Arch {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Arch> {
-        [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3]
+        Arch::ALL
             .into_iter()
             .find(|a| a.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
+                let names: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+                let (last, rest) = names.split_last().expect("families");
                 Error::Invalid(format!(
-                    "unknown architecture `{s}` (llama, qwen2, qwen3 or gemma3)"
+                    "unknown architecture `{s}` ({} or {last})",
+                    rest.join(", ")
                 ))
             })
     }
@@ -346,11 +357,12 @@ impl SyntheticSpec {
         let (h, f) = (self.hidden, self.ffn);
         let kv = self.kv_heads * self.head_dim();
         let q = self.heads * self.head_dim();
+        let family = self.arch.family();
         let mut out = vec![(
             "token_embd.weight".to_string(),
             // A tied table is the lm-head too, and llama.cpp's quantizer types it so.
             self.matrix_type(
-                match self.arch == Arch::Gemma3 {
+                match family.tied_embeddings {
                     true => Role::Output,
                     false => Role::TokenEmbd,
                 },
@@ -364,33 +376,31 @@ impl SyntheticSpec {
             let m = |role, cols| self.matrix_type(role, cols);
             let f32 = |s: &str, len| (n(s), GgmlType::F32, vec![len]);
             let bias = |s: &str, len| (format!("blk.{i}.{s}.bias"), GgmlType::F32, vec![len]);
-            let qwen2 = self.arch == Arch::Qwen2;
-            let qk_norm = matches!(self.arch, Arch::Qwen3 | Arch::Gemma3);
-            let gemma = self.arch == Arch::Gemma3;
+            let qkv_bias = family.qkv_bias;
             out.push(f32("attn_norm", h));
             out.push((n("attn_q"), m(Role::Plain, h), vec![h, q]));
-            out.extend(qwen2.then(|| bias("attn_q", q)));
+            out.extend(qkv_bias.then(|| bias("attn_q", q)));
             out.push((n("attn_k"), m(Role::Plain, h), vec![h, kv]));
-            out.extend(qwen2.then(|| bias("attn_k", kv)));
+            out.extend(qkv_bias.then(|| bias("attn_k", kv)));
             out.push((n("attn_v"), m(Role::MoreBits(more_bits), h), vec![h, kv]));
-            out.extend(qwen2.then(|| bias("attn_v", kv)));
-            if qk_norm {
+            out.extend(qkv_bias.then(|| bias("attn_v", kv)));
+            if family.qk_norm {
                 out.push(f32("attn_q_norm", self.head_dim()));
                 out.push(f32("attn_k_norm", self.head_dim()));
             }
             out.push((n("attn_output"), m(Role::Plain, q), vec![q, h]));
-            out.extend(gemma.then(|| f32("post_attention_norm", h)));
+            out.extend(family.post_norms.then(|| f32("post_attention_norm", h)));
             out.extend([
                 f32("ffn_norm", h),
                 (n("ffn_gate"), m(Role::Plain, h), vec![h, f]),
                 (n("ffn_up"), m(Role::Plain, h), vec![h, f]),
                 (n("ffn_down"), m(Role::MoreBits(more_bits), f), vec![f, h]),
             ]);
-            out.extend(gemma.then(|| f32("post_ffw_norm", h)));
+            out.extend(family.post_norms.then(|| f32("post_ffw_norm", h)));
         }
         out.push(("output_norm.weight".into(), GgmlType::F32, vec![h]));
-        // Gemma 3 ties its lm-head to the token embedding.
-        if self.arch != Arch::Gemma3 {
+        // A tied family's lm-head is the token embedding (`crate::model::output_tensor`).
+        if !family.tied_embeddings {
             out.push((
                 "output.weight".into(),
                 self.matrix_type(Role::Output, h),
@@ -474,19 +484,22 @@ impl SyntheticSpec {
         if self.head_dim == Some(0) {
             return bad("head size 0".into());
         }
-        match (self.sliding_window, self.arch) {
-            (None, _) | (Some(_), Arch::Gemma3) => {}
-            (Some(w), Arch::Llama) if w.pattern.is_none() => {}
-            (Some(_), Arch::Llama) => {
-                return bad("a llama (Mistral) window takes every layer: no pattern".into())
-            }
-            (Some(_), arch) => {
-                return bad(format!(
-                    "{arch} takes no sliding window (gemma3 and llama, as Mistral, do)"
-                ))
-            }
-        }
         if let Some(w) = self.sliding_window {
+            match self.arch.family().swa {
+                // Local layers in a pattern (Gemma 3): any window.
+                Swa::Pattern(_) => {}
+                // llama's window (Mistral's) takes every layer; the Qwen files have none.
+                Swa::AllLayers if self.arch != Arch::Llama => {
+                    return bad(format!(
+                        "{} takes no sliding window (gemma3 and llama, as Mistral, do)",
+                        self.arch
+                    ))
+                }
+                Swa::AllLayers if w.pattern.is_some() => {
+                    return bad("a llama (Mistral) window takes every layer: no pattern".into())
+                }
+                Swa::AllLayers => {}
+            }
             if w.window == 0 || w.pattern == Some(0) {
                 return bad("sliding window and its pattern must be nonzero".into());
             }
@@ -539,6 +552,7 @@ impl SyntheticSpec {
                 k("attention.head_count_kv"),
                 u32_of(self.kv_heads, "kv_heads")?,
             );
+        // llama.cpp's gemma3 files state the head size whatever it is.
         if self.head_dim.is_some() || self.arch == Arch::Gemma3 {
             let head = u32_of(self.head_dim(), "head size")?;
             b.set(k("attention.key_length"), head)
@@ -549,7 +563,8 @@ impl SyntheticSpec {
                 k("attention.sliding_window"),
                 u32_of(w.window, "sliding window")?,
             );
-            if self.arch == Arch::Gemma3 {
+            // Local layers with a RoPE base of their own.
+            if matches!(self.arch.family().swa, Swa::Pattern(_)) {
                 b.set(k("rope.freq_base_swa"), w.rope_base);
             }
             if let Some(pattern) = w.pattern {
@@ -776,7 +791,7 @@ fn check_output(path: &Path) -> Result<()> {
     } else if ft.is_dir() {
         "a directory".into()
     } else {
-        crate::gguf::special_file_kind(&ft)
+        super::special_file_kind(&ft)
             .unwrap_or("a special file")
             .into()
     };
@@ -800,6 +815,16 @@ mod tests {
         assert_eq!(byte_char(0xAD), '\u{143}');
         let all: std::collections::HashSet<char> = (0..=255u8).map(byte_char).collect();
         assert_eq!(all.len(), 256);
+    }
+
+    #[test]
+    fn each_arch_is_the_family_table_row_of_its_name() {
+        for arch in Arch::ALL {
+            assert_eq!(format!("{arch:?}").to_lowercase(), arch.name());
+            assert_eq!(arch.name().parse::<Arch>().unwrap(), arch);
+        }
+        let err = "gpt2".parse::<Arch>().unwrap_err().to_string();
+        assert!(err.contains("(llama, qwen2, qwen3 or gemma3)"), "{err}");
     }
 
     #[test]
