@@ -20,8 +20,8 @@ pub enum Backend {
     Gl,
 }
 
-/// Who made the adapter, from its PCI vendor id: clauses and presets that hold for
-/// one vendor's hardware key on it.
+/// Who made the adapter, from its PCI vendor id: a fact for reports (the profile's
+/// `Display`); the router decides on limits and features, not on vendors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Vendor {
     /// Apple (its GPUs through Metal).

@@ -32,7 +32,7 @@ use crate::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Family {
     /// One invocation per row, byte-at-a-time reads: core WGSL only, for devices
-    /// without subgroups.
+    /// without subgroups (or too small for the cooperative families).
     Scalar,
     /// Subgroup-cooperative, x staged as floats: the exact-activation path.
     Coop,

@@ -37,7 +37,7 @@ pub struct Widths {
     pub qkv: u64,
     /// gate and up side by side.
     pub gate_up: u64,
-    /// silu(gate) * up: [`Config::ffn_dim`].
+    /// act(gate) * up: [`Config::ffn_dim`].
     pub ffn: u64,
 }
 
