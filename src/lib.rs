@@ -73,6 +73,8 @@
 //!
 //! Errors are one type, [`Error`]: each names what is wrong, with the numbers.
 
+#![deny(missing_docs)]
+
 pub mod device;
 pub mod error;
 pub mod gguf;

@@ -10,12 +10,19 @@ use serde::Serialize;
 
 use super::PipelineId;
 
+/// One pipeline's line in the ledger.
 #[derive(Clone, Debug, Serialize)]
 pub struct LedgerEntry {
+    /// Its [`PipelineId`]'s number.
     pub pipeline: u32,
+    /// [`PipelineDesc::name`](super::PipelineDesc::name).
     pub name: String,
+    /// Dispatches recorded since the pipeline was created.
     pub dispatches: u64,
+    /// The sum of those dispatches' [`Dispatch::bytes_read`](super::Dispatch::bytes_read).
     pub bytes_read: u64,
+    /// [`PipelineDesc::fallback_reason`](super::PipelineDesc::fallback_reason): why going
+    /// undispatched is not a defect.
     pub fallback_reason: Option<String>,
 }
 
@@ -57,8 +64,12 @@ impl Ledger {
     }
 }
 
+/// The ledger at one moment: [`Device::ledger`](super::Device::ledger) and
+/// [`Model::audit`](crate::model::Model::audit) return it, `Display` prints it as a
+/// table ending in the count of defects.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LedgerReport {
+    /// Every live pipeline, by id.
     pub entries: Vec<LedgerEntry>,
 }
 
@@ -71,6 +82,7 @@ impl LedgerReport {
             .collect()
     }
 
+    /// Dispatches of every pipeline together.
     pub fn total_dispatches(&self) -> u64 {
         self.entries.iter().map(|e| e.dispatches).sum()
     }

@@ -38,6 +38,7 @@ pub struct BufferId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PipelineId(pub u32);
 
+/// What a buffer is for, which decides how the device may use it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BufferUse {
     /// Read by kernels (weights, constants): upload target, never written by kernels.
@@ -46,9 +47,12 @@ pub enum BufferUse {
     Storage,
 }
 
+/// How a kernel uses one of its storage bindings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// Reads only (`var<storage, read>`).
     Read,
+    /// Reads and writes (`var<storage, read_write>`).
     ReadWrite,
 }
 
@@ -59,6 +63,7 @@ pub struct PipelineDesc<'a> {
     pub name: &'a str,
     /// Complete WGSL source.
     pub wgsl: &'a str,
+    /// The entry point, a `@compute` function of `wgsl`.
     pub entry: &'a str,
     /// Values for the shader's `override` declarations.
     pub constants: &'a [(&'a str, f64)],
@@ -74,12 +79,17 @@ pub struct PipelineDesc<'a> {
 /// A byte range of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Slice {
+    /// The buffer the range lies in.
     pub buffer: BufferId,
+    /// Bytes from the buffer's start; a storage binding's must be a multiple of
+    /// [`DeviceProfile::storage_offset_alignment`].
     pub offset: u64,
+    /// Bytes in the range.
     pub size: u64,
 }
 
 impl Slice {
+    /// `size` bytes of `buffer` from `offset`.
     pub fn new(buffer: BufferId, offset: u64, size: u64) -> Self {
         Slice {
             buffer,
@@ -89,24 +99,36 @@ impl Slice {
     }
 }
 
+/// One compute dispatch: a pipeline, its parameters and bindings, and the grid.
 #[derive(Clone, Debug)]
 pub struct Dispatch {
+    /// The pipeline to run.
     pub pipeline: PipelineId,
     /// Contents of the uniform parameter block, as 32-bit words.
     pub params: Vec<u32>,
+    /// Storage bindings 1.., in the order and with the access the pipeline declared
+    /// ([`PipelineDesc::storage`]).
     pub storage: Vec<Slice>,
+    /// Workgroups in x, y and z, each at most [`DeviceProfile::max_workgroups_per_dim`].
     pub workgroups: [u32; 3],
     /// Bytes this dispatch is expected to read from device memory, for the ledger and
     /// for reporting GB/s.
     pub bytes_read: u64,
 }
 
+/// One entry of a [`CommandList`].
 #[derive(Clone, Debug)]
 pub enum Command {
+    /// A compute dispatch.
     Dispatch(Dispatch),
+    /// A buffer-to-buffer copy of `src` to `dst` at `dst_offset` (offsets and sizes
+    /// multiples of 4), ordered with the dispatches around it.
     Copy {
+        /// The bytes copied.
         src: Slice,
+        /// The buffer they are copied into.
         dst: BufferId,
+        /// Where in `dst`, in bytes.
         dst_offset: u64,
     },
 }
@@ -114,18 +136,22 @@ pub enum Command {
 /// An ordered list of commands, submitted as one command buffer.
 #[derive(Clone, Debug, Default)]
 pub struct CommandList {
+    /// The commands, in the order they run.
     pub commands: Vec<Command>,
 }
 
 impl CommandList {
+    /// An empty list.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Appends a dispatch.
     pub fn dispatch(&mut self, d: Dispatch) {
         self.commands.push(Command::Dispatch(d));
     }
 
+    /// Appends a copy of `src` into `dst` at `dst_offset` bytes.
     pub fn copy(&mut self, src: Slice, dst: BufferId, dst_offset: u64) {
         self.commands.push(Command::Copy {
             src,
@@ -134,6 +160,7 @@ impl CommandList {
         });
     }
 
+    /// The dispatches, in order, without the copies.
     pub fn dispatches(&self) -> impl Iterator<Item = &Dispatch> {
         self.commands.iter().filter_map(|c| match c {
             Command::Dispatch(d) => Some(d),
@@ -141,6 +168,7 @@ impl CommandList {
         })
     }
 
+    /// Whether the list has no commands.
     pub fn is_empty(&self) -> bool {
         self.commands.is_empty()
     }
@@ -211,6 +239,8 @@ pub enum Timing {
 
 /// The backend-agnostic device.
 pub trait Device: Send + Sync {
+    /// What the router may know of the device: its limits, features and tuning, fixed
+    /// when it was opened.
     fn profile(&self) -> &DeviceProfile;
 
     /// A zero-initialized buffer. Fails with a clear error when `bytes` exceeds the
@@ -220,11 +250,15 @@ pub trait Device: Send + Sync {
     /// Copies `data` into `buffer` at `offset` (both multiples of 4).
     fn upload(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()>;
 
+    /// The size in bytes `buffer` was created with; an error for a destroyed or unknown id.
     fn buffer_size(&self, buffer: BufferId) -> Result<u64>;
 
     /// Frees a buffer; its id becomes invalid.
     fn destroy_buffer(&self, buffer: BufferId) -> Result<()>;
 
+    /// Compiles `desc` into a pipeline and enters it in the ledger with no dispatches.
+    /// Fails with [`Error::Shader`](crate::Error::Shader) when the WGSL does not
+    /// translate or the driver refuses it.
     fn create_pipeline(&self, desc: &PipelineDesc) -> Result<PipelineId>;
     /// Frees a pipeline and what was bound for it; it leaves the ledger, and a later
     /// dispatch of it is an error.
@@ -270,7 +304,9 @@ pub trait Device: Send + Sync {
 /// What [`Device::memory_in_use`] counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryInUse {
+    /// Live buffers.
     pub buffers: usize,
+    /// Their sizes together, in bytes.
     pub bytes: u64,
     /// Live pipelines.
     pub pipelines: usize,
@@ -291,6 +327,7 @@ enum DeviceHandle<'d> {
 }
 
 impl OwnedBuffers<'static> {
+    /// An empty set that keeps `device` alive as long as it lives (what a model holds).
     pub fn new(device: Arc<dyn Device>) -> Self {
         OwnedBuffers {
             device: DeviceHandle::Shared(device),
@@ -300,6 +337,7 @@ impl OwnedBuffers<'static> {
 }
 
 impl<'d> OwnedBuffers<'d> {
+    /// An empty set that borrows `device`: scratch for one run (probes, benchmarks).
     pub fn borrowing(device: &'d dyn Device) -> Self {
         OwnedBuffers {
             device: DeviceHandle::Borrowed(device),
@@ -337,6 +375,7 @@ impl<'d> OwnedBuffers<'d> {
         slices
     }
 
+    /// Takes ownership of a buffer created elsewhere: it is freed with the set.
     pub fn adopt(&self, id: BufferId) {
         self.ids.lock().unwrap_or_else(|e| e.into_inner()).push(id);
     }

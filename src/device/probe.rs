@@ -26,15 +26,23 @@ pub fn probe_sources() -> [(&'static str, &'static str); 4] {
 /// Far beyond any GPU's last-level cache (the H200's L2 is about 50 MB).
 const TARGET_BYTES: u64 = 1 << 30;
 
+/// What [`bandwidth_probe`] measured: the streaming-read rate every kernel's GB/s is
+/// compared with.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProbeResult {
+    /// [`DeviceProfile::name`](super::DeviceProfile::name) of the adapter measured.
     pub adapter: String,
+    /// Bytes one run reads: up to 1 GiB, less where the device binds less.
     pub bytes: u64,
+    /// Timed runs, after one warm-up.
     pub runs: usize,
+    /// The fastest run, in nanoseconds.
     pub best_ns: f64,
+    /// The median run, in nanoseconds.
     pub median_ns: f64,
     /// `bytes / best_ns`: the rate a kernel is held to.
     pub gbps: f64,
+    /// `bytes / median_ns`, in GB/s (10^9 bytes a second), as `gbps`.
     pub median_gbps: f64,
     /// `gpu-timestamps`, or `wall-clock` on devices without timestamps or whose
     /// timestamps read as zeros (less exact: includes submission overhead).
@@ -72,6 +80,8 @@ pub struct StreamRead {
 }
 
 impl StreamRead {
+    /// Creates the kernel's pipeline on `device`, its workgroups as wide as the device
+    /// allows up to 256 invocations.
     pub fn new(device: &dyn Device) -> Result<Self> {
         let profile = device.profile();
         let wg = 256u32
@@ -187,10 +197,12 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
 /// to.
 #[derive(Clone, Debug, Serialize)]
 pub struct ComputeProbe {
+    /// [`DeviceProfile::name`](super::DeviceProfile::name) of the adapter measured.
     pub adapter: String,
     /// dot4I8Packed per second, as 8 integer operations each (4 multiply-adds), in
     /// units of 10^12: comparable with a matmul's 2 * M * K * N.
     pub int8_tops: f64,
+    /// The fastest run, in nanoseconds.
     pub ns: f64,
     /// What timed it ([`Clock::label`](super::Clock::label)).
     pub timer: &'static str,
@@ -225,10 +237,12 @@ pub fn int8_compute_probe(device: &dyn Device, runs: usize, min_ms: f64) -> Resu
 /// The device's f32 multiply-add rate, the yardstick the fma matmuls are held to.
 #[derive(Clone, Debug, Serialize)]
 pub struct FloatComputeProbe {
+    /// [`DeviceProfile::name`](super::DeviceProfile::name) of the adapter measured.
     pub adapter: String,
     /// f32 operations per second (a multiply-add is two), in units of 10^12:
     /// comparable with a matmul's 2 * M * K * N.
     pub f32_tflops: f64,
+    /// The fastest run, in nanoseconds.
     pub ns: f64,
     /// What timed it ([`Clock::label`](super::Clock::label)).
     pub timer: &'static str,

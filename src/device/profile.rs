@@ -7,26 +7,39 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+/// The graphics API wgpu drives the adapter through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Backend {
+    /// Vulkan.
     Vulkan,
+    /// Metal (macOS, iOS).
     Metal,
+    /// Direct3D 12 (Windows), with the `dx12` feature.
     Dx12,
+    /// OpenGL ES / WebGL, with the `gles` feature.
     Gl,
 }
 
+/// Who made the adapter, from its PCI vendor id: a fact for reports (the profile's
+/// `Display`); the router decides on limits and features, not on vendors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Vendor {
+    /// Apple (its GPUs through Metal).
     Apple,
+    /// AMD (and ATI).
     Amd,
+    /// NVIDIA.
     Nvidia,
+    /// Intel.
     Intel,
     /// Mesa's software rasterizers (lavapipe) report this PCI vendor id.
     Mesa,
+    /// Any other vendor, by its PCI vendor id.
     Other(u32),
 }
 
 impl Vendor {
+    /// The vendor of a PCI vendor id as wgpu reports it (`AdapterInfo::vendor`).
     pub fn from_pci_id(id: u32) -> Self {
         match id {
             0x106b => Vendor::Apple,
@@ -39,17 +52,26 @@ impl Vendor {
     }
 }
 
+/// Everything the router may know about a device, as a plain value: its backend,
+/// limits and features as wgpu reports them, with facts wgpu does not report taken
+/// from the preset of the same adapter. Sizes are in bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceProfile {
+    /// The API the adapter is driven through.
     pub backend: Backend,
+    /// Who made it.
     pub vendor: Vendor,
+    /// The adapter's name as the driver reports it (`NVIDIA H200`, `llvmpipe (LLVM
+    /// 19.1.7, 256 bits)`).
     pub name: String,
+    /// The driver's name and version, where it reports them.
     pub driver: String,
     /// Whether subgroup operations are available to compute shaders.
     pub subgroups: bool,
     /// The range the adapter reports. The size a pipeline actually runs with is only
     /// known inside the shader (`subgroup_size`), so kernels must work for all of it.
     pub subgroup_min: u32,
+    /// The largest subgroup width the adapter reports (see `subgroup_min`).
     pub subgroup_max: u32,
     /// The width every pipeline runs at, where that is a fact of the hardware rather
     /// than the driver's choice per pipeline: 32 on Apple GPUs, whose SIMD-groups are
@@ -61,15 +83,26 @@ pub struct DeviceProfile {
     /// whole reported range.
     #[serde(default)]
     pub subgroup_runs: Option<u32>,
+    /// Whether shaders may use `f16` (wgpu's `SHADER_F16`).
     pub f16: bool,
+    /// Whether the adapter has GPU timestamp queries (wgpu's `TIMESTAMP_QUERY`); without
+    /// them timed runs use the wall clock.
     pub timestamps: bool,
+    /// Workgroup (shared) memory one workgroup may declare.
     pub workgroup_storage_bytes: u32,
+    /// Invocations in one workgroup, all dimensions together.
     pub max_invocations_per_workgroup: u32,
+    /// A workgroup's largest x dimension.
     pub max_workgroup_size_x: u32,
+    /// Workgroups a dispatch may have in each dimension.
     pub max_workgroups_per_dim: u32,
+    /// The largest storage binding; larger matrices are split across bindings.
     pub max_binding_bytes: u64,
+    /// The largest buffer the device creates.
     pub max_buffer_bytes: u64,
+    /// Storage bindings one pipeline may declare.
     pub max_storage_buffers_per_stage: u32,
+    /// What a storage binding's offset must be a multiple of.
     pub storage_offset_alignment: u32,
     /// Vendor peak memory bandwidth in GB/s, where known. Reports put measured figures
     /// beside it; the router never reads it.
@@ -105,17 +138,23 @@ pub struct DeviceProfile {
 /// inputs of `input`, accumulators f32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CoopMatrix {
+    /// The side of the square: 8 or 16.
     pub size: u32,
+    /// The type of the multiplied matrices.
     pub input: CoopInput,
 }
 
+/// The element type of a cooperative matrix's inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CoopInput {
+    /// Half precision (`f16`).
     F16,
+    /// Single precision (`f32`).
     F32,
 }
 
 impl CoopInput {
+    /// The WGSL type name: `f16` or `f32`.
     pub fn wgsl(self) -> &'static str {
         match self {
             CoopInput::F16 => "f16",
@@ -123,6 +162,7 @@ impl CoopInput {
         }
     }
 
+    /// Bytes per element.
     pub fn bytes(self) -> u64 {
         match self {
             CoopInput::F16 => 2,

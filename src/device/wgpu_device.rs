@@ -49,6 +49,7 @@ pub struct AdapterChoice {
     pub name: Option<String>,
     /// Index into `list_adapters()`.
     pub index: Option<usize>,
+    /// Only adapters on this backend.
     pub backend: Option<Backend>,
 }
 
@@ -77,6 +78,7 @@ impl AdapterChoice {
         }
     }
 
+    /// The first adapter whose name contains `name`, ignoring case.
     pub fn by_name(name: &str) -> Self {
         AdapterChoice {
             name: Some(name.to_string()),
@@ -112,12 +114,18 @@ pub fn parse_backend(s: &str) -> Option<Backend> {
     }
 }
 
+/// An adapter as [`list_adapters`] lists it, without opening it.
 #[derive(Clone, Debug)]
 pub struct AdapterSummary {
+    /// Its place in the list, as [`AdapterChoice::index`] takes it.
     pub index: usize,
+    /// The adapter's name as the driver reports it.
     pub name: String,
+    /// The API wgpu drives it through.
     pub backend: Backend,
+    /// wgpu's `DeviceType`, spelt as its `Debug` form (`DiscreteGpu`, `Cpu`).
     pub device_type: String,
+    /// The driver's name and version, where it reports them.
     pub driver: String,
 }
 
@@ -545,6 +553,7 @@ impl WgpuDevice {
         })
     }
 
+    /// The adapter's name ([`DeviceProfile::name`]).
     pub fn adapter_name(&self) -> &str {
         &self.profile.name
     }

@@ -8,18 +8,31 @@ use crate::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum MetaType {
+    /// `UINT8`: an unsigned 8-bit integer.
     U8 = 0,
+    /// `INT8`: a signed 8-bit integer.
     I8 = 1,
+    /// `UINT16`: an unsigned 16-bit integer.
     U16 = 2,
+    /// `INT16`: a signed 16-bit integer.
     I16 = 3,
+    /// `UINT32`: an unsigned 32-bit integer.
     U32 = 4,
+    /// `INT32`: a signed 32-bit integer.
     I32 = 5,
+    /// `FLOAT32`: a 32-bit float.
     F32 = 6,
+    /// `BOOL`: a boolean (one byte, 0 or 1).
     Bool = 7,
+    /// `STRING`: a UTF-8 string (u64 length, then the bytes).
     String = 8,
+    /// `ARRAY`: an array (element type, u64 count, then the elements).
     Array = 9,
+    /// `UINT64`: an unsigned 64-bit integer.
     U64 = 10,
+    /// `INT64`: a signed 64-bit integer.
     I64 = 11,
+    /// `FLOAT64`: a 64-bit float.
     F64 = 12,
 }
 
@@ -32,10 +45,12 @@ impl MetaType {
         ]
     };
 
+    /// The type with file-format id `id`; `None` for ids GGUF does not define.
     pub fn from_id(id: u32) -> Option<Self> {
         Self::ALL.get(id as usize).copied()
     }
 
+    /// The type's id in the file format.
     pub fn id(self) -> u32 {
         self as u32
     }
@@ -87,22 +102,36 @@ impl fmt::Display for MetaType {
 /// One metadata value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MetaValue {
+    /// A `UINT8`.
     U8(u8),
+    /// A `INT8`.
     I8(i8),
+    /// A `UINT16`.
     U16(u16),
+    /// A `INT16`.
     I16(i16),
+    /// A `UINT32`.
     U32(u32),
+    /// A `INT32`.
     I32(i32),
+    /// A `FLOAT32`.
     F32(f32),
+    /// A `BOOL`.
     Bool(bool),
+    /// A `STRING`.
     String(String),
+    /// A `ARRAY`.
     Array(MetaArray),
+    /// A `UINT64`.
     U64(u64),
+    /// A `INT64`.
     I64(i64),
+    /// A `FLOAT64`.
     F64(f64),
 }
 
 impl MetaValue {
+    /// The value's type.
     pub fn meta_type(&self) -> MetaType {
         match self {
             MetaValue::U8(_) => MetaType::U8,
@@ -175,6 +204,7 @@ impl MetaValue {
         }
     }
 
+    /// The value of a `BOOL`; `None` for any other type.
     pub fn as_bool(&self) -> Option<bool> {
         match *self {
             MetaValue::Bool(v) => Some(v),
@@ -182,6 +212,7 @@ impl MetaValue {
         }
     }
 
+    /// The value of a `STRING`; `None` for any other type.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             MetaValue::String(s) => Some(s),
@@ -189,6 +220,7 @@ impl MetaValue {
         }
     }
 
+    /// The value of an `ARRAY`; `None` for any other type.
     pub fn as_array(&self) -> Option<&MetaArray> {
         match self {
             MetaValue::Array(a) => Some(a),
@@ -254,7 +286,9 @@ impl fmt::Display for MetaValue {
 /// A metadata array. All values have type `elem_type`; arrays may nest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetaArray {
+    /// The type every element has.
     pub elem_type: MetaType,
+    /// The elements, in file order.
     pub values: Vec<MetaValue>,
 }
 
@@ -279,14 +313,17 @@ impl MetaArray {
         }
     }
 
+    /// Elements in the array.
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
+    /// Whether the array has no elements.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
 
+    /// The elements, in order.
     pub fn iter(&self) -> std::slice::Iter<'_, MetaValue> {
         self.values.iter()
     }

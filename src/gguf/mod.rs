@@ -64,16 +64,20 @@ pub const MAX_DIMS: usize = 4;
 /// One tensor's entry in the file's tensor table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
+    /// The tensor's name (`blk.0.attn_q.weight`).
     pub name: String,
+    /// How its elements are stored.
     pub ty: GgmlType,
     /// ggml order: `dims[0]` is the contiguous row length.
     pub dims: Vec<u64>,
     /// Relative to the start of the data section.
     pub offset: u64,
+    /// Bytes of data: whole blocks of `ty` for every row.
     pub n_bytes: u64,
 }
 
 impl TensorInfo {
+    /// Elements in all: the product of `dims`.
     pub fn n_elements(&self) -> u64 {
         // Validated not to overflow for tensors read from a file; saturate rather than
         // panic for hand-built ones.
@@ -319,6 +323,7 @@ impl GgufFile {
         })
     }
 
+    /// The GGUF version in the header: 2 or 3.
     pub fn version(&self) -> u32 {
         self.version
     }
@@ -333,6 +338,7 @@ impl GgufFile {
         self.data_offset
     }
 
+    /// The file's size in bytes, as mapped.
     pub fn file_size(&self) -> u64 {
         self.as_bytes().len() as u64
     }
@@ -347,10 +353,12 @@ impl GgufFile {
         self.metadata.iter().map(|(k, v)| (k.as_str(), v))
     }
 
+    /// Metadata keys in the file.
     pub fn metadata_len(&self) -> usize {
         self.metadata.len()
     }
 
+    /// The value of `key`, of whatever type; `None` where the file has no such key.
     pub fn get(&self, key: &str) -> Option<&MetaValue> {
         self.meta_index.get(key).map(|&i| &self.metadata[i].1)
     }
@@ -397,14 +405,17 @@ impl GgufFile {
         self.get_as(key, "FLOAT32 or FLOAT64", MetaValue::as_f32)
     }
 
+    /// A `BOOL`; [`Error::Metadata`] where `key` is absent or of another type.
     pub fn get_bool(&self, key: &str) -> Result<bool> {
         self.get_as(key, "BOOL", MetaValue::as_bool)
     }
 
+    /// A `STRING`; [`Error::Metadata`] where `key` is absent or of another type.
     pub fn get_str(&self, key: &str) -> Result<&str> {
         self.get_as(key, "STRING", MetaValue::as_str)
     }
 
+    /// An `ARRAY`; [`Error::Metadata`] where `key` is absent or of another type.
     pub fn get_array(&self, key: &str) -> Result<&MetaArray> {
         self.get_as(key, "ARRAY", MetaValue::as_array)
     }
@@ -419,6 +430,7 @@ impl GgufFile {
         &self.tensors
     }
 
+    /// The tensor called `name`; `None` where the file has none.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.tensor_index.get(name).map(|&i| &self.tensors[i])
     }

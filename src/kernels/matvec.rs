@@ -27,8 +27,12 @@ use super::wgsl::{compose, WgslConst};
 use crate::quant::{dequantize, GgmlType};
 use crate::{Error, Result};
 
+/// A matvec kernel family: how a kernel spreads a row over invocations and what it
+/// multiplies x as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Family {
+    /// One invocation per row, byte-at-a-time reads: core WGSL only, for devices
+    /// without subgroups (or too small for the cooperative families).
     Scalar,
     /// Subgroup-cooperative, x staged as floats: the exact-activation path.
     Coop,
@@ -38,8 +42,10 @@ pub enum Family {
 }
 
 impl Family {
+    /// Every family.
     pub const ALL: [Family; 3] = [Family::Dot4, Family::Coop, Family::Scalar];
 
+    /// The name in kernel names and overrides: `scalar`, `coop` or `dot4`.
     pub fn name(self) -> &'static str {
         match self {
             Family::Scalar => "scalar",
@@ -48,6 +54,7 @@ impl Family {
         }
     }
 
+    /// The family called `s` ([`Family::name`]).
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|f| f.name() == s)
     }
@@ -58,9 +65,13 @@ impl Family {
     }
 }
 
+/// A matvec kernel: one weight type under one family, with its WGSL file and the
+/// layout it reads. [`MATVEC_KERNELS`] lists them all.
 #[derive(Debug)]
 pub struct MatvecKernel {
+    /// The weight type it reads.
     pub ty: GgmlType,
+    /// How it spreads rows and multiplies.
     pub family: Family,
     /// `matvec/<type>_<family>`, also the WGSL file's path under `wgsl/`.
     pub name: &'static str,
@@ -78,7 +89,12 @@ pub enum Layout {
     /// With `body_len` a multiple of 16 every body starts 16-byte aligned, so a kernel
     /// reads blocks of any size (Q6_K's 210 bytes) as whole `vec4<u32>`s. Same size as
     /// the GGUF bytes, and a row part is still a run of whole rows.
-    BodiesFirst { body_start: usize, body_len: usize },
+    BodiesFirst {
+        /// The body's first byte within a block.
+        body_start: usize,
+        /// Bytes of a block's body.
+        body_len: usize,
+    },
     /// Q4_K blocks for a lane per pair of sub-blocks (2j, 2j + 1): the 12 `scales`
     /// bytes regrouped so that the pair's two scales and two minimums are byte j of
     /// header words 1, 2 and 3 (see [`k_scales_by_pair`]), one shift apart from any
@@ -257,12 +273,14 @@ pub const MATVEC_KERNELS: &[MatvecKernel] = &[
     ),
 ];
 
+/// The kernel of `family` for `ty` weights, if brass has one.
 pub fn find(ty: GgmlType, family: Family) -> Option<&'static MatvecKernel> {
     MATVEC_KERNELS
         .iter()
         .find(|k| k.ty == ty && k.family == family)
 }
 
+/// The kernel called `name`, with or without its `matvec/` prefix (`q4_k_dot4`).
 pub fn find_by_name(name: &str) -> Option<&'static MatvecKernel> {
     let name = name.strip_prefix("matvec/").unwrap_or(name);
     MATVEC_KERNELS
@@ -273,6 +291,7 @@ pub fn find_by_name(name: &str) -> Option<&'static MatvecKernel> {
 /// How a coop kernel stages x in workgroup memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum XStage {
+    /// f32 values.
     F32,
     /// Needs SHADER_F16.
     F16,
@@ -301,6 +320,7 @@ impl XStage {
         }
     }
 
+    /// The stage's name in reports and pipeline names: `f32`, `f16`, `int8` or `int8x2`.
     pub fn name(self) -> &'static str {
         match self {
             XStage::F32 => "f32",

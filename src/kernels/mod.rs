@@ -68,6 +68,7 @@ impl PipelineCache {
         Ok(id)
     }
 
+    /// Pipelines created through this cache.
     pub fn len(&self) -> usize {
         self.by_key.lock().map(|m| m.len()).unwrap_or(0)
     }
@@ -78,6 +79,7 @@ impl PipelineCache {
         map.values().copied().collect()
     }
 
+    /// Whether it has created none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -97,7 +99,10 @@ impl Drop for PipelineCache {
 /// The static part of a pipeline description.
 #[derive(Clone, Copy, Debug)]
 pub struct PipelineTemplate {
+    /// [`PipelineDesc::params_bytes`].
     pub params_bytes: u32,
+    /// [`PipelineDesc::storage`].
     pub storage: &'static [crate::device::Access],
+    /// [`PipelineDesc::fallback_reason`].
     pub fallback_reason: Option<&'static str>,
 }

@@ -215,8 +215,11 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
 /// One row part of an embedding table: rows `first_row..first_row + rows` in `table`.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbedPart {
+    /// The first token id (row) it holds.
     pub first_row: u64,
+    /// Rows in the part.
     pub rows: u64,
+    /// Where the rows lie: row `first_row` at the slice's start.
     pub table: Slice,
 }
 
@@ -273,6 +276,7 @@ impl Ops {
         }
     }
 
+    /// These ops on `device`, their pipelines made through `cache` on first use.
     pub fn on<'a>(&'a self, device: &'a dyn Device, cache: &'a PipelineCache) -> OpsOn<'a> {
         OpsOn {
             ops: self,
@@ -500,6 +504,7 @@ pub fn embed_ref(table: &[f32], dim: usize, token: u32) -> Vec<f32> {
     table[start..start + dim].to_vec()
 }
 
+/// RMS norm: `x / sqrt(mean(x²) + eps) * w`, elementwise.
 pub fn rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / x.len() as f64;
     let scale = 1.0 / (ms + eps as f64).sqrt();
@@ -509,6 +514,7 @@ pub fn rms_norm_ref(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
         .collect()
 }
 
+/// silu(gate) * up ([`glu_ref`] with [`Activation::Silu`]).
 pub fn silu_mul_ref(gate: &[f32], up: &[f32]) -> Vec<f32> {
     glu_ref(Activation::Silu, gate, up)
 }

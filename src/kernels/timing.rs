@@ -37,12 +37,15 @@ pub struct Effort {
 /// Per-matvec GPU time, in µs, and how many weight copies were rotated.
 #[derive(Clone, Copy, Debug)]
 pub struct Times {
+    /// Copies of the weights rotated through, so that no run finds them in the cache.
     pub copies: usize,
     /// Mean over the chain of dependent matvecs in one pass.
     pub chained_us: f64,
     /// Isolated: one pass per matvec.
     pub median_us: f64,
+    /// The fastest isolated matvec.
     pub min_us: f64,
+    /// The slowest isolated matvec.
     pub max_us: f64,
 }
 

@@ -163,7 +163,9 @@ const INCLUDE: &str = "#include";
 
 /// A constant's value as the WGSL declares it.
 pub enum WgslValue {
+    /// `const NAME: u32 = v;`
     U32(u32),
+    /// `const NAME: bool = v;`
     Bool(bool),
     /// `alias NAME = T;`
     Alias(&'static str),
@@ -172,11 +174,14 @@ pub enum WgslValue {
 /// A constant the host chooses per pipeline (launch geometry, options), declared ahead
 /// of the files that use it.
 pub struct WgslConst {
+    /// The name the WGSL refers to it by.
     pub name: &'static str,
+    /// Its value, which decides its declaration.
     pub value: WgslValue,
 }
 
 impl WgslConst {
+    /// `const name: u32 = v;`
     pub fn u32(name: &'static str, v: u32) -> Self {
         WgslConst {
             name,
@@ -184,6 +189,7 @@ impl WgslConst {
         }
     }
 
+    /// `const name: bool = v;`
     pub fn bool(name: &'static str, v: bool) -> Self {
         WgslConst {
             name,
@@ -191,6 +197,7 @@ impl WgslConst {
         }
     }
 
+    /// `alias name = ty;`
     pub fn alias(name: &'static str, ty: &'static str) -> Self {
         WgslConst {
             name,

@@ -9,20 +9,31 @@ use crate::{Error, Result};
 /// The hyperparameters of a llama-architecture model, from GGUF metadata.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Config {
+    /// `general.architecture`: `llama`, `qwen2`, `qwen3` or `gemma3` ([`FAMILIES`]).
     pub architecture: String,
+    /// Transformer blocks (`block_count`).
     pub n_layers: usize,
+    /// The model's width: values per token of the residual stream (`embedding_length`).
     pub dim: usize,
+    /// The feed-forward width (`feed_forward_length`).
     pub ffn_dim: usize,
+    /// Query heads (`attention.head_count`).
     pub n_heads: usize,
+    /// Key and value heads (`attention.head_count_kv`, default `n_heads`); divides
+    /// `n_heads`.
     pub n_kv_heads: usize,
+    /// Values per head (`attention.key_length`, default `dim / n_heads`); even.
     pub head_dim: usize,
     /// Dimensions of each head that RoPE rotates (`rope.dimension_count`).
     pub rope_dim: usize,
+    /// RoPE's base (`rope.freq_base`, default 10,000).
     pub rope_base: f64,
     /// Positions are multiplied by this before RoPE (1 / `rope.scaling.factor`, linear
     /// scaling), on every layer but a sliding window's local ones.
     pub rope_position_scale: f64,
+    /// The RMS norms' epsilon (`attention.layer_norm_rms_epsilon`, default 1e-5).
     pub eps: f32,
+    /// Tokens in the vocabulary: rows of the token embedding and of the lm-head.
     pub vocab: usize,
     /// The context the model was trained for.
     pub context_length: usize,
@@ -59,6 +70,7 @@ pub struct SlidingWindow {
 }
 
 impl SlidingWindow {
+    /// Whether `layer` (from 0) attends within the window rather than to every position.
     pub fn is_local(&self, layer: usize) -> bool {
         layer % self.pattern < self.pattern - 1
     }
@@ -169,6 +181,10 @@ impl Family {
 }
 
 impl Config {
+    /// Reads the hyperparameters of `file`'s architecture. [`Error::Invalid`] for an
+    /// architecture brass does not run; [`Error::Metadata`] naming the key for one that is
+    /// missing, of the wrong type, or inconsistent with the others (heads that do not
+    /// divide the width, an odd head size).
     pub fn from_gguf(file: &GgufFile) -> Result<Config> {
         let arch = file.architecture()?.to_string();
         let family = Family::by_architecture(&arch)?;
@@ -365,6 +381,7 @@ impl Config {
         format!("{}: {}", self.architecture, parts.join("; "))
     }
 
+    /// Values per position of one layer's K cache (and V cache): `n_kv_heads * head_dim`.
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
     }

@@ -16,25 +16,33 @@ use crate::Result;
 /// offset the device can bind an op's input at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Offsets {
+    /// Where k starts, after q.
     pub k_first: u64,
+    /// Where v starts, after k.
     pub v_first: u64,
+    /// Where up starts, after gate.
     pub up_first: u64,
 }
 
 /// The widths of a token's rows in the forward pass's buffers, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Widths {
+    /// The residual stream: [`Config::dim`].
     pub dim: u64,
+    /// The query heads together, and attention's output: `n_heads * head_dim`.
     pub q_dim: u64,
+    /// Query heads.
     pub n_heads: u64,
     /// q, k and v side by side (`Offsets`).
     pub qkv: u64,
     /// gate and up side by side.
     pub gate_up: u64,
+    /// act(gate) * up: [`Config::ffn_dim`].
     pub ffn: u64,
 }
 
 impl Widths {
+    /// The widths of `config`'s rows, with q, k, v and gate, up placed at `offsets`.
     pub fn of(config: &Config, offsets: &Offsets) -> Widths {
         Widths {
             dim: config.dim as u64,

@@ -36,6 +36,8 @@ impl Model {
         Model::from_gguf(device, &file, options)
     }
 
+    /// Plans an opened file for `device` with `options` ([`plan()`]) and loads it
+    /// ([`Model::from_plan`]).
     pub fn from_gguf(
         device: Arc<dyn Device>,
         file: &GgufFile,

@@ -21,6 +21,7 @@ pub struct MemoryNeed {
     pub embedding: u64,
     /// Keys and values of every layer for the whole context.
     pub kv_cache: u64,
+    /// The format `kv_cache` is counted in.
     pub kv: KvType,
     /// Activations (a decode step's rows, and prefill's batch with `with_prefill`),
     /// logits, attention partials and the RoPE table.

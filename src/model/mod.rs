@@ -45,6 +45,34 @@ use crate::router::Overrides;
 use crate::{Error, Result};
 
 /// Choices made at load time.
+///
+/// # Examples
+///
+/// A context of 4,096 positions in a KV cache of q8_0 blocks, checked against the
+/// file's trained context before a device is opened:
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use brass::device::{AdapterChoice, WgpuDevice};
+/// use brass::gguf::GgufFile;
+/// use brass::model::{Config, KvType, LoadOptions, Session};
+///
+/// # fn main() -> brass::Result<()> {
+/// let path = brass::hub::default_model_path()?;
+/// let options = LoadOptions {
+///     context: Some(4096),
+///     kv: KvType::Q8_0,
+///     ..LoadOptions::default()
+/// };
+/// options.validate(&Config::from_gguf(&GgufFile::open(&path)?)?)?;
+///
+/// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+/// let session = Session::load(device, &path, &options)?;
+/// assert_eq!(session.model().context(), 4096);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
     /// Positions the KV cache holds, refused up front (with the bytes needed and
@@ -169,6 +197,40 @@ struct Weights {
 /// [`step`](Model::step) and [`forward`](Model::forward) run one token at a position,
 /// [`prefill`](Model::prefill) a prompt's tokens in batches. It has no tokenizer;
 /// [`Session`] pairs it with one and tracks the position.
+///
+/// # Examples
+///
+/// Greedy decoding by hand: the prompt but its last token into the KV cache in
+/// batches, then a decode step per token, each leaving its greedy id where the next
+/// step reads it ([`Input::Previous`]).
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use brass::device::{AdapterChoice, WgpuDevice};
+/// use brass::gguf::GgufFile;
+/// use brass::model::{Input, LoadOptions, Model};
+/// use brass::tokenizer::Tokenizer;
+///
+/// # fn main() -> brass::Result<()> {
+/// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+/// let file = GgufFile::open(brass::hub::default_model_path()?)?;
+/// let tokenizer = Tokenizer::from_gguf(&file)?;
+/// let model = Model::from_gguf(device, &file, &LoadOptions::default())?;
+///
+/// let prompt = tokenizer.encode("The capital of France is", true, false);
+/// let (&last, rest) = prompt.split_last().expect("a prompt of at least one token");
+/// model.prefill(rest, 0)?;
+/// let mut pos = rest.len();
+/// let mut ids = vec![model.forward(Input::Token(last), pos)?];
+/// for _ in 0..7 {
+///     pos += 1;
+///     ids.push(model.forward(Input::Previous, pos)?);
+/// }
+/// println!("{}", tokenizer.decode(&ids, true)?);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Model {
     device: Arc<dyn Device>,
     config: Config,
@@ -200,10 +262,12 @@ impl std::fmt::Debug for Model {
 }
 
 impl Model {
+    /// The model's hyperparameters.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// The device it is loaded on.
     pub fn device(&self) -> &Arc<dyn Device> {
         &self.device
     }

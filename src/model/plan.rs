@@ -58,9 +58,11 @@ pub struct LayerPlan {
     /// Writes [q; k; v] into one buffer: one matrix when the three tensors share a
     /// type and their outputs can sit back to back, else three.
     pub qkv: Vec<PlannedMatrix>,
+    /// The attention output projection (`attn_output`).
     pub wo: PlannedMatrix,
     /// Writes [gate; up] into one buffer, likewise.
     pub gate_up: Vec<PlannedMatrix>,
+    /// The FFN's down projection (`ffn_down`).
     pub down: PlannedMatrix,
 }
 
@@ -83,21 +85,29 @@ impl LayerPlan {
     }
 }
 
+/// Every launch of a model's forward pass on one device, routed and explained before
+/// anything is uploaded: what [`plan()`] returns and a [`Model`](super::Model) is
+/// loaded from. Serializes to JSON for tools that show or compare routes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Plan {
+    /// The adapter it was routed for ([`DeviceProfile::name`]).
     pub device: String,
     /// The file the plan was made for: its size and a hash of its header and tensor
     /// table (`GgufFile::identity`), so a plan cannot load another file's weights.
     pub file: (u64, u64),
+    /// The model's hyperparameters.
     pub config: Config,
     /// Positions the KV cache holds.
     pub n_ctx: usize,
     /// Why the context is `n_ctx`: asked for, the trained length, or what fits.
     pub context_reason: String,
+    /// How the KV cache stores keys and values ([`LoadOptions::kv`](super::LoadOptions::kv)).
     pub kv: KvType,
     /// Decode attention, the same for every layer.
     pub attention: AttentionRoute,
+    /// Where q, k, v and gate, up sit in their shared buffers.
     pub offsets: Offsets,
+    /// Every transformer block's matrices, in order.
     pub layers: Vec<LayerPlan>,
     /// The lm-head: `output.weight`, or the tied `token_embd.weight`.
     pub output: PlannedMatrix,
@@ -113,17 +123,22 @@ pub enum PrefillPlan {
     /// (`PlannedMatrix::batch`).
     Batched(Box<BatchedPrefill>),
     /// Each token through the decode step, and why.
-    TokenAtATime { clauses: Vec<Clause> },
+    TokenAtATime {
+        /// Why prompts are not batched.
+        clauses: Vec<Clause>,
+    },
 }
 
 /// A batched prefill's routes beside its matrices' matmuls.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BatchedPrefill {
+    /// Tokens per batch, at most.
     pub ubatch: u64,
     /// Why the batch is `ubatch` tokens.
     pub batch: Clause,
     /// The engine the quant matrices were routed to.
     pub engine: EngineRoute,
+    /// The batch's attention.
     pub attention: PrefillAttentionRoute,
     /// How `Model::prefill_logits` gets the prompt's logits.
     pub logits: PromptLogits,
@@ -135,8 +150,19 @@ pub struct BatchedPrefill {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "route", rename_all = "snake_case")]
 pub enum PromptLogits {
-    Batched { tokens: u64, clause: Clause },
-    TokenAtATime { clause: Clause },
+    /// The lm-head's matmul over runs of positions.
+    Batched {
+        /// Positions per run: at most [`LOGITS_RUN`], the batch, and what one binding
+        /// holds of their logits.
+        tokens: u64,
+        /// Why runs of that many.
+        clause: Clause,
+    },
+    /// A decode step per position.
+    TokenAtATime {
+        /// Why: no matmul for the lm-head, or its logits too wide for a binding.
+        clause: Clause,
+    },
 }
 
 impl PrefillPlan {

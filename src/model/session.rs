@@ -15,7 +15,10 @@ use crate::{Error, Result};
 /// is still incomplete).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token {
+    /// The token's id in the vocabulary.
     pub id: u32,
+    /// The text it completes, special tokens skipped: concatenated, a stream's texts
+    /// are the generated text.
     pub text: String,
 }
 
@@ -24,6 +27,8 @@ pub struct Token {
 pub enum Prompt<'a> {
     /// Tokenized with special tokens parsed and the model's own BOS setting.
     Text(&'a str),
+    /// Token ids, fed as they are (no BOS is added); each must be below the vocabulary
+    /// size.
     Ids(&'a [u32]),
 }
 
@@ -52,6 +57,38 @@ impl<'a> From<&'a Vec<u32>> for Prompt<'a> {
 /// A call's first token comes out of the step that takes the last prompt token, so it
 /// is timed with the prompt (`time_to_first_token`); decode speed is over the steps
 /// after it.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use brass::device::{AdapterChoice, WgpuDevice};
+/// # use brass::model::{LoadOptions, Session};
+/// # use brass::sampling::{Sampler, SamplerConfig};
+/// # fn main() -> brass::Result<()> {
+/// # let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+/// # let path = brass::hub::default_model_path()?;
+/// # let mut session = Session::load(device, path, &LoadOptions::default())?;
+/// let greedy = Sampler::new(SamplerConfig::greedy());
+/// let text: String = session
+///     .generate("The capital of France is", 16, greedy)?
+///     .map(|token| token.map(|t| t.text))
+///     .collect::<brass::Result<_>>()?;
+///
+/// let stats = session.stats();
+/// println!("{text}");
+/// println!(
+///     "prompt: {} tokens in {:.0} ms ({:.0} tok/s)",
+///     stats.prompt_tokens,
+///     stats.time_to_first_token.as_secs_f64() * 1e3,
+///     stats.prompt_tokens_per_second().unwrap_or(0.0),
+/// );
+/// if let Some(rate) = stats.decode_tokens_per_second() {
+///     println!("decode: {} steps at {rate:.1} tok/s", stats.decode_steps);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
     /// Tokens fed as prompts (with the token a previous call generated last, which is
@@ -88,7 +125,42 @@ fn per_second(count: usize, time: Duration) -> Option<f64> {
 
 /// A model with a tokenizer and a conversation state: the tokens in the model's KV
 /// cache. [`generate`](Session::generate) continues from them; [`chat`](Session::chat)
-/// renders a conversation with the model's chat template. The crate root has an example.
+/// renders a conversation with the model's chat template. The crate root has a longer
+/// example.
+///
+/// # Examples
+///
+/// A conversation of two turns. Each call passes the whole conversation; where it
+/// starts with the tokens already in the KV cache, only the rest is fed.
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use brass::device::{AdapterChoice, WgpuDevice};
+/// use brass::model::{LoadOptions, Session};
+/// use brass::sampling::{Sampler, SamplerConfig};
+/// use brass::tokenizer::ChatMessage;
+///
+/// # fn main() -> brass::Result<()> {
+/// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+/// let path = brass::hub::default_model_path()?;
+/// let mut session = Session::load(device, path, &LoadOptions::default())?;
+///
+/// let mut conversation = Vec::new();
+/// for question in ["Name a prime number.", "And another one?"] {
+///     conversation.push(ChatMessage::user(question));
+///     let sampler = Sampler::new(SamplerConfig::greedy());
+///     let reply = session
+///         .chat(&conversation, 64, sampler)?
+///         .map(|token| token.map(|t| t.text))
+///         .collect::<brass::Result<String>>()?;
+///     println!("{question}\n> {reply}");
+///     conversation.push(ChatMessage::assistant(reply));
+/// }
+/// println!("{} positions of {} in use", session.position(), session.model().context());
+/// # Ok(())
+/// # }
+/// ```
 pub struct Session {
     model: Model,
     tokenizer: Tokenizer,
@@ -155,14 +227,17 @@ impl Session {
         Session::new(model, tokenizer)
     }
 
+    /// The model, with its config, plan and dispatch audit.
     pub fn model(&self) -> &Model {
         &self.model
     }
 
+    /// The tokenizer, read from the same file as the model.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
     }
 
+    /// What the session has done since it was created or reset.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }

@@ -20,7 +20,9 @@ pub const QK32: usize = 32;
 
 /// A quantized block: its ggml type and how many weights it holds.
 pub trait Block: Pod {
+    /// The ggml type whose blocks these are.
     const TYPE: GgmlType;
+    /// Weights per block.
     const ELEMS: usize;
     /// Name and byte offset of each f16 scale field (`d`, and `m` or `dmin` where the
     /// format has one): the only bytes of a block that can hold NaN or infinity.
@@ -31,6 +33,7 @@ pub trait Block: Pod {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ4_0 {
+    /// The scale.
     pub d: f16,
     /// Weight `j` in the low nibble of `qs[j]`, weight `j + 16` in the high nibble.
     pub qs: [u8; QK32 / 2],
@@ -40,8 +43,11 @@ pub struct BlockQ4_0 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ4_1 {
+    /// The scale.
     pub d: f16,
+    /// The minimum, added to every weight.
     pub m: f16,
+    /// Weight `j` in the low nibble of `qs[j]`, weight `j + 16` in the high nibble.
     pub qs: [u8; QK32 / 2],
 }
 
@@ -49,9 +55,11 @@ pub struct BlockQ4_1 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ5_0 {
+    /// The scale.
     pub d: f16,
     /// A little-endian `u32`, kept as bytes so the struct needs no 4-byte alignment.
     pub qh: [u8; 4],
+    /// The low 4 bits, as [`BlockQ4_0::qs`].
     pub qs: [u8; QK32 / 2],
 }
 
@@ -59,9 +67,13 @@ pub struct BlockQ5_0 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ5_1 {
+    /// The scale.
     pub d: f16,
+    /// The minimum, added to every weight.
     pub m: f16,
+    /// Bit 4 of weight `j` is bit `j` of this little-endian `u32`.
     pub qh: [u8; 4],
+    /// The low 4 bits, as [`BlockQ4_0::qs`].
     pub qs: [u8; QK32 / 2],
 }
 
@@ -69,7 +81,9 @@ pub struct BlockQ5_1 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ8_0 {
+    /// The scale.
     pub d: f16,
+    /// The quants, one per weight.
     pub qs: [i8; QK32],
 }
 
@@ -78,9 +92,13 @@ pub struct BlockQ8_0 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ2K {
+    /// Per sub-block, its scale in the low nibble and its minimum in the high one.
     pub scales: [u8; QK_K / 16],
+    /// The 2-bit quants, four to a byte.
     pub qs: [u8; QK_K / 4],
+    /// The super-block scale of the sub-block scales.
     pub d: f16,
+    /// The super-block scale of the sub-block minimums.
     pub dmin: f16,
 }
 
@@ -91,9 +109,11 @@ pub struct BlockQ2K {
 pub struct BlockQ3K {
     /// The high bit of each quant; a *clear* bit means "subtract 4".
     pub hmask: [u8; QK_K / 8],
+    /// The low 2 bits of the quants, four to a byte.
     pub qs: [u8; QK_K / 4],
     /// Sixteen 6-bit scales: low nibbles in bytes 0..8, high 2-bit pairs in 8..12.
     pub scales: [u8; 12],
+    /// The super-block scale of the sub-block scales.
     pub d: f16,
 }
 
@@ -102,9 +122,13 @@ pub struct BlockQ3K {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ4K {
+    /// The super-block scale of the sub-block scales.
     pub d: f16,
+    /// The super-block scale of the sub-block minimums.
     pub dmin: f16,
+    /// Eight 6-bit scales and eight 6-bit minimums, packed ([`scale_min_k4`]).
     pub scales: [u8; 12],
+    /// The 4-bit quants, two to a byte.
     pub qs: [u8; QK_K / 2],
 }
 
@@ -112,10 +136,15 @@ pub struct BlockQ4K {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ5K {
+    /// The super-block scale of the sub-block scales.
     pub d: f16,
+    /// The super-block scale of the sub-block minimums.
     pub dmin: f16,
+    /// Eight 6-bit scales and eight 6-bit minimums, packed as Q4_K's ([`scale_min_k4`]).
     pub scales: [u8; 12],
+    /// The fifth bit of each quant.
     pub qh: [u8; QK_K / 8],
+    /// The low 4 bits of the quants, two to a byte.
     pub qs: [u8; QK_K / 2],
 }
 
@@ -128,7 +157,9 @@ pub struct BlockQ6K {
     pub ql: [u8; QK_K / 2],
     /// High 2 bits of the quants.
     pub qh: [u8; QK_K / 4],
+    /// The signed scale of each sub-block.
     pub scales: [i8; QK_K / 16],
+    /// The super-block scale of the sub-block scales.
     pub d: f16,
 }
 

@@ -111,6 +111,7 @@ fn per_block<B: Block, const N: usize>(
 }
 
 impl BlockQ4_0 {
+    /// The block's 32 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK32]) {
         let d = self.d.to_f32();
         for (j, &q) in self.qs.iter().enumerate() {
@@ -121,6 +122,7 @@ impl BlockQ4_0 {
 }
 
 impl BlockQ4_1 {
+    /// The block's 32 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK32]) {
         let (d, m) = (self.d.to_f32(), self.m.to_f32());
         for (j, &q) in self.qs.iter().enumerate() {
@@ -146,6 +148,7 @@ fn q5_quants(qh: [u8; 4], qs: &[u8; QK32 / 2]) -> [u8; QK32] {
 }
 
 impl BlockQ5_0 {
+    /// The block's 32 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK32]) {
         let d = self.d.to_f32();
         for (o, q) in out.iter_mut().zip(q5_quants(self.qh, &self.qs)) {
@@ -155,6 +158,7 @@ impl BlockQ5_0 {
 }
 
 impl BlockQ5_1 {
+    /// The block's 32 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK32]) {
         let (d, m) = (self.d.to_f32(), self.m.to_f32());
         for (o, q) in out.iter_mut().zip(q5_quants(self.qh, &self.qs)) {
@@ -164,6 +168,7 @@ impl BlockQ5_1 {
 }
 
 impl BlockQ8_0 {
+    /// The block's 32 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK32]) {
         let d = self.d.to_f32();
         for (o, &q) in out.iter_mut().zip(&self.qs) {
@@ -177,6 +182,7 @@ impl BlockQ8_0 {
 // 32 weights that take different bit fields of the same bytes.
 
 impl BlockQ2K {
+    /// The block's 256 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK_K]) {
         let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
         for (half, out) in out.chunks_exact_mut(128).enumerate() {
@@ -196,6 +202,7 @@ impl BlockQ2K {
 }
 
 impl BlockQ3K {
+    /// The block's 256 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK_K]) {
         let d = self.d.to_f32();
         let scales = q3k_scales(&self.scales);
@@ -218,6 +225,7 @@ impl BlockQ3K {
 }
 
 impl BlockQ4K {
+    /// The block's 256 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK_K]) {
         let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
         for (slab, out) in out.chunks_exact_mut(64).enumerate() {
@@ -236,6 +244,7 @@ impl BlockQ4K {
 }
 
 impl BlockQ5K {
+    /// The block's 256 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK_K]) {
         let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
         for (slab, out) in out.chunks_exact_mut(64).enumerate() {
@@ -259,6 +268,7 @@ impl BlockQ5K {
 }
 
 impl BlockQ6K {
+    /// The block's 256 weights, in order, bit-exact with ggml's `dequantize_row_*`.
     pub fn dequantize(&self, out: &mut [f32; QK_K]) {
         let d = self.d.to_f32();
         for (half, out) in out.chunks_exact_mut(128).enumerate() {

@@ -19,6 +19,7 @@ pub struct NonFinite {
     pub block: u64,
     /// The scale field (`d`, `m`, `dmin`), or `value` for a float tensor.
     pub field: &'static str,
+    /// The value found: NaN or ±infinity.
     pub value: f32,
 }
 

@@ -27,37 +27,88 @@ pub use random::random_blocks;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u32)]
 pub enum GgmlType {
+    /// 32-bit floats: 4 bytes each.
     F32 = 0,
+    /// IEEE half-precision floats: 2 bytes each.
     F16 = 1,
+    /// 4-bit quants with a scale per 32 weights ([`BlockQ4_0`]): 32-weight blocks of 18 bytes, 4.5
+    /// bits a weight.
     Q4_0 = 2,
+    /// 4-bit quants with a scale and a minimum per 32 weights ([`BlockQ4_1`]): 32-weight blocks of
+    /// 20 bytes, 5 bits a weight.
     Q4_1 = 3,
+    /// 5-bit quants with a scale per 32 weights ([`BlockQ5_0`]): 32-weight blocks of 22 bytes, 5.5
+    /// bits a weight.
     Q5_0 = 6,
+    /// 5-bit quants with a scale and a minimum per 32 weights ([`BlockQ5_1`]): 32-weight blocks of
+    /// 24 bytes, 6 bits a weight.
     Q5_1 = 7,
+    /// 8-bit quants with a scale per 32 weights ([`BlockQ8_0`]): 32-weight blocks of 34 bytes, 8.5
+    /// bits a weight.
     Q8_0 = 8,
+    /// 8-bit quants with a scale and their sum per 32 weights (ggml's activation format): 32-weight
+    /// blocks of 36 bytes, 9 bits a weight. Opened and listed, not computed by brass.
     Q8_1 = 9,
+    /// 2-bit K-quant ([`BlockQ2K`]): 256-weight blocks of 84 bytes, 2.625 bits a weight.
     Q2_K = 10,
+    /// 3-bit K-quant ([`BlockQ3K`]): 256-weight blocks of 110 bytes, 3.4375 bits a weight.
     Q3_K = 11,
+    /// 4-bit K-quant ([`BlockQ4K`]): 256-weight blocks of 144 bytes, 4.5 bits a weight.
     Q4_K = 12,
+    /// 5-bit K-quant ([`BlockQ5K`]): 256-weight blocks of 176 bytes, 5.5 bits a weight.
     Q5_K = 13,
+    /// 6-bit K-quant ([`BlockQ6K`]): 256-weight blocks of 210 bytes, 6.5625 bits a weight.
     Q6_K = 14,
+    /// 8-bit K-quant (ggml's intermediate for K-quant dot products): 256-weight blocks of 292
+    /// bytes, 9.125 bits a weight. Opened and listed, not computed by brass.
     Q8_K = 15,
+    /// 2-bit i-quant: 256-weight blocks of 66 bytes, 2.0625 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ2_XXS = 16,
+    /// 2-bit i-quant: 256-weight blocks of 74 bytes, 2.3125 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ2_XS = 17,
+    /// 3-bit i-quant: 256-weight blocks of 98 bytes, 3.0625 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ3_XXS = 18,
+    /// 1-bit i-quant: 256-weight blocks of 50 bytes, 1.5625 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ1_S = 19,
+    /// 4-bit i-quant on a non-linear grid, per 32 weights: 32-weight blocks of 18 bytes, 4.5 bits a
+    /// weight. Opened and listed, not computed by brass.
     IQ4_NL = 20,
+    /// 3-bit i-quant: 256-weight blocks of 110 bytes, 3.4375 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ3_S = 21,
+    /// 2-bit i-quant: 256-weight blocks of 82 bytes, 2.5625 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ2_S = 22,
+    /// 4-bit i-quant on a non-linear grid, per super-block: 256-weight blocks of 136 bytes, 4.25
+    /// bits a weight. Opened and listed, not computed by brass.
     IQ4_XS = 23,
+    /// 8-bit integers: 1 byte each. Opened and listed, not computed by brass.
     I8 = 24,
+    /// 16-bit integers: 2 bytes each. Opened and listed, not computed by brass.
     I16 = 25,
+    /// 32-bit integers: 4 bytes each. Opened and listed, not computed by brass.
     I32 = 26,
+    /// 64-bit integers: 8 bytes each. Opened and listed, not computed by brass.
     I64 = 27,
+    /// 64-bit floats: 8 bytes each. Opened and listed, not computed by brass.
     F64 = 28,
+    /// 1-bit i-quant: 256-weight blocks of 56 bytes, 1.75 bits a weight. Opened and listed, not
+    /// computed by brass.
     IQ1_M = 29,
+    /// bfloat16, the top half of an f32: 2 bytes each.
     BF16 = 30,
+    /// Ternary quant (-1, 0, 1): 256-weight blocks of 54 bytes, 1.6875 bits a weight. Opened and
+    /// listed, not computed by brass.
     TQ1_0 = 34,
+    /// Ternary quant (-1, 0, 1): 256-weight blocks of 66 bytes, 2.0625 bits a weight. Opened and
+    /// listed, not computed by brass.
     TQ2_0 = 35,
+    /// OCP microscaling FP4: 4-bit floats with a shared power-of-two scale per 32: 32-weight blocks
+    /// of 17 bytes, 4.25 bits a weight. Opened and listed, not computed by brass.
     MXFP4 = 39,
 }
 
@@ -65,6 +116,7 @@ pub enum GgmlType {
 pub const QK_K: usize = 256;
 
 impl GgmlType {
+    /// Every type, in id order.
     pub const ALL: [GgmlType; 32] = {
         use GgmlType::*;
         [
@@ -74,16 +126,19 @@ impl GgmlType {
         ]
     };
 
+    /// The type with ggml id `id`; `None` for ids ggml has retired or never used.
     pub fn from_id(id: u32) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.id() == id)
     }
 
+    /// The type named `name` ([`GgmlType::name`]), ignoring case.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|t| t.name().eq_ignore_ascii_case(name))
     }
 
+    /// ggml's id for the type, as GGUF's tensor table stores it.
     pub fn id(self) -> u32 {
         self as u32
     }
@@ -162,10 +217,12 @@ impl GgmlType {
         }
     }
 
+    /// Elements per block: 1 for plain types, 32 or 256 for quants.
     pub fn block_size(self) -> usize {
         self.block_layout().0
     }
 
+    /// Bytes per block.
     pub fn type_size(self) -> usize {
         self.block_layout().1
     }

@@ -13,7 +13,9 @@ use crate::Result;
 /// What the router needs to know about a model's attention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionQuery {
+    /// The model's attention heads.
     pub heads: Heads,
+    /// The KV cache's format.
     pub kv: KvType,
     /// Positions the KV cache holds.
     pub n_ctx: u64,
@@ -27,10 +29,12 @@ pub struct AttentionRoute {
 }
 
 impl AttentionRoute {
+    /// The launch: kernel, merge and chunking rule.
     pub fn launch(&self) -> &AttentionLaunch {
         &self.launch
     }
 
+    /// Why, in the order decided.
     pub fn clauses(&self) -> &[Clause] {
         &self.clauses
     }

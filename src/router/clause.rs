@@ -9,188 +9,320 @@ use crate::kernels::attention::{KvType, Merge};
 use crate::kernels::matvec::{Batches, Family, XStage};
 use crate::quant::GgmlType;
 
+/// One decision of the router, with the numbers it compared: a route's clauses, in
+/// the order they were made, say why it is what it is. `Display` writes each as a
+/// line of a route's explanation (what [`Route::reason`](super::Route::reason)
+/// joins), and it serializes as that line. Sizes are in bytes unless a field's name says otherwise (`_kib`: KiB,
+/// `_mb`: MB of 10^6 bytes); `forced` marks a choice an override made.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(into = "String")]
 pub enum Clause {
+    /// The matvec family was forced ([`Overrides::force`](super::Overrides::force)).
     ForcedFamily(Family),
     /// Forced to dot4 with float weights, which keep x float: coop instead.
     ForcedDot4HasNoKernel(GgmlType),
+    /// The matvec kernel was forced, by name.
     ForcedKernel(&'static str),
+    /// The device has subgroups and the workgroup memory for dot4: x rounded to int8
+    /// groups, as llama.cpp's Q8_1.
     Dot4 {
+        /// The adapter's subgroup sizes, (smallest, largest).
         subgroups: (u32, u32),
+        /// Workgroup memory, in KiB.
         workgroup_kib: u32,
     },
+    /// The device has subgroups and the workgroup memory for coop: exact activations.
     Coop {
+        /// The adapter's subgroup sizes, (smallest, largest).
         subgroups: (u32, u32),
+        /// Workgroup memory, in KiB.
         workgroup_kib: u32,
     },
+    /// The device has no subgroups: scalar.
     ScalarNoSubgroups,
+    /// No coop kernel for this weight type: scalar.
     ScalarNoCoopKernel(GgmlType),
+    /// Subgroups too small or too little workgroup memory for the cooperative
+    /// families: scalar.
     ScalarDeviceTooSmall,
     /// The norm feeding the matrix writes its output quantized as well.
     NormWritesQ8 {
+        /// The matrices' weights the norm feeds, in MB.
         weight_mb: f64,
+        /// The rule's threshold, in MB
+        /// ([`Tuning::norm_q8_min_bytes`](crate::device::Tuning::norm_q8_min_bytes)).
         min_mb: u64,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
     /// silu(gate) * up quantized once by `ops/silu_mul_q8`.
     GluQuantizedOnce {
+        /// The down projection's weights, in MB.
         weight_mb: f64,
+        /// The rule's threshold, in MB
+        /// ([`Tuning::glu_q8_min_bytes`](crate::device::Tuning::glu_q8_min_bytes)).
         min_mb: u64,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
+    /// silu(gate) * up computed by each workgroup while it stages x.
     GluWhileStaging,
+    /// x arrives quantized; staging copies it.
     StagingCopiesQ8,
+    /// x arrives quantized and the lanes read it in place: nothing staged.
     ReadInPlace {
+        /// Rows of each workgroup's one batch.
         rows_per_workgroup: u64,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
+    /// x fits one tile: staged once per workgroup.
     XStagedOnce {
+        /// The form it is staged in.
         stage: XStage,
+        /// Workgroup memory the tile takes.
         bytes: u64,
+        /// The device's workgroup memory, in KiB.
         workgroup_kib: u32,
     },
+    /// x is staged tile by tile.
     XTiles {
+        /// The form it is staged in.
         stage: XStage,
+        /// Tiles a row takes.
         tiles: u64,
+        /// Elements of x per tile.
         tile: u32,
+        /// The device's workgroup memory, in KiB.
         workgroup_kib: u32,
     },
+    /// dot4 rows taken by teams of `lanes` lanes rather than whole subgroups, which
+    /// would leave more lanes idle in a row's last round.
     TeamLanes {
+        /// Lanes per row.
         lanes: u32,
+        /// Slices of the row (per x tile), a slice being one lane's share of a block.
         slices: u64,
+        /// Lanes a whole subgroup would leave idle, in percent.
         whole_idle_pct: f64,
+        /// Lanes the team leaves idle, in percent.
         team_idle_pct: f64,
     },
+    /// The weights exceed a binding: the rows are split into parts, a binding and a
+    /// dispatch each.
     SplitAcrossBindings {
+        /// The weights' bytes.
         bytes: u64,
+        /// The device's largest binding.
         limit: u64,
+        /// Parts made.
         parts: u64,
+        /// Rows per part, at most.
         rows_per_part: u64,
     },
+    /// Workgroups capped so that what they stage of x stays a small share of the
+    /// weights they read.
     StagingCapsWorkgroups {
+        /// Workgroups launched.
         workgroups: u64,
+        /// The weights' bytes per byte of x staged, at least
+        /// ([`Tuning::dot4_weight_per_staged_x`](crate::device::Tuning::dot4_weight_per_staged_x)).
         weight_per_staged_x: u64,
     },
+    /// Staging workgroups take row batches from a queue.
     BatchQueue {
+        /// Row batches per workgroup.
         per_workgroup: f64,
+        /// Weights per batch.
         batch_bytes: u64,
     },
+    /// Each lane loads its next slice ahead, across rows.
     Prefetch {
+        /// Row batches per workgroup.
         per_workgroup: f64,
     },
+    /// An A/B override set this launch choice.
     Override(Override),
+    /// Decode attention on the subgroup kernel.
     AttentionSubgroups {
         /// As the adapter reports them.
         subgroups: (u32, u32),
         /// `DeviceProfile::subgroup_runs`: the width they run at, where that is fixed.
         runs: Option<u32>,
+        /// Lanes per team.
         team: u32,
+        /// 16-byte words of a row each lane reads.
         lane_words: u32,
+        /// Query heads per workgroup.
         heads_per_group: u32,
+        /// Query heads per KV head.
         group: u64,
+        /// Invocations per workgroup.
         invocations: u32,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
+    /// The heads are not whole 16-byte words of the cache's values, which the subgroup
+    /// kernel reads: portable.
     AttentionRowsNotWords {
+        /// Values per head.
         head_dim: u64,
+        /// The cache's format.
         kv: KvType,
+        /// Values per 16-byte word in that format.
         word_values: u64,
     },
+    /// Subgroups narrower than a team of the subgroup kernel: portable.
     AttentionSubgroupsNarrow {
+        /// The device's smallest subgroup.
         subgroup_min: u32,
+        /// Lanes a team needs.
         lanes: u32,
     },
+    /// Decode attention on the portable kernel.
     AttentionPortable {
+        /// Query heads per workgroup.
         heads_per_group: u32,
+        /// Query heads per KV head.
         group: u64,
+        /// Whether the device has subgroups (else that is why).
         subgroups: bool,
     },
+    /// How decode attention splits a step's positions into chunks.
     AttentionChunks {
+        /// Positions per chunk, at least.
         min_chunk: u64,
+        /// Chunks per step, at most.
         max_chunks: u64,
+        /// Workgroups per chunk (KV heads by head groups).
         workgroups_per_chunk: u64,
+        /// Workgroups aimed at
+        /// ([`Tuning::attention_workgroups`](crate::device::Tuning::attention_workgroups)).
         target: u64,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
+    /// How a split step's chunks are merged, on this backend.
     AttentionMerge {
+        /// The merge.
         merge: Merge,
+        /// The backend, which decides whether the in-dispatch merge is trusted.
         backend: Backend,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
     /// The device ends an invocation's loops after `limit` iterations in all, so a
     /// chunk of decode attention holds at most `max_chunk` positions.
     AttentionLoopLimit {
+        /// Loop iterations per invocation
+        /// ([`DeviceProfile::loop_iterations`](crate::device::DeviceProfile::loop_iterations)).
         limit: u64,
+        /// Positions per chunk, at most.
         max_chunk: u64,
     },
+    /// The KV cache's format and what a step reads of it.
     KvCache {
+        /// The format.
         kv: KvType,
+        /// K and V kB (10^3 bytes) read per cached position per layer.
         kb_per_token: f64,
     },
     /// A batch's quant matrices multiply on cooperative matrices, where the batch
     /// splits a matrix into at least `min_tiles` tiles of `tile` (all, where forced).
     MatmulCoopMatrix {
+        /// The cooperative-matrix shape.
         shape: CoopMatrix,
+        /// Groups of 32 staged per K step.
         k_groups: u32,
+        /// Tiles that fill the device
+        /// ([`Tuning::coop_min_workgroups`](crate::device::Tuning::coop_min_workgroups)).
         min_tiles: u64,
+        /// Rows (and tokens) per tile.
         tile: u64,
+        /// Whether an override decided it rather than the rule.
         forced: bool,
     },
     /// ... on dot4, and why not on cooperative matrices.
     MatmulDot4 {
+        /// Groups of 32 staged per K step; 0 in an error that gives only the reason.
         k_groups: u32,
+        /// Why not cooperative matrices.
         why: NoCoopMatrix,
     },
     /// This matrix splits into fewer tiles than cooperative matrices need to fill the
     /// device: dot4.
     MatmulCoopFewTiles {
+        /// Tiles a batch splits it into.
         tiles: u64,
+        /// Tiles that fill the device.
         min: u64,
+        /// dot4's groups of 32 staged per K step.
         k_groups: u32,
     },
     /// Float weights multiply f32 x on f32 FMAs.
     MatmulFloatWeights {
+        /// The weights' type.
         ty: GgmlType,
     },
     /// The matrix's matvec keeps x exact: its matmul multiplies f32 x on f32 FMAs too.
     MatmulExactX {
+        /// The matvec's family.
         family: Family,
     },
     /// x arrives rounded to int8 per 32 values, by the op before.
     MatmulXQ8,
     /// (token, query head) rows and key positions per prefill attention workgroup.
     PrefillAttentionTiles {
+        /// (token, query head) rows per workgroup.
         rows: u32,
+        /// Key positions per tile.
         key_tile: u32,
+        /// Slices a head's output is computed in.
         slices: u64,
+        /// Workgroup memory a workgroup takes.
         bytes: u64,
+        /// Workgroup memory the device has.
         budget: u64,
     },
     /// The device ends an invocation's loops after `limit` iterations: a dispatch walks
     /// at most `keys` key positions.
     PrefillKeyPasses {
+        /// Loop iterations per invocation.
         limit: u64,
+        /// Key positions per pass, at most.
         keys: u64,
     },
+    /// Prompts are batched: `tokens` a batch.
     Batch {
+        /// Tokens per batch.
         tokens: u64,
+        /// Whether [`LoadOptions::ubatch`](crate::model::LoadOptions::ubatch) asked for
+        /// it (else the default).
         asked: bool,
     },
+    /// The batch is cut so that its widest buffer fits a binding.
     BatchByBinding {
+        /// Tokens per batch.
         tokens: u64,
+        /// Tokens asked for (or the default).
         wanted: u64,
+        /// Bytes per token of the widest buffer.
         row_bytes: u64,
+        /// The device's largest binding.
         binding: u64,
     },
+    /// The batch is cut to the context.
     BatchByContext {
+        /// Tokens per batch.
         tokens: u64,
+        /// Tokens asked for (or the default).
         wanted: u64,
     },
     /// A batch of one token was asked for: prompts go token at a time.
     BatchOfOneAsked,
     /// Prompts go token at a time: this matrix's matvec has no matmul.
     NoMatmul {
+        /// The matvec kernel.
         kernel: &'static str,
     },
     /// Prompts go token at a time: the prefill attention cannot run here.
@@ -198,12 +330,15 @@ pub enum Clause {
     /// The prompt's logits: the lm-head's matmul over runs of `tokens` positions (the
     /// logits are read back between runs).
     PromptLogitsRuns {
+        /// Positions per run.
         tokens: u64,
     },
     /// The prompt's logits: a decode step per position, a token's logits being wider
     /// than a binding.
     PromptLogitsTooWide {
+        /// A token's logits.
         bytes: u64,
+        /// The device's largest binding.
         binding: u64,
     },
 }
@@ -211,10 +346,15 @@ pub enum Clause {
 /// An A/B override of a launch choice (benches, tests), named in the route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Override {
+    /// Invocations per workgroup.
     WorkgroupSize(u32),
+    /// dot4 lanes per row (0: a whole subgroup).
     Lanes(u32),
+    /// Workgroups per dispatch, at most.
     MaxWorkgroups(u32),
+    /// How staging dot4 workgroups take row batches.
     Batches(Batches),
+    /// The int8 planes dot4 multiplies x on (1 or 2).
     XPlanes(u32),
 }
 

@@ -34,6 +34,8 @@ use crate::{Error, Result};
 /// A per-run override for A/B comparisons.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Force {
+    /// Every matrix to this family's kernel for its type: an error where the family
+    /// has none, but for dot4 on float weights, which takes coop.
     Family(Family),
     /// A kernel by name, e.g. `q4_k_coop` or `matvec/q4_k_coop`.
     Kernel(String),
@@ -65,9 +67,13 @@ impl std::str::FromStr for Force {
 /// A matvec `y[M] = W[M, K] · x[K]` to route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatvecQuery {
+    /// The weights' type.
     pub ty: GgmlType,
+    /// Rows of W: values of y.
     pub m: u64,
+    /// Columns of W: values of x.
     pub k: u64,
+    /// What the op before hands the matvec as x.
     pub x: XInput,
 }
 
@@ -81,13 +87,17 @@ pub enum XInput {
     /// gate, and up from element `up`, of one f32 binding: the matvec multiplies
     /// silu(gate) * up (the FFN's down projection), computing it while staging or
     /// taking it from its own dispatch.
-    Glu { up: u64 },
+    Glu {
+        /// The element of the binding where up starts.
+        up: u64,
+    },
 }
 
 /// Choices a run makes for the router (`--force`, `--x-q8`, `--glu-q8`, the bench's
 /// options): inputs, each named in the clauses of the routes it changes.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overrides {
+    /// A family or kernel every matvec is routed to, in place of the rules.
     pub force: Option<Force>,
     /// Whether norms hand the dot4 matrices they feed x quantized: every one, none, or
     /// (None) those of at least [`Tuning::norm_q8_min_bytes`].
@@ -135,22 +145,27 @@ pub struct Route {
 }
 
 impl Route {
+    /// The launch: kernel, row parts and launch choices.
     pub fn launch(&self) -> &MatvecLaunch {
         &self.launch
     }
 
+    /// Why it is what it is, in the order decided.
     pub fn clauses(&self) -> &[Clause] {
         &self.clauses
     }
 
+    /// The kernel's family.
     pub fn family(&self) -> Family {
         self.launch.family()
     }
 
+    /// The pipeline's ledger name: the kernel and the constants it is built with.
     pub fn pipeline_key(&self) -> String {
         self.launch.pipeline_key()
     }
 
+    /// The clauses as one line, joined by `; `.
     pub fn reason(&self) -> String {
         let clauses: Vec<String> = self.clauses.iter().map(Clause::to_string).collect();
         clauses.join("; ")

@@ -44,10 +44,12 @@ pub struct EngineRoute {
 }
 
 impl EngineRoute {
+    /// The engine the dot4 quant matrices' matmuls multiply on.
     pub fn engine(&self) -> MatmulEngine {
         self.engine
     }
 
+    /// Why, in the order decided.
     pub fn clauses(&self) -> &[Clause] {
         &self.clauses
     }
@@ -60,15 +62,20 @@ pub enum NoCoopMatrix {
     Asked,
     /// The adapter offers no shape brass stages (f16 or f32 in, f32 out).
     NoShape,
+    /// The adapter has no subgroups.
     NoSubgroups,
     /// [`COOP_SUBGROUPS`] subgroups of the adapter's largest size exceed a workgroup.
     TooManyInvocations {
+        /// Invocations such a workgroup has.
         invocations: u32,
+        /// The device's invocations per workgroup.
         limit: u32,
     },
     /// Even a tile staging one group per K step exceeds the workgroup memory.
     TileTooBig {
+        /// Workgroup memory such a tile takes.
         bytes: u64,
+        /// The device's workgroup memory, in bytes.
         limit: u32,
     },
 }
@@ -150,10 +157,12 @@ pub struct MatmulRoute {
 }
 
 impl MatmulRoute {
+    /// The launch: kernel, row parts and engine.
     pub fn launch(&self) -> &MatmulLaunch {
         &self.launch
     }
 
+    /// Why, in the order decided.
     pub fn clauses(&self) -> &[Clause] {
         &self.clauses
     }
@@ -223,10 +232,12 @@ pub struct PrefillAttentionRoute {
 }
 
 impl PrefillAttentionRoute {
+    /// The launch: the kernel's tiles and key passes.
     pub fn launch(&self) -> &PrefillAttention {
         &self.launch
     }
 
+    /// Why, in the order decided.
     pub fn clauses(&self) -> &[Clause] {
         &self.clauses
     }

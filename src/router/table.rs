@@ -5,11 +5,15 @@ use super::{Clause, MatmulRoute, Route};
 /// One row of a route table: a tensor (or a stack of them), its kernel and the clauses
 /// that chose it.
 pub struct RouteRow<'a> {
+    /// The tensor's name, or the stacked tensors' names joined.
     pub tensor: &'a str,
+    /// The weights' type ([`GgmlType::name`](crate::quant::GgmlType::name)).
     pub ty: &'static str,
     /// M x K.
     pub shape: (u64, u64),
+    /// The pipeline's ledger name.
     pub kernel: String,
+    /// Why the route is what it is.
     pub clauses: &'a [Clause],
 }
 

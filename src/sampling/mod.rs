@@ -123,6 +123,39 @@ fn by_rank(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
 }
 
 /// Holds the configuration, the random state, and a buffer reused across calls.
+///
+/// # Examples
+///
+/// ```
+/// use brass::sampling::{Sampler, SamplerConfig};
+///
+/// let logits = [0.5, 2.0, 1.5, -1.0];
+///
+/// // Greedy: the highest logit.
+/// let mut greedy = Sampler::new(SamplerConfig::greedy());
+/// assert_eq!(greedy.sample(&logits, &[]), 1);
+///
+/// // Seeded draws: the same seed, logits and history give the same tokens.
+/// let config = SamplerConfig {
+///     temperature: 0.7,
+///     top_p: 0.9,
+///     seed: 42,
+///     ..SamplerConfig::default()
+/// };
+/// config.validate()?;
+/// let (mut a, mut b) = (Sampler::new(config.clone()), Sampler::new(config));
+/// for _ in 0..8 {
+///     assert_eq!(a.sample(&logits, &[]), b.sample(&logits, &[]));
+/// }
+///
+/// // A setting out of range is refused, named as the API names it.
+/// let wide = SamplerConfig { top_p: 1.5, ..SamplerConfig::default() };
+/// assert!(matches!(
+///     wide.validate(),
+///     Err(brass::Error::Setting { setting: "SamplerConfig::top_p", .. })
+/// ));
+/// # Ok::<(), brass::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Sampler {
     config: SamplerConfig,
@@ -131,6 +164,9 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler with `config`, its random state seeded by `config.seed`. The config is
+    /// not checked here: [`SamplerConfig::validate`] does that (and
+    /// [`Session::generate`](crate::model::Session::generate) calls it).
     pub fn new(config: SamplerConfig) -> Sampler {
         let rng = SplitMix64::new(config.seed);
         Sampler {
@@ -140,6 +176,7 @@ impl Sampler {
         }
     }
 
+    /// The settings it samples with.
     pub fn config(&self) -> &SamplerConfig {
         &self.config
     }

@@ -14,10 +14,13 @@ use crate::{Error, Result};
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` (or whatever roles the template knows).
     pub role: String,
+    /// The turn's text, as the template inserts it.
     pub content: String,
 }
 
 impl ChatMessage {
+    /// A turn of `role`, for roles beyond the three below (`tool`, say) where the
+    /// template knows them.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
         ChatMessage {
             role: role.into(),
@@ -25,14 +28,17 @@ impl ChatMessage {
         }
     }
 
+    /// A `system` turn: instructions the model follows for the whole conversation.
     pub fn system(content: impl Into<String>) -> ChatMessage {
         ChatMessage::new("system", content)
     }
 
+    /// A `user` turn.
     pub fn user(content: impl Into<String>) -> ChatMessage {
         ChatMessage::new("user", content)
     }
 
+    /// An `assistant` turn: a reply the model gave earlier.
     pub fn assistant(content: impl Into<String>) -> ChatMessage {
         ChatMessage::new("assistant", content)
     }

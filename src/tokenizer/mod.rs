@@ -54,14 +54,18 @@ impl TokenizerModel {
 /// A token's type (`tokenizer.ggml.token_type`, llama.cpp's `llama_token_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TokenType {
+    /// No type given (0), or a number llama.cpp does not define; decodes to nothing.
     Undefined,
+    /// An ordinary piece of text.
     Normal,
+    /// The unknown token (`<unk>`): SPM's fallback for a byte it has no token for.
     Unknown,
     /// A special token such as `<|im_start|>`: parsed out of text only when asked to,
     /// skippable when decoding.
     Control,
     /// Added by the model's authors; always parsed out of text and always rendered.
     UserDefined,
+    /// Reserved and unused; decodes to nothing.
     Unused,
     /// An SPM `<0xXX>` byte-fallback token.
     Byte,
@@ -487,6 +491,7 @@ impl Tokenizer {
         )
     }
 
+    /// The tokenization algorithm.
     pub fn model(&self) -> TokenizerModel {
         self.model
     }
@@ -499,14 +504,17 @@ impl Tokenizer {
         }
     }
 
+    /// Tokens in the vocabulary; ids run from 0 to one below it.
     pub fn vocab_size(&self) -> usize {
         self.tokens.len()
     }
 
+    /// The beginning-of-sequence token, where the file names one.
     pub fn bos(&self) -> Option<u32> {
         self.bos
     }
 
+    /// The end-of-sequence token, where the file names one.
     pub fn eos(&self) -> Option<u32> {
         self.eos
     }
@@ -543,10 +551,12 @@ impl Tokenizer {
         self.token_to_id.get(text).copied()
     }
 
+    /// The type of token `id`; `None` outside the vocabulary.
     pub fn token_type(&self, id: u32) -> Option<TokenType> {
         self.types.get(id as usize).copied()
     }
 
+    /// The model's Jinja chat template (`tokenizer.chat_template`), where the file has one.
     pub fn chat_template(&self) -> Option<&str> {
         self.chat_template.as_deref()
     }

@@ -74,7 +74,9 @@ pub struct PrefillAttention {
 /// The pipelines of a [`PrefillAttention`] on a device.
 #[derive(Clone, Copy, Debug)]
 pub struct PrefillPipelines {
+    /// RoPE and the append for a batch of tokens.
     pub rope_kv_batch: PipelineId,
+    /// The batch's attention.
     pub prefill: PipelineId,
 }
 
@@ -227,10 +229,12 @@ impl PrefillAttention {
         Self::bytes_of(self.rows, self.key_tile, self.chunk, self.slice)
     }
 
+    /// The heads it attends over.
     pub fn heads(&self) -> Heads {
         self.heads
     }
 
+    /// The format of the KV cache it reads.
     pub fn kv(&self) -> KvType {
         self.kv
     }
@@ -240,6 +244,7 @@ impl PrefillAttention {
         self.rows
     }
 
+    /// Key positions per tile staged in workgroup memory.
     pub fn key_tile(&self) -> u32 {
         self.key_tile
     }
@@ -329,6 +334,7 @@ impl PrefillAttention {
         key
     }
 
+    /// The prefill kernel's complete WGSL, its constants declared.
     pub fn source(&self) -> Result<String> {
         compose(self.root(), &[], &self.constants())
     }

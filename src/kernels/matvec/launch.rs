@@ -16,8 +16,11 @@ use crate::{Error, Result};
 /// One dispatch's worth of rows: a weight part lives in its own binding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RowPart {
+    /// The part's first row of the matrix.
     pub first_row: u64,
+    /// Rows in the part.
     pub rows: u64,
+    /// The part's dispatch grid.
     pub workgroups: [u32; 3],
 }
 
@@ -27,7 +30,9 @@ pub struct RowPart {
 pub enum LaunchConfig {
     /// One invocation per row; nothing to choose.
     Scalar,
+    /// A subgroup per row, x staged as floats.
     Coop(CoopLaunch),
+    /// A subgroup (or a team of lanes) per row, x as int8.
     Dot4(Dot4Launch),
 }
 
@@ -38,18 +43,21 @@ pub struct CoopLaunch {
     pub wg: u32,
     /// Elements of x staged per tile; a multiple of 256, so of every block size.
     pub tile: u32,
+    /// The float type x is staged as.
     pub x: FloatX,
 }
 
 /// How the coop driver stages x.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum FloatX {
+    /// f32: exact.
     F32,
     /// Needs SHADER_F16.
     F16,
 }
 
 impl FloatX {
+    /// The same choice as an [`XStage`].
     pub fn stage(self) -> XStage {
         match self {
             FloatX::F32 => XStage::F32,
@@ -71,6 +79,7 @@ pub struct Dot4Launch {
     /// llama.cpp does; 2 adds the residual 256 times finer, within a few hundredths of
     /// exact math in logits (issue 22) at a cost (H200: 12 % of the 8B shape's decode).
     pub planes: u32,
+    /// Where its int8 x comes from.
     pub x: Dot4X,
 }
 
@@ -80,8 +89,11 @@ pub enum Dot4X {
     /// Staged per workgroup in tiles of `tile` elements (a multiple of 256), made from
     /// `from`; workgroups take row batches as `batches` says.
     Staged {
+        /// Elements of x per tile.
         tile: u32,
+        /// What is quantized (or copied) into the tile.
         from: StagedFrom,
+        /// How workgroups take row batches.
         batches: Batches,
     },
     /// x arrives quantized ([`super::quantize_x_q8`]'s layout) and the lanes read it in
@@ -96,7 +108,10 @@ pub enum StagedFrom {
     F32,
     /// silu(gate) * up of an f32 binding holding gate, and up from element `up` (a
     /// multiple of 4): the FFN's down projection, computed while staging.
-    Glu { up: u64 },
+    Glu {
+        /// The element of the binding where up starts.
+        up: u64,
+    },
     /// x already quantized: staging copies it.
     Q8,
 }
@@ -117,11 +132,13 @@ pub enum Batches {
 /// The form a launch takes its x binding in, which the op before it must write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum XForm {
+    /// f32 values.
     F32,
     /// [`super::quantize_x_q8`]'s layout.
     Q8,
     /// gate, and up from element `up`, both f32.
     Glu {
+        /// The element of the binding where up starts.
         up: u64,
     },
 }
@@ -344,30 +361,37 @@ impl MatvecLaunch {
         Ok(())
     }
 
+    /// The kernel.
     pub fn kernel(&self) -> &'static MatvecKernel {
         self.kernel
     }
 
+    /// The kernel's family.
     pub fn family(&self) -> Family {
         self.kernel.family
     }
 
+    /// Rows of W: values of y.
     pub fn m(&self) -> u64 {
         self.m
     }
 
+    /// Columns of W: values of x.
     pub fn k(&self) -> u64 {
         self.k
     }
 
+    /// Bytes of one row of weights (whole blocks of the type).
     pub fn row_bytes(&self) -> u64 {
         self.row_bytes
     }
 
+    /// The row parts, one binding and dispatch each.
     pub fn parts(&self) -> &[RowPart] {
         &self.parts
     }
 
+    /// The family's launch choices.
     pub fn config(&self) -> LaunchConfig {
         self.config
     }
@@ -497,6 +521,7 @@ impl MatvecLaunch {
         self.kernel.source(self.enables(), &self.constants())
     }
 
+    /// Its pipeline's bindings and parameter block.
     pub fn template(&self) -> PipelineTemplate {
         let dot4 = self.kernel.family == Family::Dot4;
         PipelineTemplate {
