@@ -492,15 +492,9 @@ fn prefill_attention_over_a_window_matches_the_reference() {
                 let v = rng.vec(n_pos * kv_dim);
                 let q: Vec<f32> = rng.vec(n_tokens * q_dim).iter().map(|x| x * 2.0).collect();
                 let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
-                let expected: Vec<f32> = (0..n_tokens)
-                    .flat_map(|t| {
-                        let pos = start + t;
-                        let first = (pos + 1).saturating_sub(window);
-                        let (kw, vw) = (&ks[first * kv_dim..], &vs[first * kv_dim..]);
-                        let qt = &q[t * q_dim..][..q_dim];
-                        attention_ref(qt, kw, vw, n_heads, n_kv, hd, pos + 1 - first)
-                    })
-                    .collect();
+                let heads = (n_heads, n_kv, hd);
+                let tokens = (start, n_tokens);
+                let expected = prefill_ref((&q, q_dim), (&ks, &vs), heads, tokens, Some(window));
                 let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
                 for launch in &launches {
                     let (actual, _) = g.prefill(
@@ -729,6 +723,28 @@ fn prefill_launches(g: &Gpu, h: Heads, kv: KvType) -> Vec<PrefillAttention> {
     launches
 }
 
+/// The f64 reference of prefill attention: tokens `start..start + n_tokens`, token t's
+/// query rows at `t * q_stride` of `q`, over the cache rows `ks`/`vs` of its positions
+/// (its last `window` of them where given).
+fn prefill_ref(
+    (q, q_stride): (&[f32], usize),
+    (ks, vs): (&[f32], &[f32]),
+    (n_heads, n_kv, hd): (usize, usize, usize),
+    (start, n_tokens): (usize, usize),
+    window: Option<usize>,
+) -> Vec<f32> {
+    let kv_dim = n_kv * hd;
+    (0..n_tokens)
+        .flat_map(|t| {
+            let pos = start + t;
+            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let (kw, vw) = (&ks[first * kv_dim..], &vs[first * kv_dim..]);
+            let qt = &q[t * q_stride..][..n_heads * hd];
+            attention_ref(qt, kw, vw, n_heads, n_kv, hd, pos + 1 - first)
+        })
+        .collect()
+}
+
 /// Bytes of prefill attention's state between passes for `n_tokens` tokens.
 fn prefill_state_bytes(h: Heads, n_tokens: usize) -> u64 {
     n_tokens as u64 * h.n_heads * PREFILL_STATE_BYTES
@@ -891,13 +907,9 @@ fn prefill_attention_matches_the_reference() {
                         .map(|x| x * 2.0)
                         .collect();
                     let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
-                    let (mut expected, mut exact) = (Vec::new(), Vec::new());
-                    for t in 0..n_tokens {
-                        let qt = &q[t * q_stride..][..q_dim];
-                        let seen = start + t + 1;
-                        expected.extend(attention_ref(qt, &ks, &vs, n_heads, n_kv, hd, seen));
-                        exact.extend(attention_ref(qt, &k, &v, n_heads, n_kv, hd, seen));
-                    }
+                    let (heads, tokens) = ((n_heads, n_kv, hd), (start, n_tokens));
+                    let expected = prefill_ref((&q, q_stride), (&ks, &vs), heads, tokens, None);
+                    let exact = prefill_ref((&q, q_stride), (&k, &v), heads, tokens, None);
                     let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
                     // The sliced launch of one row per workgroup is slow on a CPU: it takes
                     // the smaller cases.
@@ -955,12 +967,9 @@ fn prefill_attention_in_key_passes_matches_the_reference() {
                     let v = rng.vec(n_pos * kv_dim);
                     let q: Vec<f32> = rng.vec(n_tokens * q_dim).iter().map(|x| x * 2.0).collect();
                     let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
-                    let expected: Vec<f32> = (0..n_tokens)
-                        .flat_map(|t| {
-                            let qt = &q[t * q_dim..][..q_dim];
-                            attention_ref(qt, &ks, &vs, n_heads, n_kv, hd, start + t + 1)
-                        })
-                        .collect();
+                    let heads = (n_heads, n_kv, hd);
+                    let expected =
+                        prefill_ref((&q, q_dim), (&ks, &vs), heads, (start, n_tokens), None);
                     let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
                     let (actual, n_dispatches) =
                         g.prefill(&launch, (start, n_tokens), (g.buf(&q), q_dim), kc, vc, None);
