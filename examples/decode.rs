@@ -295,6 +295,7 @@ fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
         },
         ubatch: args.ubatch,
         allow_past_trained_context: args.allow_past_trained_context,
+        ..LoadOptions::default()
     };
     if args.list_models {
         let cache = cache_dir()?;

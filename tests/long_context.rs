@@ -142,6 +142,7 @@ fn decode_past_4096_positions_matches_exact_math() {
             },
             ubatch: None,
             allow_past_trained_context: false,
+            sequences: 1,
         };
         let model = Model::from_gguf(device.clone(), &file, &options).unwrap();
         assert!(

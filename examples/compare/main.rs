@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! cargo run --release --example compare -- [--adapter INDEX|NAME] [--quick] [-n 64] \
-//!     [--model PATH | --synthetic llama3-8b [--layers N]] -o results/h200.json
+//!     [--model PATH | --synthetic llama3-8b [--layers N]] [--parallel 1,8,32] \
+//!     -o results/h200.json
 //! cargo run --release --example compare -- --merge results/*.json -o results/
 //! ```
 //!
@@ -108,6 +109,14 @@ struct Args {
     /// llama-bench's `-p` (0: none).
     #[arg(long, value_delimiter = ',', default_value = "512")]
     pp: Vec<usize>,
+    /// Also decode this many sequences at once (comma-separated), each a prompt of
+    /// `--parallel-prompt` tokens then `-n` tokens, as llama-batched-bench: aggregate
+    /// and per-sequence tok/s.
+    #[arg(long, value_delimiter = ',')]
+    parallel: Vec<usize>,
+    /// Prompt tokens of each `--parallel` sequence.
+    #[arg(long, default_value_t = 128)]
+    parallel_prompt: usize,
     /// Prompt tokens per prefill batch (default: the model's plan, 512).
     #[arg(long)]
     ubatch: Option<usize>,
@@ -367,6 +376,18 @@ fn measure_device(
         }
         _ => (None, Vec::new()),
     };
+    let parallel = match model {
+        Some((file, name)) if !args.skip_decode => args
+            .parallel
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| {
+                let lengths = (args.parallel_prompt.max(1), tokens);
+                run::parallel(device.clone(), file, name, n, lengths, &load)
+            })
+            .collect::<Result<_, _>>()?,
+        _ => Vec::new(),
+    };
     if let Some(note) = device.clock().note() {
         notes.push(note.to_string());
     }
@@ -378,6 +399,7 @@ fn measure_device(
         decode,
         decode_at_depth,
         prompt,
+        parallel,
         notes,
     })
 }

@@ -84,6 +84,7 @@ pub fn markdown(entries: &[Entry]) -> String {
     }
 
     reference_figures(w, entries);
+    parallel_table(w, entries);
 
     // Matvec cases side by side: one row per (shape, type, family), one column per device.
     let mut keys: Vec<(String, String, String)> = Vec::new();
@@ -387,4 +388,45 @@ pub fn bandwidth_svg(entries: &[Entry]) -> String {
         &body,
         &SERIES,
     )
+}
+
+/// Decode of many sequences at once (`--parallel`), as llama-batched-bench reports it.
+fn parallel_table(w: &mut String, entries: &[Entry]) {
+    if entries.iter().all(|e| e.run.parallel.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "\n## Many sequences at once\n\nEach sequence a prompt, then one token per step for \
+         every sequence; decode timed while all run (llama-batched-bench's S_TG).\n"
+    );
+    let _ = writeln!(
+        w,
+        "| device | model | sequences | prompt | generated | prompts in s | aggregate tok/s | per sequence tok/s | x one sequence |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|");
+    for e in entries {
+        let r = e.run;
+        let model = r.decode.as_ref().map_or("–".into(), |d| d.model.clone());
+        let one = r
+            .parallel
+            .iter()
+            .find(|p| p.sequences == 1)
+            .map(|p| p.aggregate_tok_per_s);
+        for p in &r.parallel {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {:.3} | {:.1} | {:.1} | {} |",
+                r.profile.name,
+                model,
+                p.sequences,
+                p.prompt_tokens,
+                p.generated_tokens,
+                p.prompt_seconds,
+                p.aggregate_tok_per_s,
+                p.per_sequence_tok_per_s,
+                fmt_opt(one.map(|one| p.aggregate_tok_per_s / one), 2),
+            );
+        }
+    }
 }

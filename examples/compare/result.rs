@@ -33,6 +33,9 @@ pub struct DeviceRun {
     /// Prompt processing (`--pp`), like llama-bench's `-p`.
     #[serde(default)]
     pub prompt: Vec<PromptRun>,
+    /// Decode of many sequences at once (`--parallel`).
+    #[serde(default)]
+    pub parallel: Vec<ParallelRun>,
     /// Why a part was skipped (no timestamps, a failed load, ...).
     pub notes: Vec<String>,
 }
@@ -139,6 +142,23 @@ pub fn vendor_peak(profile: &DeviceProfile) -> Option<f64> {
             .find(|(key, _)| name.contains(&key.to_lowercase()))
             .map(|&(_, gbps)| gbps)
     })
+}
+
+/// Decode of many sequences at once (`Engine`), as llama-batched-bench's S_TG: every
+/// sequence's prompt in, then steps of one token for each, timed while all run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ParallelRun {
+    pub sequences: usize,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    /// From the first prompt's start to every sequence's first token.
+    pub prompt_seconds: f64,
+    /// Decode steps timed (every sequence running) and their time.
+    pub steps: usize,
+    pub decode_seconds: f64,
+    /// Tokens per second of all sequences together, and of each.
+    pub aggregate_tok_per_s: f64,
+    pub per_sequence_tok_per_s: f64,
 }
 
 /// Prompt processing: `tokens` prompt tokens into an empty cache, timed to the GPU's

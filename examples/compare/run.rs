@@ -7,11 +7,11 @@ use brass::device::{bandwidth_probe, Device};
 use brass::gguf::GgufFile;
 use brass::kernels::matvec::{self, Family};
 use brass::kernels::PipelineCache;
-use brass::model::{Input, LoadOptions, Model};
+use brass::model::{Engine, Event, Input, LoadOptions, Model, SequenceOptions};
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 
-use crate::result::{Decode, MatvecCase, Probe, PromptRun};
+use crate::result::{Decode, MatvecCase, ParallelRun, Probe, PromptRun};
 use brass::kernels::timing::{time_matvec, Effort};
 
 /// (label, M, K, types): real shapes, few enough that a full run takes a minute or so.
@@ -324,4 +324,90 @@ pub fn prompt(
         run.route
     );
     Ok(run)
+}
+
+/// `sequences` sequences on one model (`Engine`), each a prompt of `prompt` tokens then
+/// `generated` tokens (end-of-generation ids ignored), as llama-batched-bench runs
+/// them: after an untimed round (pipelines), the prompts are timed until every
+/// sequence has its first token, then the decode steps while all run.
+pub fn parallel(
+    device: Arc<dyn Device>,
+    file: &GgufFile,
+    model_name: &str,
+    sequences: usize,
+    (prompt, generated): (usize, usize),
+    load: &LoadOptions,
+) -> brass::Result<ParallelRun> {
+    let options = LoadOptions {
+        context: Some(prompt + generated + 1),
+        sequences,
+        ..load.clone()
+    };
+    let mut engine = Engine::from_gguf(device.clone(), file, &options)?;
+    let vocab = engine.model().config().vocab as u64;
+    let each = |tokens: usize| SequenceOptions {
+        max_tokens: tokens,
+        stop_at_eog: false,
+        ..SequenceOptions::default()
+    };
+    // Any ids, a different prompt per sequence: the work per token does not depend on
+    // them.
+    let ids = |seq: usize, n: usize| -> Vec<u32> {
+        (0..n as u64)
+            .map(|i| ((seq as u64 * 104_729 + i * 7919 + 1) % vocab) as u32)
+            .collect()
+    };
+    let run = |engine: &mut Engine, prompt: usize, generated: usize, timed: bool| {
+        let seqs: Vec<_> = (0..sequences)
+            .map(|s| engine.add(&ids(s, prompt), each(generated)))
+            .collect::<brass::Result<_>>()?;
+        let start = Instant::now();
+        let mut first = std::collections::HashSet::new();
+        while first.len() < sequences {
+            for e in engine.step()? {
+                if let Event::Token { seq, .. } = e {
+                    first.insert(seq);
+                }
+            }
+        }
+        let prompt_seconds = start.elapsed().as_secs_f64();
+        let (mut steps, start) = (0, Instant::now());
+        while engine.running() == sequences {
+            engine.step()?;
+            steps += 1;
+        }
+        let decode_seconds = start.elapsed().as_secs_f64();
+        while engine.running() > 0 {
+            engine.step()?;
+        }
+        for s in seqs {
+            engine.remove(s)?;
+        }
+        if timed {
+            eprintln!(
+                "  {model_name}: {sequences} sequences: prompts in {:.1} ms, {steps} steps of \
+                 {sequences} tokens in {:.1} ms",
+                prompt_seconds * 1e3,
+                decode_seconds * 1e3
+            );
+        }
+        Ok::<_, brass::Error>((prompt_seconds, steps, decode_seconds))
+    };
+    run(&mut engine, prompt.min(8), 3, false)?;
+    let (prompt_seconds, steps, decode_seconds) = run(&mut engine, prompt, generated, true)?;
+    let aggregate = (steps * sequences) as f64 / decode_seconds.max(1e-9);
+    eprintln!(
+        "  {model_name}: {sequences} sequences: {aggregate:.1} tok/s together, {:.1} each",
+        aggregate / sequences as f64
+    );
+    Ok(ParallelRun {
+        sequences,
+        prompt_tokens: prompt,
+        generated_tokens: generated,
+        prompt_seconds,
+        steps,
+        decode_seconds,
+        aggregate_tok_per_s: aggregate,
+        per_sequence_tok_per_s: aggregate / sequences as f64,
+    })
 }

@@ -14,11 +14,11 @@ use std::sync::OnceLock;
 use super::layout::{q8_row, BatchBuffers, Rows, Widths};
 use super::non_finite::Probes;
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
-use crate::device::{BufferUse, CommandList, OwnedBuffers, ReadTicket, Slice};
+use crate::device::{BufferUse, CommandList, Dispatch, OwnedBuffers, ReadTicket, Slice};
 use crate::kernels::attention::{AttentionLaunch, Partials};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::XForm;
-use crate::kernels::ops::OpsOn;
+use crate::kernels::ops::{OpsOn, ARGMAX_TOKEN_WORDS};
 use crate::router::{linear_kind, LinearKind};
 use crate::{Error, Result};
 
@@ -30,8 +30,40 @@ pub(super) enum Output {
     /// The output norm's rows, the lm-head's input (prompt logits multiply them in
     /// runs).
     Normed,
-    /// The logits, and their argmax in the token buffer (one token).
-    Logits,
+    /// The logits of every row, and each row's argmax, where `Head` says.
+    Logits(Head),
+}
+
+/// Where a pass ending in logits leaves them: row r's logits at float `r * stride` of
+/// `logits`, and its argmax record ([`ARGMAX_TOKEN_WORDS`] u32: the id, the count of
+/// non-finite logits, the id the record held before) at byte `r * result_stride` of
+/// `results`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Head {
+    pub logits: Slice,
+    pub stride: u64,
+    pub scratch: Slice,
+    pub results: Slice,
+    pub result_stride: u64,
+}
+
+/// A decode row's sequence and position: the token of the row is sequence `seq`'s at
+/// position `pos`, attending to that sequence's cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SeqAt {
+    pub seq: usize,
+    pub pos: u64,
+}
+
+/// Where a pass's tokens sit in the sequences' caches.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Place<'a> {
+    /// Consecutive tokens of sequence `seq` from position `pos` on: a decode step of one
+    /// token, or a prompt's batch.
+    Run { seq: usize, pos: u64 },
+    /// One token per row, each the next of its own sequence: a decode step of many
+    /// sequences. Every op runs on each row as it would on a lone decode step's.
+    Each(&'a [SeqAt]),
 }
 
 /// The value in `cell`, made by `make` the first time.
@@ -73,10 +105,10 @@ impl X {
 struct Pass<'m> {
     model: &'m Model,
     rows: &'m Rows,
-    /// A decode step's partials, for split attention (one token).
+    /// A decode step's partials, for split attention.
     parts: Option<Partials>,
     n: u64,
-    pos: u64,
+    place: Place<'m>,
     w: Widths,
     ops: OpsOn<'m>,
     list: CommandList,
@@ -110,7 +142,43 @@ impl<'m> Pass<'m> {
     }
 
     fn kind(&self) -> LinearKind {
-        linear_kind(self.n)
+        match self.place {
+            Place::Run { .. } => linear_kind(self.n),
+            Place::Each(_) => LinearKind::Matvec,
+        }
+    }
+
+    /// The decode rows of a matvec pass, each with its sequence and position.
+    fn decode_rows(&self) -> Vec<SeqAt> {
+        match self.place {
+            Place::Run { seq, pos } => vec![SeqAt { seq, pos }],
+            Place::Each(rows) => rows.to_vec(),
+        }
+    }
+
+    /// The sequence and first position of a batch's tokens.
+    fn run(&self) -> Result<(usize, u64)> {
+        match self.place {
+            Place::Run { seq, pos } => Ok((seq, pos)),
+            Place::Each(_) => Err(Error::Invalid(
+                "a prompt batch over the rows of several sequences".into(),
+            )),
+        }
+    }
+
+    /// `bytes` of `s` from byte `at` on, as a binding: its offset must be one the
+    /// device binds at.
+    fn bound_at(&self, s: Slice, at: u64, bytes: u64) -> Result<Slice> {
+        let align = self.model.device.profile().storage_offset_alignment.max(4) as u64;
+        let offset = s.offset + at;
+        if !offset.is_multiple_of(align) {
+            return Err(Error::Invalid(format!(
+                "a decode row at byte {offset}, which {} cannot bind at (a multiple of \
+                 {align})",
+                self.model.device.profile().name
+            )));
+        }
+        Ok(Slice::new(s.buffer, offset, bytes))
     }
 
     /// Whether any of `ms` takes x quantized in this pass: a matvec whose route reads
@@ -195,15 +263,17 @@ impl<'m> Pass<'m> {
                 LinearKind::Matvec => {
                     let launch = m.plan.route.launch();
                     let pipeline = once(&m.matvec, || launch.pipeline(dev, &model.pipelines))?;
-                    let x = match launch.x_form() {
-                        XForm::Q8 => x.q8()?.0,
-                        XForm::F32 | XForm::Glu { .. } => x.f32.0,
+                    let (x, x_stride) = match launch.x_form() {
+                        XForm::Q8 => x.q8()?,
+                        XForm::F32 | XForm::Glu { .. } => x.f32,
                     };
-                    let out_first = m.plan.out_first;
-                    let x = Slice::new(x.buffer, x.offset, launch.x_bytes());
-                    let y = Slice::new(y.buffer, y.offset, (out_first + launch.m()) * 4);
-                    for d in launch.dispatches(pipeline, &m.parts, x, y, out_first, m.queue)? {
-                        self.list.dispatch(d);
+                    for r in 0..self.n {
+                        let x = self.bound_at(x, r * x_stride, launch.x_bytes())?;
+                        let out_first = m.plan.out_first + r * y_stride;
+                        let y = Slice::new(y.buffer, y.offset, (out_first + launch.m()) * 4);
+                        for d in launch.dispatches(pipeline, &m.parts, x, y, out_first, m.queue)? {
+                            self.list.dispatch(d);
+                        }
                     }
                 }
                 LinearKind::Matmul => {
@@ -271,42 +341,52 @@ impl<'m> Pass<'m> {
         }
         let dev = model.device.as_ref();
         let firsts = (offsets.k_first, offsets.v_first);
-        let d = match self.kind() {
+        let ds: Vec<Dispatch> = match self.kind() {
             LinearKind::Matvec => {
                 let launch = model.plan.attention.launch();
                 let p = once(&model.attention.decode, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
-                let q = Slice::new(qkv.buffer, qkv.offset, 4 * self.w.qkv);
-                launch.rope_kv(
-                    &p,
-                    self.pos,
-                    l.rope,
-                    (q, l.qkv_bias),
-                    firsts,
-                    l.k_cache,
-                    l.v_cache,
-                )
+                let mut ds = Vec::new();
+                for (r, at) in self.decode_rows().into_iter().enumerate() {
+                    let row = 4 * self.w.qkv;
+                    let q = self.bound_at(qkv, r as u64 * row, row)?;
+                    let (k_cache, v_cache) = model.cache_of(l, at.seq);
+                    ds.push(launch.rope_kv(
+                        &p,
+                        at.pos,
+                        l.rope,
+                        (q, l.qkv_bias),
+                        firsts,
+                        k_cache,
+                        v_cache,
+                    ));
+                }
+                ds
             }
             LinearKind::Matmul => {
                 let launch = self.batched()?.attention.launch();
                 let p = once(&model.attention.prefill, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
-                launch.rope_kv_batch(
+                let (seq, pos) = self.run()?;
+                let (k_cache, v_cache) = model.cache_of(l, seq);
+                vec![launch.rope_kv_batch(
                     &p,
-                    self.pos,
+                    pos,
                     self.n,
                     l.rope,
                     (qkv, self.w.qkv),
                     l.qkv_bias,
                     firsts,
-                    l.k_cache,
-                    l.v_cache,
-                )
+                    k_cache,
+                    v_cache,
+                )]
             }
         };
-        self.list.dispatch(d);
+        for d in ds {
+            self.list.dispatch(d);
+        }
         Ok(())
     }
 
@@ -336,21 +416,26 @@ impl<'m> Pass<'m> {
                 })?;
                 let parts = self
                     .parts
-                    .ok_or_else(|| Error::Invalid("a one-token pass without partials".into()))?;
-                let combine = || AttentionLaunch::combine_pipeline(dev, &model.pipelines);
-                let first = l.window.map_or(0, |w| (self.pos + 1).saturating_sub(w));
-                let q = Slice::new(qkv.buffer, qkv.offset, 4 * self.w.q_dim);
-                for d in launch.dispatches(
-                    &p,
-                    combine,
-                    first..self.pos + 1,
-                    q,
-                    l.k_cache,
-                    l.v_cache,
-                    parts,
-                    att,
-                )? {
-                    self.list.dispatch(d);
+                    .ok_or_else(|| Error::Invalid("a decode pass without partials".into()))?;
+                for (r, at) in self.decode_rows().into_iter().enumerate() {
+                    let combine = || AttentionLaunch::combine_pipeline(dev, &model.pipelines);
+                    let first = l.window.map_or(0, |w| (at.pos + 1).saturating_sub(w));
+                    let r = r as u64;
+                    let q = self.bound_at(qkv, r * 4 * self.w.qkv, 4 * self.w.q_dim)?;
+                    let out = self.bound_at(att, r * 4 * self.w.q_dim, 4 * self.w.q_dim)?;
+                    let (k_cache, v_cache) = model.cache_of(l, at.seq);
+                    for d in launch.dispatches(
+                        &p,
+                        combine,
+                        first..at.pos + 1,
+                        q,
+                        k_cache,
+                        v_cache,
+                        parts,
+                        out,
+                    )? {
+                        self.list.dispatch(d);
+                    }
                 }
             }
             LinearKind::Matmul => {
@@ -358,13 +443,15 @@ impl<'m> Pass<'m> {
                 let p = once(&model.attention.prefill, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
+                let (seq, pos) = self.run()?;
+                let (k_cache, v_cache) = model.cache_of(l, seq);
                 for d in launch.dispatches(
                     &p,
-                    self.pos,
+                    pos,
                     self.n,
                     (qkv, self.w.qkv),
-                    l.k_cache,
-                    l.v_cache,
+                    k_cache,
+                    v_cache,
                     (att, self.w.q_dim),
                     self.rows.att_state,
                     l.window,
@@ -446,11 +533,11 @@ impl Model {
     /// post is the family's norm of a block's output (Gemma's), or nothing. Each
     /// residual add is fused with the norm that follows it, so xn always holds norm(x)
     /// for the block about to run. `output` says where the pass ends.
-    fn record(
+    pub(super) fn record(
         &self,
         rows: &Rows,
         parts: Option<Partials>,
-        (n, pos): (u64, u64),
+        (n, place): (u64, Place),
         output: Output,
         probes: &mut Probes,
     ) -> Result<CommandList> {
@@ -460,8 +547,16 @@ impl Model {
                 rows.capacity
             )));
         }
+        if let Place::Each(at) = place {
+            if at.len() as u64 != n {
+                return Err(Error::Invalid(format!(
+                    "a pass of {n} rows placed in {} sequences",
+                    at.len()
+                )));
+            }
+        }
         let weights = &self.weights;
-        let mut pass = self.pass(rows, parts, (n, pos));
+        let mut pass = self.pass(rows, parts, (n, place));
         let layers = &weights.layers;
         let norm_of = |i: usize| layers.get(i).map_or(weights.output_norm, |l| l.attn_norm);
         let norm_name = |i: usize| match i < layers.len() {
@@ -507,43 +602,43 @@ impl Model {
                 normed_rows(&pass),
             );
         }
-        if output == Output::Logits {
-            let step = &self.step;
+        if let Output::Logits(head) = output {
             pass.linear(
                 &[&weights.output],
                 pass.normed(),
-                (step.logits, self.config.vocab as u64),
+                (head.logits, head.stride),
             )?;
             probes.at(
                 &pass.list,
                 || format!("`{}`", weights.output.plan.name()),
-                step.logits,
+                head.logits,
             );
             let vocab = self.config.vocab as u64;
-            let token = rows.tokens;
-            for d in pass
-                .ops
-                .argmax(vocab, step.logits, step.argmax_scratch, token)?
-            {
-                pass.list.dispatch(d);
+            for r in 0..n {
+                let logits = pass.bound_at(head.logits, r * 4 * head.stride, 4 * vocab)?;
+                let record = 4 * ARGMAX_TOKEN_WORDS;
+                let token = pass.bound_at(head.results, r * head.result_stride, record)?;
+                for d in pass.ops.argmax(vocab, logits, head.scratch, token)? {
+                    pass.list.dispatch(d);
+                }
             }
         }
         Ok(pass.list)
     }
 
-    /// A pass of `n` tokens at `pos` over `rows`, nothing recorded yet.
+    /// A pass of `n` tokens placed at `place` over `rows`, nothing recorded yet.
     fn pass<'m>(
         &'m self,
         rows: &'m Rows,
         parts: Option<Partials>,
-        (n, pos): (u64, u64),
+        (n, place): (u64, Place<'m>),
     ) -> Pass<'m> {
         Pass {
             model: self,
             rows,
             parts,
             n,
-            pos,
+            place,
             w: Widths::of(&self.config, &self.plan.offsets),
             ops: self.ops.on(self.device.as_ref(), &self.pipelines),
             list: CommandList::new(),
@@ -553,13 +648,33 @@ impl Model {
     /// A decode step's whole pass at `pos` (logits and argmax), noting in `probes` where
     /// each op's output can be read back.
     pub(super) fn record_step_probed(&self, pos: u64, probes: &mut Probes) -> Result<CommandList> {
-        self.record_step(pos, Output::Logits, probes)
+        self.record_step((0, pos), self.step_logits(), probes)
     }
 
-    /// A decode step's pass over the token in the token buffer at `pos`.
-    fn record_step(&self, pos: u64, output: Output, probes: &mut Probes) -> Result<CommandList> {
+    /// A decode step's logits, argmax'd into its token buffer, where the next step
+    /// embeds the id from.
+    fn step_logits(&self) -> Output {
         let step = &self.step;
-        self.record(&step.rows, Some(step.parts), (1, pos), output, probes)
+        Output::Logits(Head {
+            logits: step.logits,
+            stride: self.config.vocab as u64,
+            scratch: step.argmax_scratch,
+            results: step.rows.tokens,
+            result_stride: 0,
+        })
+    }
+
+    /// A decode step's pass for sequence `seq` over the token in the token buffer at
+    /// `pos`.
+    fn record_step(
+        &self,
+        (seq, pos): (usize, u64),
+        output: Output,
+        probes: &mut Probes,
+    ) -> Result<CommandList> {
+        let step = &self.step;
+        let place = Place::Run { seq, pos };
+        self.record(&step.rows, Some(step.parts), (1, place), output, probes)
     }
 
     /// The token buffer of a decode step.
@@ -570,7 +685,7 @@ impl Model {
     /// Records and submits the decode step for the token at `pos`; the next token's
     /// greedy id is left in the token buffer. Returns without waiting.
     pub fn step(&self, input: Input, pos: usize) -> Result<()> {
-        let list = self.prepare(input, pos, Output::Logits)?;
+        let list = self.prepare((0, input), pos, self.step_logits())?;
         self.device.submit(&list)
     }
 
@@ -578,7 +693,7 @@ impl Model {
     /// ticket with `token`; meanwhile the next step can already be queued with
     /// `Input::Previous`, so the GPU never waits for the CPU between tokens.
     pub fn step_read(&self, input: Input, pos: usize) -> Result<StepTicket> {
-        let list = self.prepare(input, pos, Output::Logits)?;
+        let list = self.prepare((0, input), pos, self.step_logits())?;
         Ok(StepTicket {
             read: self.device.submit_read(&list, self.token_buffer())?,
             pos,
@@ -598,7 +713,12 @@ impl Model {
     }
 
     /// Checks the position and input, uploads an explicit token, records the step.
-    fn prepare(&self, input: Input, pos: usize, output: Output) -> Result<CommandList> {
+    fn prepare(
+        &self,
+        (seq, input): (usize, Input),
+        pos: usize,
+        output: Output,
+    ) -> Result<CommandList> {
         if pos >= self.n_ctx {
             return Err(Error::ContextFull {
                 what: format!("the step at position {pos}"),
@@ -618,7 +738,7 @@ impl Model {
             self.device
                 .upload(self.token_buffer().buffer, 0, &id.to_le_bytes())?;
         }
-        self.record_step(pos as u64, output, &mut Probes::default())
+        self.record_step((seq, pos as u64), output, &mut Probes::default())
     }
 
     /// One decode step; returns the greedy next token (4 bytes read back).
@@ -667,21 +787,28 @@ impl Model {
         self.check_prompt(tokens, start)?;
         let ubatch = self.plan.prefill.ubatch() as usize;
         for (i, chunk) in tokens.chunks(ubatch).enumerate() {
-            let pos = start + i * ubatch;
-            match chunk {
-                [id] => {
-                    let list = self.prepare(Input::Token(*id), pos, Output::Cache)?;
-                    self.device.submit(&list)?;
-                }
-                _ => {
-                    let mut batch = self.batch_buffers()?;
-                    let batch = batch.as_mut().expect("made by batch_buffers");
-                    let list = self.record_batch(batch, chunk, pos, Output::Cache)?;
-                    self.device.submit(&list)?;
-                }
-            }
+            self.prefill_chunk(0, chunk, start + i * ubatch)?;
         }
         Ok(())
+    }
+
+    /// One of `prefill`'s batches, for sequence `seq`: `chunk` (at most the plan's
+    /// `ubatch` tokens) into its cache at `pos`. Queued, not waited for.
+    pub(super) fn prefill_chunk(&self, seq: usize, chunk: &[u32], pos: usize) -> Result<()> {
+        match chunk {
+            [] => Ok(()),
+            [id] => {
+                // A decode step's pass, as a lone token's is.
+                let list = self.prepare((seq, Input::Token(*id)), pos, Output::Cache)?;
+                self.device.submit(&list)
+            }
+            _ => {
+                let mut batch = self.batch_buffers()?;
+                let batch = batch.as_mut().expect("made by batch_buffers");
+                let list = self.record_batch(batch, chunk, (seq, pos), Output::Cache)?;
+                self.device.submit(&list)
+            }
+        }
     }
 
     /// Like [`Model::prefill`], and hands `each` every position's logits in order
@@ -742,13 +869,17 @@ impl Model {
                 *batch.logits.insert(made)
             }
         };
-        let mut list = self.record_batch(batch, chunk, pos, Output::Normed)?;
+        let mut list = self.record_batch(batch, chunk, (0, pos), Output::Normed)?;
         let n = chunk.len() as u64;
         let dim = self.config.dim as u64;
         for first in (0..n).step_by(run as usize) {
             let rows = run.min(n - first);
             let x = X::rows(batch.rows.xn, Some(batch.rows.xn_q8), dim, first);
-            let mut head = self.pass(&batch.rows, None, (rows, (pos as u64) + first));
+            let place = Place::Run {
+                seq: 0,
+                pos: pos as u64 + first,
+            };
+            let mut head = self.pass(&batch.rows, None, (rows, place));
             head.list = list;
             head.linear(&[&self.weights.output], x, (logits, vocab))?;
             self.device.submit(&head.list)?;
@@ -822,16 +953,20 @@ impl Model {
         &self,
         batch: &BatchBuffers,
         chunk: &[u32],
-        pos: usize,
+        (seq, pos): (usize, usize),
         output: Output,
     ) -> Result<CommandList> {
         self.device
             .upload(batch.rows.tokens.buffer, 0, bytemuck::cast_slice(chunk))?;
         let n = chunk.len() as u64;
+        let place = Place::Run {
+            seq,
+            pos: pos as u64,
+        };
         self.record(
             &batch.rows,
             None,
-            (n, pos as u64),
+            (n, place),
             output,
             &mut Probes::default(),
         )
@@ -857,7 +992,7 @@ impl Model {
             self.device
                 .upload(self.token_buffer().buffer, 0, &id.to_le_bytes())?;
         }
-        let list = self.record_step(pos as u64, Output::Logits, &mut Probes::default())?;
+        let list = self.record_step((0, pos as u64), self.step_logits(), &mut Probes::default())?;
         let times = self
             .device
             .submit_timed(&list, crate::device::Timing::PerDispatch)?;

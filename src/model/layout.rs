@@ -229,3 +229,49 @@ pub(super) struct BatchBuffers {
     pub logits: Option<Slice>,
     pub buffers: OwnedBuffers<'static>,
 }
+
+/// The buffers of a decode step over up to `capacity` sequences' rows (`Engine`): the
+/// rows, each row's token id, its logits (`stride` floats apart, so each row's start
+/// can be bound) and its argmax record (`result_stride` bytes apart, likewise).
+pub(super) struct DecodeRows {
+    pub rows: Rows,
+    pub logits: Slice,
+    pub stride: u64,
+    pub scratch: Slice,
+    pub results: Slice,
+    pub result_stride: u64,
+}
+
+impl DecodeRows {
+    pub(super) fn new(
+        buffers: &OwnedBuffers,
+        widths: &Widths,
+        (capacity, vocab): (u64, u64),
+        profile: &DeviceProfile,
+    ) -> Result<DecodeRows> {
+        let storage = |label: &str, bytes: u64| -> Result<Slice> {
+            let bytes = bytes.max(16).next_multiple_of(16);
+            Ok(Slice::new(
+                buffers.create(label, bytes, BufferUse::Storage)?,
+                0,
+                bytes,
+            ))
+        };
+        let align = profile.storage_offset_alignment.max(16) as u64;
+        let stride = (4 * vocab).next_multiple_of(align) / 4;
+        let result_stride = (4 * ARGMAX_TOKEN_WORDS).next_multiple_of(align);
+        Ok(DecodeRows {
+            rows: Rows::new(
+                buffers,
+                widths,
+                capacity,
+                storage("decode rows' tokens", 4 * capacity)?,
+            )?,
+            logits: storage("decode rows' logits", 4 * stride * capacity)?,
+            stride,
+            scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
+            results: storage("decode rows' argmax", result_stride * capacity)?,
+            result_stride,
+        })
+    }
+}

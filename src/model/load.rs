@@ -60,14 +60,20 @@ impl Model {
         let (config, n_ctx) = (plan.config.clone(), plan.n_ctx);
         let widths = Widths::of(&config, &plan.offsets);
         // Everything counted before anything is allocated, on the host or the device.
-        MemoryNeed::of(&config, file, n_ctx, plan.kv, device.profile())?
-            .with_prefill(batch_bytes(
-                &widths,
-                config.vocab as u64,
-                plan.prefill.ubatch(),
-                plan.prefill.logits_tokens(),
-            ))?
-            .check_fits(device.profile(), &config, n_ctx, plan.kv)?;
+        MemoryNeed::of(
+            &config,
+            file,
+            (n_ctx, plan.sequences),
+            plan.kv,
+            device.profile(),
+        )?
+        .with_prefill(batch_bytes(
+            &widths,
+            config.vocab as u64,
+            plan.prefill.ubatch(),
+            plan.prefill.logits_tokens(),
+        ))?
+        .check_fits(device.profile(), &config, n_ctx, plan.kv)?;
         for m in plan.matrices() {
             m.route.launch().check(device.profile()).map_err(|e| {
                 Error::Invalid(format!("`{}`, planned for {}: {e}", m.name(), plan.device))
@@ -158,9 +164,11 @@ impl Model {
         let Offsets {
             k_first, v_first, ..
         } = plan.offsets;
-        let cache_bytes = attention.cache_bytes();
+        // Each sequence's region starts where a binding may (`Model::cache_of`).
+        let align = device.profile().storage_offset_alignment.max(4) as u64;
+        let cache_region = attention.cache_bytes().max(4).next_multiple_of(align);
         let kv_cache = |name: String| -> Result<Slice> {
-            let bytes = cache_bytes.max(4);
+            let bytes = cache_region * plan.sequences as u64;
             Ok(Slice::new(
                 buffers.create(&name, bytes, BufferUse::Storage)?,
                 0,
@@ -325,6 +333,7 @@ impl Model {
             batch: Mutex::new(None),
             attention: AttentionPipelineCells::default(),
             n_ctx,
+            cache_region,
             plan,
             pipelines,
             _buffers: buffers,

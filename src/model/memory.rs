@@ -19,8 +19,11 @@ pub struct MemoryNeed {
     pub weights: u64,
     /// The token embedding table, dequantized to f32.
     pub embedding: u64,
-    /// Keys and values of every layer for the whole context.
+    /// Keys and values of every layer for the whole context, for every sequence.
     pub kv_cache: u64,
+    /// The sequences `kv_cache` and the decode rows are counted for
+    /// ([`LoadOptions::sequences`](super::LoadOptions::sequences)).
+    pub sequences: usize,
     /// The format `kv_cache` is counted in.
     pub kv: KvType,
     /// Activations (a decode step's rows, and prefill's batch with `with_prefill`),
@@ -30,11 +33,12 @@ pub struct MemoryNeed {
 
 impl MemoryNeed {
     /// Counts with checked arithmetic: a size past 2^64 bytes is an error that names it.
-    /// The attention partials are counted for `profile`'s most chunks.
+    /// The attention partials are counted for `profile`'s most chunks; the KV cache, and
+    /// a decode row with its logits, once per sequence of `sequences`.
     pub fn of(
         config: &Config,
         file: &GgufFile,
-        n_ctx: usize,
+        (n_ctx, sequences): (usize, usize),
         kv: KvType,
         profile: &DeviceProfile,
     ) -> Result<MemoryNeed> {
@@ -78,6 +82,7 @@ impl MemoryNeed {
                 config.n_layers as u64,
                 2,
                 ctx,
+                sequences as u64,
                 config.n_kv_heads as u64,
                 kv.row_bytes(config.head_dim as u64),
             ],
@@ -96,12 +101,15 @@ impl MemoryNeed {
         let scratch = sum(
             "the scratch buffers",
             &[
-                widths.bytes_per_row(),
+                product(
+                    "the decode rows",
+                    &[widths.bytes_per_row(), sequences as u64],
+                )?,
                 product(
                     "the attention partials",
                     &[config.n_heads as u64, chunks, config.head_dim as u64 + 2, 4],
                 )?,
-                product("the logits", &[vocab, 4])?,
+                product("the logits", &[vocab, 4, sequences as u64])?,
                 product(
                     "the RoPE tables",
                     &[rope_tables, ctx, config.rope_dim as u64 / 2, 2, 4],
@@ -112,6 +120,7 @@ impl MemoryNeed {
             weights,
             embedding,
             kv_cache,
+            sequences,
             kv,
             scratch,
         };
@@ -150,9 +159,9 @@ impl MemoryNeed {
     }
 
     /// Refuses a model that needs more memory than the device has, where the device
-    /// says how much it has, or a context whose per-layer buffers (the K and V caches,
-    /// the RoPE table), each bound whole by one dispatch, pass the device's binding
-    /// limit.
+    /// says how much it has, or a context whose per-layer buffers (the K and V caches
+    /// of every sequence, the RoPE table), each bound whole by one dispatch, pass the
+    /// device's binding limit.
     pub fn check_fits(
         &self,
         profile: &DeviceProfile,
@@ -160,10 +169,15 @@ impl MemoryNeed {
         n_ctx: usize,
         kv: KvType,
     ) -> Result<()> {
+        let sequences = match self.sequences {
+            1 => String::new(),
+            n => format!(" for each of {n} sequences"),
+        };
         if let Some(memory) = profile.memory_bytes {
             if self.total() > memory {
                 return Err(Error::OutOfMemory(format!(
-                    "the model with a context of {n_ctx} needs {} and {} has {}: {self}",
+                    "the model with a context of {n_ctx}{sequences} needs {} and {} has {}: \
+                     {self}",
                     gb(self.total()),
                     profile.name,
                     gb(memory)
@@ -173,12 +187,13 @@ impl MemoryNeed {
         let per_position = Self::per_position_binding(config, kv);
         let binding = profile.usable_binding_bytes();
         // Cannot overflow: `of` counted the KV cache, which is at least this.
-        if per_position * n_ctx as u64 > binding {
+        let positions = n_ctx as u64 * self.sequences as u64;
+        if per_position * positions > binding {
             return Err(Error::OutOfMemory(format!(
-                "a context of {n_ctx} makes a layer's K cache (or RoPE table) {} bytes in \
-                 {kv}, past {}'s {binding}-byte binding limit: at most {} positions fit, \
-                 since attention binds them whole",
-                per_position * n_ctx as u64,
+                "a context of {n_ctx}{sequences} makes a layer's K cache (or RoPE table) {} \
+                 bytes in {kv}, past {}'s {binding}-byte binding limit: at most {} positions \
+                 fit in all, since attention binds every sequence's together",
+                per_position * positions,
                 profile.name,
                 binding / per_position
             )));
@@ -199,11 +214,15 @@ impl std::fmt::Display for MemoryNeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "weights {}, f32 embedding table {}, KV cache {} ({}), scratch {}",
+            "weights {}, f32 embedding table {}, KV cache {} ({}{}), scratch {}",
             gb(self.weights),
             gb(self.embedding),
             gb(self.kv_cache),
             self.kv,
+            match self.sequences {
+                1 => String::new(),
+                n => format!(", {n} sequences"),
+            },
             gb(self.scratch)
         )
     }

@@ -6,13 +6,16 @@
 //! - `load`: the weights uploaded once, the buffers made;
 //! - `forward`: one forward pass over any number of tokens, recorded as one command
 //!   list and submitted once: a decode step is one token, a prompt's batch many;
-//! - [`Session`]: a conversation over a model and its tokenizer.
+//! - [`Session`]: a conversation over a model and its tokenizer;
+//! - [`Engine`]: many sequences over one model, each step reading the weights once for
+//!   all of them.
 //!
 //! The token id lives in a GPU buffer: the embedding lookup reads it, and the argmax
 //! that ends every step writes the next one there, so greedy decode needs only the
 //! 4-byte id back per token (or nothing, when the host queues ahead).
 
 mod config;
+mod engine;
 mod forward;
 mod layout;
 mod load;
@@ -22,6 +25,7 @@ mod plan;
 mod session;
 
 pub use config::{output_tensor, Config, Family, SlidingWindow, Swa, FAMILIES};
+pub use engine::{Engine, Event, SequenceId, SequenceOptions, StopReason};
 pub use forward::StepTicket;
 pub use layout::{Offsets, Widths};
 pub use memory::MemoryNeed;
@@ -73,7 +77,7 @@ use crate::{Error, Result};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// Positions the KV cache holds, refused up front (with the bytes needed and
     /// available) where the device cannot hold them. Default: the model's trained
@@ -92,6 +96,24 @@ pub struct LoadOptions {
     /// model never saw, and its output there degrades without any error to show it. Tools
     /// that time long contexts on synthetic weights set it.
     pub allow_past_trained_context: bool,
+    /// Sequences the model serves at once (default 1): each has its own region of
+    /// `context` positions in every layer's KV cache, counted against the device's
+    /// memory and binding limit before anything is allocated. An [`Engine`] steps them
+    /// together; a [`Session`] uses the first.
+    pub sequences: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            context: None,
+            kv: KvType::default(),
+            routing: Overrides::default(),
+            ubatch: None,
+            allow_past_trained_context: false,
+            sequences: 1,
+        }
+    }
 }
 
 impl LoadOptions {
@@ -119,6 +141,13 @@ impl LoadOptions {
                 setting: "LoadOptions::context",
                 value: "0".into(),
                 expected: "must be at least 1 position".into(),
+            });
+        }
+        if self.sequences == 0 {
+            return Err(Error::Setting {
+                setting: "LoadOptions::sequences",
+                value: "0".into(),
+                expected: "must be at least 1 sequence".into(),
             });
         }
         if self.ubatch == Some(0) {
@@ -174,7 +203,9 @@ struct Layer {
     /// Writes [gate; up] into one buffer, likewise.
     gate_up: Vec<Matrix>,
     down: Matrix,
+    /// Every sequence's keys, a region of `Model::cache_region` bytes each.
     k_cache: Slice,
+    /// Every sequence's values, likewise.
     v_cache: Slice,
 }
 
@@ -245,6 +276,9 @@ pub struct Model {
     /// The attention pipelines of a decode step and of a batch, each made on first use.
     attention: AttentionPipelineCells,
     n_ctx: usize,
+    /// Bytes of one sequence's region of a layer's K (or V) cache: its `n_ctx`
+    /// positions, rounded up to where a binding may start.
+    cache_region: u64,
     /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
     /// when the model is dropped.
     pipelines: PipelineCache,
@@ -285,9 +319,23 @@ impl Model {
         report
     }
 
-    /// Positions the KV cache holds.
+    /// Positions the KV cache holds, per sequence.
     pub fn context(&self) -> usize {
         self.n_ctx
+    }
+
+    /// Sequences the KV cache holds a region for
+    /// ([`LoadOptions::sequences`]).
+    pub fn sequences(&self) -> usize {
+        self.plan.sequences
+    }
+
+    /// Layer `l`'s K and V cache regions of sequence `seq`.
+    fn cache_of(&self, l: &Layer, seq: usize) -> (Slice, Slice) {
+        let bytes = self.plan.attention.launch().cache_bytes().max(4);
+        let region =
+            |s: Slice| Slice::new(s.buffer, s.offset + seq as u64 * self.cache_region, bytes);
+        (region(l.k_cache), region(l.v_cache))
     }
 
     /// The plan this model was loaded from: every matrix and its routes, in

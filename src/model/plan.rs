@@ -97,8 +97,11 @@ pub struct Plan {
     pub file: (u64, u64),
     /// The model's hyperparameters.
     pub config: Config,
-    /// Positions the KV cache holds.
+    /// Positions the KV cache holds, per sequence.
     pub n_ctx: usize,
+    /// Sequences the model serves at once, each with its own `n_ctx` positions of cache
+    /// ([`LoadOptions::sequences`](super::LoadOptions::sequences)).
+    pub sequences: usize,
     /// Why the context is `n_ctx`: asked for, the trained length, or what fits.
     pub context_reason: String,
     /// How the KV cache stores keys and values ([`LoadOptions::kv`](super::LoadOptions::kv)).
@@ -318,6 +321,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         file: file.identity(),
         config,
         n_ctx,
+        sequences: options.sequences,
         context_reason,
         kv: options.kv,
         attention,
@@ -427,7 +431,8 @@ fn context(
     prefill_bytes: u64,
 ) -> Result<(usize, String)> {
     let need = |n: usize| {
-        MemoryNeed::of(config, file, n, options.kv, profile)?.with_prefill(prefill_bytes)
+        MemoryNeed::of(config, file, (n, options.sequences), options.kv, profile)?
+            .with_prefill(prefill_bytes)
     };
     let trained = config.context_length;
     if let Some(n) = options.context {
@@ -451,8 +456,9 @@ fn context(
         ((memory as f64 * DEFAULT_CONTEXT_MEMORY_SHARE) as u64).saturating_sub(fixed)
             / per_position.max(1)
     });
-    let by_binding =
-        profile.usable_binding_bytes() / MemoryNeed::per_position_binding(config, options.kv);
+    let by_binding = profile.usable_binding_bytes()
+        / MemoryNeed::per_position_binding(config, options.kv)
+        / options.sequences.max(1) as u64;
     let n = (by_memory.min(by_binding).min(trained as u64) as usize) / 256 * 256;
     if n == 0 {
         // Nothing fits: the trained context's refusal has the numbers.
@@ -594,6 +600,7 @@ impl Plan {
         serde_json::json!({
             "device": self.device,
             "context": self.n_ctx,
+            "sequences": self.sequences,
             "context_reason": self.context_reason,
             "attention": attention,
             "prefill": self.prefill,

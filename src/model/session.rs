@@ -177,7 +177,7 @@ pub struct Session {
 /// with fewer tokens the model can generate ids that do not decode, with more the
 /// tokenizer can encode ids the model has no row for. GGUF converters pad the token
 /// list to the embedding's rows, so a mismatch means the two are not from one model.
-fn check_vocab(tokenizer: &Tokenizer, embedding_rows: usize) -> Result<()> {
+pub(super) fn check_vocab(tokenizer: &Tokenizer, embedding_rows: usize) -> Result<()> {
     let tokens = tokenizer.vocab_size();
     if tokens == embedding_rows {
         return Ok(());
@@ -315,10 +315,8 @@ impl Session {
         }
         sampler.config().validate()?;
         self.unfed = None;
-        let c = sampler.config();
         // Plain greedy needs only the GPU argmax; anything else samples on the CPU.
-        let gpu_greedy = (c.temperature.is_nan() || c.temperature <= 0.0)
-            && (c.repetition_penalty == 1.0 || c.repeat_last_n == 0);
+        let gpu_greedy = sampler.config().is_greedy();
         Ok(Generate {
             model: &self.model,
             tokenizer: &self.tokenizer,

@@ -64,6 +64,13 @@ impl SamplerConfig {
         }
     }
 
+    /// Whether every draw is the highest logit (temperature 0, no repetition penalty in
+    /// effect), so the GPU's argmax alone decides it.
+    pub fn is_greedy(&self) -> bool {
+        (self.temperature.is_nan() || self.temperature <= 0.0)
+            && (self.repetition_penalty == 1.0 || self.repeat_last_n == 0)
+    }
+
     /// Refuses a setting outside its range with [`Error::Setting`] naming it: a negative
     /// or NaN temperature, `top_p` or `min_p` outside `0..=1`, a repetition penalty that
     /// is not a finite number above 0. [`Sampler::sample`] reads any value without

@@ -1,0 +1,805 @@
+//! Many sequences on one model, stepped together.
+//!
+//! Each sequence has its own region of every layer's KV cache, its own position, sampler
+//! and stop conditions. A step runs one chunk of one joining prompt (so a long prompt
+//! never stalls the running sequences for more than a batch) and then one decode pass
+//! whose rows are the next tokens of every running sequence: the forward pass of
+//! `forward.rs` with rows placed in several sequences (`Place::Each`), so each layer's
+//! weights are read for all of them at once.
+//!
+//! A sequence's logits do not depend on who shares its steps: every op of a decode pass
+//! computes each row as it computes a lone decode step's row, with the same pipelines,
+//! the same reduction order and the same attention split, and a prompt is cut into the
+//! same batches whoever else is running. The tests check it bit for bit.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::forward::{Head, Output, Place, SeqAt};
+use super::layout::{DecodeRows, Widths};
+use super::non_finite::Probes;
+use super::{LoadOptions, Model};
+use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice};
+use crate::gguf::GgufFile;
+use crate::sampling::{Sampler, SamplerConfig};
+use crate::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+/// A sequence of an [`Engine`], unique over the engine's life (never reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SequenceId(pub u64);
+
+impl std::fmt::Display for SequenceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sequence {}", self.0)
+    }
+}
+
+/// How a sequence generates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SequenceOptions {
+    /// Tokens to generate at most; 0 only processes the prompt (a prefix to fork from).
+    pub max_tokens: usize,
+    /// How each token is drawn (greedy by default).
+    pub sampler: SamplerConfig,
+    /// Ids that end the sequence when generated, besides the tokenizer's
+    /// end-of-generation ids. The stop id is not handed out as a token.
+    pub stop_ids: Vec<u32>,
+    /// Whether the tokenizer's end-of-generation ids (EOS, end of turn) end it (default
+    /// true; benchmarks that generate a fixed count turn it off, as
+    /// `llama-batched-bench` does).
+    pub stop_at_eog: bool,
+    /// Whether each [`Event::Token`] carries the logits it was drawn from.
+    pub logits: bool,
+}
+
+impl Default for SequenceOptions {
+    fn default() -> Self {
+        SequenceOptions {
+            max_tokens: usize::MAX,
+            sampler: SamplerConfig::greedy(),
+            stop_ids: Vec::new(),
+            stop_at_eog: true,
+            logits: false,
+        }
+    }
+}
+
+/// Why a sequence stopped generating.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// It generated an end-of-generation id (EOS, end of turn), or one of its
+    /// `stop_ids`: that id.
+    Stop(u32),
+    /// It generated `max_tokens`.
+    MaxTokens,
+    /// Its next token would pass the end of its context.
+    ContextFull,
+    /// Its logits had NaN or infinite values (the message says how many, where).
+    NonFinite(String),
+}
+
+/// What a step did for a sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A generated token.
+    Token {
+        /// Whose.
+        seq: SequenceId,
+        /// The id.
+        id: u32,
+        /// The logits it was drawn from, where the sequence asked
+        /// (`SequenceOptions::logits`).
+        logits: Option<Vec<f32>>,
+    },
+    /// The sequence stopped; it keeps its cache until [`Engine::remove`] (to be forked
+    /// or saved).
+    Done {
+        /// Whose.
+        seq: SequenceId,
+        /// Why.
+        reason: StopReason,
+    },
+}
+
+/// One sequence's state.
+struct Sequence {
+    id: SequenceId,
+    /// Its region of the KV cache.
+    slot: usize,
+    /// Every token so far: the prompt, then each generated one. The first `cached` are in
+    /// the cache; the rest are still to be fed.
+    tokens: Vec<u32>,
+    cached: usize,
+    sampler: Sampler,
+    options: SequenceOptions,
+    produced: usize,
+    done: Option<StopReason>,
+}
+
+impl Sequence {
+    /// Tokens still to feed before the next token can be drawn.
+    fn pending(&self) -> usize {
+        self.tokens.len() - self.cached
+    }
+
+    /// Whether the next token comes from the GPU's argmax alone.
+    fn gpu_greedy(&self) -> bool {
+        self.sampler.config().is_greedy()
+    }
+}
+
+/// A model serving many sequences at once: each step reads the weights once for the
+/// next token of every running sequence.
+///
+/// Sequences join ([`add`](Self::add), [`fork`](Self::fork), [`restore`](Self::restore))
+/// and leave ([`remove`](Self::remove)) between steps. Their number at once is the
+/// model's [`LoadOptions::sequences`], each with [`Model::context`] positions.
+///
+/// # Examples
+///
+/// Two prompts answered together, greedy, four tokens each:
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use brass::device::{AdapterChoice, WgpuDevice};
+/// use brass::model::{Engine, Event, LoadOptions, SequenceOptions};
+///
+/// # fn main() -> brass::Result<()> {
+/// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
+/// let options = LoadOptions {
+///     sequences: 2,
+///     context: Some(256),
+///     ..LoadOptions::default()
+/// };
+/// let mut engine = Engine::load(device, brass::hub::default_model_path()?, &options)?;
+/// let four = SequenceOptions {
+///     max_tokens: 4,
+///     ..SequenceOptions::default()
+/// };
+/// let france = engine.tokenizer().encode("The capital of France is", true, false);
+/// let japan = engine.tokenizer().encode("The capital of Japan is", true, false);
+/// let a = engine.add(&france, four.clone())?;
+/// let b = engine.add(&japan, four)?;
+/// while engine.running() > 0 {
+///     for event in engine.step()? {
+///         if let Event::Token { seq, id, .. } = event {
+///             let who = if seq == a { "France" } else { "Japan" };
+///             println!("{who}: {:?}", engine.tokenizer().decode(&[id], false)?);
+///         }
+///     }
+/// }
+/// assert_ne!(a, b);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Engine {
+    model: Model,
+    tokenizer: Tokenizer,
+    rows: DecodeRows,
+    /// In the order they joined: prompts are processed first come, first served.
+    sequences: Vec<Sequence>,
+    next_id: u64,
+    /// Where a fork's rows pass on their way between two regions of one buffer (a copy
+    /// cannot have the same buffer at both ends): one region, made at the first fork.
+    fork_staging: Option<Slice>,
+    buffers: OwnedBuffers<'static>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.model)
+            .field("sequences", &self.sequences.len())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine over `model` (loaded with the [`LoadOptions::sequences`] it will
+    /// serve) and its tokenizer.
+    pub fn new(model: Model, tokenizer: Tokenizer) -> Result<Engine> {
+        super::session::check_vocab(&tokenizer, model.config().vocab)?;
+        let buffers = OwnedBuffers::new(model.device().clone());
+        let widths = Widths::of(model.config(), &model.plan().offsets);
+        let rows = DecodeRows::new(
+            &buffers,
+            &widths,
+            (model.sequences() as u64, model.config().vocab as u64),
+            model.device().profile(),
+        )?;
+        Ok(Engine {
+            model,
+            tokenizer,
+            rows,
+            sequences: Vec::new(),
+            next_id: 0,
+            fork_staging: None,
+            buffers,
+        })
+    }
+
+    /// Opens the GGUF file at `path` and loads its model and tokenizer on `device`.
+    pub fn load(
+        device: Arc<dyn Device>,
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+    ) -> Result<Engine> {
+        Engine::from_gguf(device, &GgufFile::open(path)?, options)
+    }
+
+    /// Loads an opened file's model and tokenizer on `device`.
+    pub fn from_gguf(
+        device: Arc<dyn Device>,
+        file: &GgufFile,
+        options: &LoadOptions,
+    ) -> Result<Engine> {
+        let tokenizer = Tokenizer::from_gguf(file)?;
+        let plan = super::plan(file, device.profile(), options)?;
+        super::session::check_vocab(&tokenizer, plan.config.vocab)?;
+        let model = Model::from_plan(device, file, plan)?;
+        Engine::new(model, tokenizer)
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Sequences still generating (or processing their prompt).
+    pub fn running(&self) -> usize {
+        self.sequences.iter().filter(|s| s.done.is_none()).count()
+    }
+
+    /// Every sequence the engine holds, running or stopped, in the order they joined.
+    pub fn sequences(&self) -> Vec<SequenceId> {
+        self.sequences.iter().map(|s| s.id).collect()
+    }
+
+    /// A sequence's tokens so far: its prompt, then what it generated.
+    pub fn tokens(&self, seq: SequenceId) -> Result<&[u32]> {
+        Ok(&self.get(seq)?.tokens)
+    }
+
+    /// Why a sequence stopped, or None while it runs.
+    pub fn stopped(&self, seq: SequenceId) -> Result<Option<&StopReason>> {
+        Ok(self.get(seq)?.done.as_ref())
+    }
+
+    fn get(&self, seq: SequenceId) -> Result<&Sequence> {
+        self.sequences
+            .iter()
+            .find(|s| s.id == seq)
+            .ok_or_else(|| Error::Invalid(format!("{seq} is not in this engine")))
+    }
+
+    /// A free region of the cache, or the error that says none is.
+    fn free_slot(&self) -> Result<usize> {
+        let n = self.model.sequences();
+        (0..n)
+            .find(|slot| self.sequences.iter().all(|s| s.slot != *slot))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "all {n} sequences the model was loaded for are in use \
+                     (LoadOptions::sequences; remove a stopped one first)"
+                ))
+            })
+    }
+
+    /// Checks a sequence's tokens against the vocabulary and the context, and its options.
+    fn check(&self, tokens: &[u32], options: &SequenceOptions) -> Result<()> {
+        options.sampler.validate()?;
+        if tokens.is_empty() {
+            return Err(Error::Invalid("a sequence needs at least one token".into()));
+        }
+        let vocab = self.model.config().vocab;
+        if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::Invalid(format!(
+                "token id {bad} is outside the vocabulary of {vocab}"
+            )));
+        }
+        let context = self.model.context();
+        if tokens.len() > context {
+            return Err(Error::ContextFull {
+                what: format!("a sequence of {} tokens", tokens.len()),
+                needed: tokens.len(),
+                context,
+                trained: self.model.config().context_length,
+                reset_helps: false,
+            });
+        }
+        Ok(())
+    }
+
+    fn join(
+        &mut self,
+        slot: usize,
+        (tokens, cached): (Vec<u32>, usize),
+        options: SequenceOptions,
+    ) -> SequenceId {
+        let id = SequenceId(self.next_id);
+        self.next_id += 1;
+        self.sequences.push(Sequence {
+            id,
+            slot,
+            tokens,
+            cached,
+            sampler: Sampler::new(options.sampler.clone()),
+            options,
+            produced: 0,
+            done: None,
+        });
+        id
+    }
+
+    /// A new sequence with `prompt` (at least one token, at most the context). Its
+    /// prompt is processed by the following steps, a batch per step, then it generates.
+    pub fn add(&mut self, prompt: &[u32], options: SequenceOptions) -> Result<SequenceId> {
+        self.check(prompt, &options)?;
+        let slot = self.free_slot()?;
+        Ok(self.join(slot, (prompt.to_vec(), 0), options))
+    }
+
+    /// A new sequence that starts where `parent` stands, its cached rows copied (not
+    /// recomputed), then goes on with `more` tokens (which may be none). A prefix many
+    /// sequences share (a system prompt) is processed once this way.
+    pub fn fork(
+        &mut self,
+        parent: SequenceId,
+        more: &[u32],
+        options: SequenceOptions,
+    ) -> Result<SequenceId> {
+        let p = self.get(parent)?;
+        let tokens: Vec<u32> = p.tokens.iter().chain(more).copied().collect();
+        let (from, cached) = (p.slot, p.cached);
+        self.check(&tokens, &options)?;
+        let slot = self.free_slot()?;
+        let bytes = self.position_bytes() * cached as u64;
+        if bytes > 0 {
+            let staging = match self.fork_staging {
+                Some(made) => made,
+                None => {
+                    let region = self.position_bytes() * self.model.context() as u64;
+                    let made = Slice::new(
+                        self.buffers
+                            .create("fork staging", region, BufferUse::Storage)?,
+                        0,
+                        region,
+                    );
+                    *self.fork_staging.insert(made)
+                }
+            };
+            let mut list = CommandList::new();
+            for l in &self.model.weights.layers {
+                let (src_k, src_v) = self.model.cache_of(l, from);
+                let (dst_k, dst_v) = self.model.cache_of(l, slot);
+                for (src, dst) in [(src_k, dst_k), (src_v, dst_v)] {
+                    list.copy(Slice::new(src.buffer, src.offset, bytes), staging.buffer, 0);
+                    list.copy(Slice::new(staging.buffer, 0, bytes), dst.buffer, dst.offset);
+                }
+            }
+            self.model.device().submit(&list)?;
+        }
+        Ok(self.join(slot, (tokens, cached), options))
+    }
+
+    /// Frees a sequence's region of the cache (running or stopped).
+    pub fn remove(&mut self, seq: SequenceId) -> Result<()> {
+        let at = self
+            .sequences
+            .iter()
+            .position(|s| s.id == seq)
+            .ok_or_else(|| Error::Invalid(format!("{seq} is not in this engine")))?;
+        self.sequences.remove(at);
+        Ok(())
+    }
+
+    /// Bytes of one position's K (or V) rows in a layer.
+    fn position_bytes(&self) -> u64 {
+        self.model.plan().attention.launch().position_bytes()
+    }
+
+    /// One step: a batch of the first joining prompt, then a decode pass over every
+    /// running sequence whose prompt is in. Returns what happened to each, in the
+    /// order the sequences joined.
+    pub fn step(&mut self) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        self.prompt_batch()?;
+        // A sequence asked for no tokens is done once its prompt is in.
+        for s in &mut self.sequences {
+            if s.done.is_none() && s.pending() == 1 && s.produced >= s.options.max_tokens {
+                s.done = Some(StopReason::MaxTokens);
+                events.push(Event::Done {
+                    seq: s.id,
+                    reason: StopReason::MaxTokens,
+                });
+            }
+        }
+        let ready: Vec<usize> = (0..self.sequences.len())
+            .filter(|&i| {
+                let s = &self.sequences[i];
+                s.done.is_none() && s.pending() == 1
+            })
+            .collect();
+        let capacity = self.rows.rows.capacity as usize;
+        for group in ready.chunks(capacity) {
+            self.decode(group, &mut events)?;
+        }
+        Ok(events)
+    }
+
+    /// The next batch of the first sequence still feeding its prompt: all of it but
+    /// the last token, in the plan's batches counted from where it started, as
+    /// [`Model::prefill`] cuts a lone prompt.
+    fn prompt_batch(&mut self) -> Result<()> {
+        let Some(s) = self
+            .sequences
+            .iter_mut()
+            .find(|s| s.done.is_none() && s.pending() > 1)
+        else {
+            return Ok(());
+        };
+        let ubatch = self.model.plan().prefill.ubatch() as usize;
+        let end = (s.cached + ubatch).min(s.tokens.len() - 1);
+        self.model
+            .prefill_chunk(s.slot, &s.tokens[s.cached..end], s.cached)?;
+        s.cached = end;
+        Ok(())
+    }
+
+    /// One decode pass over the sequences at `group` (indices into `sequences`).
+    fn decode(&mut self, group: &[usize], events: &mut Vec<Event>) -> Result<()> {
+        let context = self.model.context();
+        let mut group = group.to_vec();
+        // A sequence whose next token has no room stops here.
+        group.retain(|&i| {
+            let s = &mut self.sequences[i];
+            if s.cached < context {
+                return true;
+            }
+            s.done = Some(StopReason::ContextFull);
+            events.push(Event::Done {
+                seq: s.id,
+                reason: StopReason::ContextFull,
+            });
+            false
+        });
+        if group.is_empty() {
+            return Ok(());
+        }
+        let at: Vec<SeqAt> = group
+            .iter()
+            .map(|&i| {
+                let s = &self.sequences[i];
+                SeqAt {
+                    seq: s.slot,
+                    pos: s.cached as u64,
+                }
+            })
+            .collect();
+        let ids: Vec<u32> = group
+            .iter()
+            .map(|&i| *self.sequences[i].tokens.last().expect("a pending token"))
+            .collect();
+        let dev = self.model.device().clone();
+        let rows = &self.rows;
+        dev.upload(rows.rows.tokens.buffer, 0, bytemuck::cast_slice(&ids))?;
+        let head = Head {
+            logits: rows.logits,
+            stride: rows.stride,
+            scratch: rows.scratch,
+            results: rows.results,
+            result_stride: rows.result_stride,
+        };
+        let n = group.len() as u64;
+        let list = self.model.record(
+            &rows.rows,
+            Some(self.model.step.parts),
+            (n, Place::Each(&at)),
+            Output::Logits(head),
+            &mut Probes::default(),
+        )?;
+        dev.submit(&list)?;
+        let results = dev.read(rows.results.buffer, 0, n * rows.result_stride)?;
+        let vocab = self.model.config().vocab;
+        for (r, &i) in group.iter().enumerate() {
+            let record = &results[r * rows.result_stride as usize..];
+            let [greedy, non_finite]: [u32; 2] = bytemuck::pod_read_unaligned(&record[..8]);
+            let s = &self.sequences[i];
+            let logits = match s.options.logits || !s.gpu_greedy() || non_finite > 0 {
+                true => Some(crate::device::read_f32(
+                    dev.as_ref(),
+                    rows.logits.buffer,
+                    4 * rows.stride * r as u64,
+                    vocab,
+                )?),
+                false => None,
+            };
+            let s = &mut self.sequences[i];
+            s.cached += 1;
+            if non_finite > 0 {
+                let reason = StopReason::NonFinite(format!(
+                    "{non_finite} of {vocab} logits are NaN or infinite at position {}",
+                    s.cached - 1
+                ));
+                s.done = Some(reason.clone());
+                events.push(Event::Done { seq: s.id, reason });
+                continue;
+            }
+            let id = match (&logits, s.gpu_greedy()) {
+                (Some(l), false) => s.sampler.sample(l, &s.tokens),
+                _ => greedy,
+            };
+            s.tokens.push(id);
+            s.produced += 1;
+            let eog = s.options.stop_at_eog && self.tokenizer.is_eog(id);
+            if eog || s.options.stop_ids.contains(&id) {
+                s.done = Some(StopReason::Stop(id));
+                events.push(Event::Done {
+                    seq: s.id,
+                    reason: StopReason::Stop(id),
+                });
+                continue;
+            }
+            events.push(Event::Token {
+                seq: s.id,
+                id,
+                logits: logits.filter(|_| s.options.logits),
+            });
+            if s.produced >= s.options.max_tokens {
+                s.done = Some(StopReason::MaxTokens);
+                events.push(Event::Done {
+                    seq: s.id,
+                    reason: StopReason::MaxTokens,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a sequence's tokens and cached K and V rows to `path`, with the model's
+    /// identity and a checksum, for [`restore`](Self::restore) (in this process or
+    /// another, on a model loaded from the same file with the same KV format).
+    pub fn save(&self, seq: SequenceId, path: impl AsRef<Path>) -> Result<()> {
+        let s = self.get(seq)?;
+        let dev = self.model.device();
+        let bytes = self.position_bytes() * s.cached as u64;
+        let mut rows = Vec::new();
+        for l in &self.model.weights.layers {
+            let (k, v) = self.model.cache_of(l, s.slot);
+            for half in [k, v] {
+                if bytes > 0 {
+                    rows.push(dev.read(half.buffer, half.offset, bytes)?);
+                }
+            }
+        }
+        let saved = saved::Saved {
+            model: self.model.plan().file,
+            kv: self.model.plan().kv.name().to_string(),
+            layers: self.model.config().n_layers as u32,
+            position_bytes: self.position_bytes(),
+            cached: s.cached as u64,
+            tokens: s.tokens.clone(),
+            rows,
+        };
+        let path = path.as_ref();
+        std::fs::write(path, saved.to_bytes()).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// A new sequence from a file [`save`](Self::save) wrote: its tokens, and its
+    /// cached rows uploaded (nothing recomputed). Refused, with what is wrong, where the
+    /// file is truncated or corrupted, or was saved from another model, KV format or
+    /// shape, or holds more tokens than the context.
+    pub fn restore(
+        &mut self,
+        path: impl AsRef<Path>,
+        options: SequenceOptions,
+    ) -> Result<SequenceId> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let bad = |what: String| Error::Invalid(format!("{}: {what}", path.display()));
+        let saved = saved::Saved::from_bytes(&bytes).map_err(bad)?;
+        let plan = self.model.plan();
+        if saved.model != plan.file {
+            return Err(bad(format!(
+                "saved from another model (file of {} bytes, header hash {:016x}; this model's \
+                 file has {} bytes, hash {:016x})",
+                saved.model.0, saved.model.1, plan.file.0, plan.file.1
+            )));
+        }
+        if saved.kv != plan.kv.name() {
+            return Err(bad(format!(
+                "saved with a {} KV cache; this model's is {}",
+                saved.kv,
+                plan.kv.name()
+            )));
+        }
+        let layers = self.model.config().n_layers as u32;
+        if saved.layers != layers || saved.position_bytes != self.position_bytes() {
+            return Err(bad(format!(
+                "saved for {} layers of {} bytes a position; this model has {layers} of {}",
+                saved.layers,
+                saved.position_bytes,
+                self.position_bytes()
+            )));
+        }
+        self.check(&saved.tokens, &options)?;
+        let slot = self.free_slot()?;
+        let dev = self.model.device().clone();
+        let halves = self.model.weights.layers.iter().flat_map(|l| {
+            let (k, v) = self.model.cache_of(l, slot);
+            [k, v]
+        });
+        for (half, rows) in halves.zip(&saved.rows) {
+            dev.upload(half.buffer, half.offset, rows)?;
+        }
+        Ok(self.join(slot, (saved.tokens, saved.cached as usize), options))
+    }
+}
+
+/// The saved-sequence file: a header, the tokens, each layer's K then V rows, and a
+/// SHA-256 of all of it. Little-endian throughout.
+mod saved {
+    use sha2::Digest;
+
+    const MAGIC: &[u8; 8] = b"BRASSSEQ";
+    const VERSION: u32 = 1;
+
+    pub(super) struct Saved {
+        /// The model file's identity (`GgufFile::identity`).
+        pub model: (u64, u64),
+        pub kv: String,
+        pub layers: u32,
+        pub position_bytes: u64,
+        pub cached: u64,
+        pub tokens: Vec<u32>,
+        /// K then V of each layer: `cached * position_bytes` bytes each.
+        pub rows: Vec<Vec<u8>>,
+    }
+
+    impl Saved {
+        pub fn to_bytes(&self) -> Vec<u8> {
+            let mut out = Vec::new();
+            out.extend_from_slice(MAGIC);
+            out.extend_from_slice(&VERSION.to_le_bytes());
+            out.extend_from_slice(&self.model.0.to_le_bytes());
+            out.extend_from_slice(&self.model.1.to_le_bytes());
+            out.extend_from_slice(&(self.kv.len() as u32).to_le_bytes());
+            out.extend_from_slice(self.kv.as_bytes());
+            out.extend_from_slice(&self.layers.to_le_bytes());
+            out.extend_from_slice(&self.position_bytes.to_le_bytes());
+            out.extend_from_slice(&self.cached.to_le_bytes());
+            out.extend_from_slice(&(self.tokens.len() as u64).to_le_bytes());
+            for t in &self.tokens {
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+            for rows in &self.rows {
+                out.extend_from_slice(rows);
+            }
+            let digest = sha2::Sha256::digest(&out);
+            out.extend_from_slice(&digest);
+            out
+        }
+
+        /// Parses what `to_bytes` wrote, or says what is wrong.
+        pub fn from_bytes(bytes: &[u8]) -> Result<Saved, String> {
+            let mut r = Reader { bytes, at: 0 };
+            if r.take(8)? != MAGIC {
+                return Err("not a saved brass sequence (no BRASSSEQ at its start)".into());
+            }
+            let version = r.u32()?;
+            if version != VERSION {
+                return Err(format!(
+                    "format version {version}; this brass reads {VERSION}"
+                ));
+            }
+            let model = (r.u64()?, r.u64()?);
+            let kv_len = r.u32()? as usize;
+            if kv_len > 16 {
+                return Err(format!("a KV format name of {kv_len} bytes: corrupted"));
+            }
+            let kv = String::from_utf8(r.take(kv_len)?.to_vec())
+                .map_err(|_| "a KV format name that is not UTF-8: corrupted".to_string())?;
+            let layers = r.u32()?;
+            let position_bytes = r.u64()?;
+            let cached = r.u64()?;
+            let n_tokens = r.u64()?;
+            if cached > n_tokens {
+                return Err(format!("{cached} cached of {n_tokens} tokens: corrupted"));
+            }
+            // Sizes from the header are checked against the file before anything is
+            // allocated for them.
+            let rows_bytes = position_bytes
+                .checked_mul(cached)
+                .filter(|b| *b <= bytes.len() as u64)
+                .ok_or_else(|| truncated(bytes.len()))?;
+            let expected = (r.at as u64)
+                .checked_add(
+                    n_tokens
+                        .checked_mul(4)
+                        .ok_or_else(|| truncated(bytes.len()))?,
+                )
+                .and_then(|n| n.checked_add(rows_bytes.checked_mul(2 * layers as u64)?))
+                .and_then(|n| n.checked_add(32))
+                .ok_or_else(|| truncated(bytes.len()))?;
+            if (bytes.len() as u64) < expected {
+                return Err(format!(
+                    "truncated: {} bytes where its header says {expected}",
+                    bytes.len()
+                ));
+            }
+            if bytes.len() as u64 > expected {
+                return Err(format!(
+                    "{} bytes where its header says {expected}: corrupted",
+                    bytes.len()
+                ));
+            }
+            let body = &bytes[..bytes.len() - 32];
+            if sha2::Sha256::digest(body).as_slice() != &bytes[bytes.len() - 32..] {
+                return Err("its checksum does not match its contents: corrupted".into());
+            }
+            let tokens = (0..n_tokens).map(|_| r.u32()).collect::<Result<_, _>>()?;
+            let rows = (0..2 * layers)
+                .map(|_| r.take(rows_bytes as usize).map(<[u8]>::to_vec))
+                .collect::<Result<_, _>>()?;
+            Ok(Saved {
+                model,
+                kv,
+                layers,
+                position_bytes,
+                cached,
+                tokens,
+                rows,
+            })
+        }
+    }
+
+    fn truncated(len: usize) -> String {
+        format!("truncated or corrupted: a header whose sizes pass its {len} bytes")
+    }
+
+    struct Reader<'a> {
+        bytes: &'a [u8],
+        at: usize,
+    }
+
+    impl<'a> Reader<'a> {
+        fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+            let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+            let end = end.ok_or_else(|| {
+                format!(
+                    "truncated: {} bytes, where more follow byte {}",
+                    self.bytes.len(),
+                    self.at
+                )
+            })?;
+            let out = &self.bytes[self.at..end];
+            self.at = end;
+            Ok(out)
+        }
+
+        fn u32(&mut self) -> Result<u32, String> {
+            Ok(u32::from_le_bytes(
+                self.take(4)?.try_into().expect("4 bytes"),
+            ))
+        }
+
+        fn u64(&mut self) -> Result<u64, String> {
+            Ok(u64::from_le_bytes(
+                self.take(8)?.try_into().expect("8 bytes"),
+            ))
+        }
+    }
+}
