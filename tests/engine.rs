@@ -423,3 +423,53 @@ fn too_many_sequences_are_refused_before_allocating() {
         engine.step().unwrap();
     }
 }
+
+#[test]
+fn a_hostile_prompt_of_special_tokens_changes_no_other_sequence() {
+    use brass::tokenizer::ChatMessage;
+    let path = brass::hub::default_model_path().unwrap();
+    let options = LoadOptions {
+        context: Some(512),
+        sequences: 3,
+        ..LoadOptions::default()
+    };
+    let mut engine = engine_of(&path, &options);
+    let tokenizer = engine.tokenizer();
+    let conversation = [
+        ChatMessage::system("You are a helpful assistant. Answer in one sentence."),
+        ChatMessage::user("What is the capital of Japan?"),
+    ];
+    let chat = tokenizer.encode_chat(&tokenizer.apply_chat_template(&conversation, true).unwrap());
+    let completion = tokenizer.encode("The capital of France is", true, false);
+    // Every special id the tokenizer knows by text, over and over: starts and ends of
+    // turns, end of text.
+    let specials = tokenizer.encode("<|im_start|><|im_end|><|endoftext|>", false, true);
+    assert_eq!(specials.len(), 3, "{specials:?}");
+    let hostile: Vec<u32> = specials.iter().copied().cycle().take(120).collect();
+    let runs: Vec<(Vec<u32>, usize)> = vec![(chat, 10), (hostile, 6), (completion, 3)];
+    let expected: Vec<Run> = runs
+        .iter()
+        .map(|(p, n)| alone(&mut engine, p, *n))
+        .collect();
+    let ids: Vec<SequenceId> = runs
+        .iter()
+        .map(|(p, n)| engine.add(p, greedy(*n)).unwrap())
+        .collect();
+    let mut got = BTreeMap::new();
+    while engine.running() > 0 {
+        record(&mut got, engine.step().unwrap());
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            got.remove(id).unwrap_or_default(),
+            expected[i],
+            "sequence {i}"
+        );
+    }
+    let text = |run: &Run| {
+        let ids: Vec<u32> = run.tokens.iter().map(|t| t.0).collect();
+        engine.tokenizer().decode(&ids, true).unwrap()
+    };
+    assert!(text(&expected[0]).starts_with("The capital of Japan is Tokyo"));
+    assert!(text(&expected[2]).starts_with(" Paris."));
+}

@@ -23,6 +23,7 @@ use brass::tokenizer::ChatMessage;
 
 const README: &str = include_str!("../README.md");
 const CRATE_DOCS: &str = include_str!("../src/lib.rs");
+const ENGINE_DOCS: &str = include_str!("../src/model/engine.rs");
 
 fn greedy() -> Sampler {
     Sampler::new(SamplerConfig::greedy())
@@ -104,4 +105,65 @@ fn the_crate_docs_example_prints_what_they_say() {
     // The stats line the example prints counts both calls: 2 tokens, then 7 and the
     // end of the turn (not counted).
     assert_eq!(session.stats().generated_tokens, 2 + 7);
+}
+
+#[test]
+fn the_readme_engine_example_answers_as_the_readme_says() {
+    use brass::model::{Engine, SequenceOptions};
+    assert_documented(
+        README,
+        "README.md",
+        &[
+            "let options = LoadOptions { sequences: 2, ..LoadOptions::default() };",
+            "let chat = tokenizer.encode_chat(&tokenizer.apply_chat_template(&conversation, true)?);",
+            r#"let completion = tokenizer.encode("The capital of France is", true, false);"#,
+            "let japan = engine.add(&chat, up_to(32))?;",
+            "let france = engine.add(&completion, up_to(2))?;",
+            "let reply = &engine.tokens(seq)?[prompt.len()..];",
+            "```text\nJapan: \"The capital of Japan is Tokyo.\"\nFrance: \" Paris.\"\n```",
+        ],
+    );
+    assert_documented(
+        ENGINE_DOCS,
+        "src/model/engine.rs",
+        &[
+            "/// let options = LoadOptions { sequences: 2, ..LoadOptions::default() };",
+            "/// let japan = engine.add(&chat, up_to(32))?;",
+            "/// let france = engine.add(&completion, up_to(2))?;",
+            "///     let reply = &engine.tokens(seq)?[prompt.len()..];",
+            "/// Japan: \"The capital of Japan is Tokyo.\"\n/// France: \" Paris.\"",
+        ],
+    );
+    let device: Arc<dyn Device> = Arc::new(common::gpu());
+    let options = LoadOptions {
+        sequences: 2,
+        ..LoadOptions::default()
+    };
+    let mut engine = Engine::load(device, default_model_path().unwrap(), &options).unwrap();
+    let tokenizer = engine.tokenizer();
+    let conversation = [
+        ChatMessage::system("You are a helpful assistant. Answer in one sentence."),
+        ChatMessage::user("What is the capital of Japan?"),
+    ];
+    let chat = tokenizer.encode_chat(&tokenizer.apply_chat_template(&conversation, true).unwrap());
+    let completion = tokenizer.encode("The capital of France is", true, false);
+    let up_to = |max_tokens| SequenceOptions {
+        max_tokens,
+        ..SequenceOptions::default()
+    };
+    let japan = engine.add(&chat, up_to(32)).unwrap();
+    let france = engine.add(&completion, up_to(2)).unwrap();
+    while engine.running() > 0 {
+        engine.step().unwrap();
+    }
+    let mut printed = Vec::new();
+    for (name, seq, prompt) in [("Japan", japan, &chat), ("France", france, &completion)] {
+        let reply = &engine.tokens(seq).unwrap()[prompt.len()..];
+        let text = engine.tokenizer().decode(reply, true).unwrap();
+        printed.push(format!("{name}: {text:?}"));
+    }
+    assert_eq!(
+        printed.join("\n"),
+        "Japan: \"The capital of Japan is Tokyo.\"\nFrance: \" Paris.\""
+    );
 }

@@ -138,41 +138,47 @@ impl Sequence {
 ///
 /// # Examples
 ///
-/// Two prompts answered together, greedy, four tokens each:
+/// A chat and a completion answered together, greedy (the README's example, which
+/// `tests/readme_examples.rs` runs):
 ///
 /// ```no_run
 /// use std::sync::Arc;
 ///
 /// use brass::device::{AdapterChoice, WgpuDevice};
-/// use brass::model::{Engine, Event, LoadOptions, SequenceOptions};
+/// use brass::hub::default_model_path;
+/// use brass::model::{Engine, LoadOptions, SequenceOptions};
+/// use brass::tokenizer::ChatMessage;
 ///
 /// # fn main() -> brass::Result<()> {
 /// let device = Arc::new(WgpuDevice::open(&AdapterChoice::from_env())?);
-/// let options = LoadOptions {
-///     sequences: 2,
-///     context: Some(256),
-///     ..LoadOptions::default()
-/// };
-/// let mut engine = Engine::load(device, brass::hub::default_model_path()?, &options)?;
-/// let four = SequenceOptions {
-///     max_tokens: 4,
-///     ..SequenceOptions::default()
-/// };
-/// let france = engine.tokenizer().encode("The capital of France is", true, false);
-/// let japan = engine.tokenizer().encode("The capital of Japan is", true, false);
-/// let a = engine.add(&france, four.clone())?;
-/// let b = engine.add(&japan, four)?;
+/// let options = LoadOptions { sequences: 2, ..LoadOptions::default() };
+/// let mut engine = Engine::load(device, default_model_path()?, &options)?;
+/// let tokenizer = engine.tokenizer();
+/// let conversation = [
+///     ChatMessage::system("You are a helpful assistant. Answer in one sentence."),
+///     ChatMessage::user("What is the capital of Japan?"),
+/// ];
+/// let chat = tokenizer.encode_chat(&tokenizer.apply_chat_template(&conversation, true)?);
+/// let completion = tokenizer.encode("The capital of France is", true, false);
+/// let up_to = |max_tokens| SequenceOptions { max_tokens, ..SequenceOptions::default() };
+/// let japan = engine.add(&chat, up_to(32))?;
+/// let france = engine.add(&completion, up_to(2))?;
 /// while engine.running() > 0 {
-///     for event in engine.step()? {
-///         if let Event::Token { seq, id, .. } = event {
-///             let who = if seq == a { "France" } else { "Japan" };
-///             println!("{who}: {:?}", engine.tokenizer().decode(&[id], false)?);
-///         }
-///     }
+///     engine.step()?; // a prompt batch, then a token for every sequence whose prompt is in
 /// }
-/// assert_ne!(a, b);
+/// for (name, seq, prompt) in [("Japan", japan, &chat), ("France", france, &completion)] {
+///     let reply = &engine.tokens(seq)?[prompt.len()..];
+///     println!("{name}: {:?}", engine.tokenizer().decode(reply, true)?);
+/// }
 /// # Ok(())
 /// # }
+/// ```
+///
+/// prints
+///
+/// ```text
+/// Japan: "The capital of Japan is Tokyo."
+/// France: " Paris."
 /// ```
 pub struct Engine {
     model: Model,
