@@ -809,3 +809,8 @@ mod saved {
         }
     }
 }
+
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Engine>();
+};
