@@ -4,14 +4,17 @@
 //!
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
 //!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--prefetch true|false] [--json out.json]
-//!     [--adapter INDEX|NAME]
+//!     [--adapter INDEX|NAME] [--cols N]
+//!
+//! With --cols N each dispatch multiplies N columns of x (a decode step of N sequences):
+//! GB/s and % then count the weights once and x and y N times, as the dispatch reads them.
 
 use std::collections::HashMap;
 
 use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
 use brass::gguf::synthetic::{SyntheticSpec, PRESETS};
 use brass::kernels::matvec::{Batches, Family, MatvecKernel, MATVEC_KERNELS};
-use brass::kernels::timing::{time_matvec, time_stream_read, Effort, Times};
+use brass::kernels::timing::{time_matvec_columns, time_stream_read, Effort, Times};
 use brass::kernels::PipelineCache;
 use brass::quant::GgmlType;
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
@@ -73,6 +76,9 @@ struct Args {
     /// prepares the next case, and would otherwise be timed half asleep.
     #[arg(long, default_value_t = 300)]
     warmup_ms: u64,
+    /// Columns of x per dispatch (`MatvecLaunch::dispatches_columns`).
+    #[arg(long, default_value_t = 1)]
+    cols: u64,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -115,6 +121,8 @@ struct Case {
     family: Family,
     m: u64,
     k: u64,
+    /// Columns of x per dispatch.
+    cols: u64,
     bytes: u64,
     copies: usize,
     median_us: f64,
@@ -302,7 +310,7 @@ fn bench_case(
         rotate_bytes: args.rotate_mb * 1_000_000,
         warmup: std::time::Duration::from_millis(args.warmup_ms),
     };
-    let t = time_matvec(device, cache, launch, effort)?;
+    let t = time_matvec_columns(device, cache, launch, args.cols, effort)?;
     let weight_bytes = launch.weight_bytes();
     let read = match reads.get(&weight_bytes) {
         Some(r) => *r,
@@ -313,7 +321,7 @@ fn bench_case(
         }
     };
 
-    let bytes = launch.bytes_moved();
+    let bytes = launch.bytes_moved() + (args.cols - 1) * (launch.x_bytes() + m * 4);
     let gbps = bytes as f64 / (t.median_us * 1e3);
     Ok(Case {
         shape: label.to_string(),
@@ -322,6 +330,7 @@ fn bench_case(
         family,
         m,
         k,
+        cols: args.cols,
         bytes,
         copies: t.copies,
         median_us: t.median_us,

@@ -6,7 +6,7 @@ mod common;
 use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile, Slice};
 use brass::kernels::matvec::{
     self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4X, Family, LaunchConfig, Layout,
-    MatvecKernel, MatvecLaunch, MATVEC_KERNELS,
+    MatvecKernel, MatvecLaunch, XForm, MATVEC_KERNELS, MAX_COLUMNS,
 };
 use brass::kernels::ops::{Activation, Ops, OpsOn};
 use brass::kernels::PipelineCache;
@@ -782,5 +782,263 @@ fn timing_runs_every_x_form() {
         let t = time_matvec(&device, &cache, &launch, effort)
             .unwrap_or_else(|e| panic!("{}: {e}", launch.pipeline_key()));
         assert!(t.median_us > 0.0, "{}", launch.pipeline_key());
+    }
+}
+
+/// Column counts every family is checked at: one, a few, and the most one dispatch takes.
+const COLUMN_COUNTS: [u64; 5] = [1, 2, 3, 8, MAX_COLUMNS];
+
+/// Column c's x binding for `launch` (its x form: f32, quantized, or gate and up) and
+/// the x its y is W times.
+fn column_x(launch: &MatvecLaunch, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let k = launch.k() as usize;
+    let mut rng = common::Rng::new(seed);
+    let x = rng.vec(k);
+    match launch.x_form() {
+        XForm::F32 => (x.clone(), x),
+        XForm::Q8 => {
+            let q8 = matvec::quantize_x_q8(&x)
+                .chunks(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            (q8, x)
+        }
+        XForm::Glu { up } => {
+            let u = rng.vec(k);
+            let mut both = x.clone();
+            both.resize(up as usize, 9.0);
+            both.extend(&u);
+            let glu = x
+                .iter()
+                .zip(&u)
+                .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
+            (both, glu)
+        }
+    }
+}
+
+/// Runs `launch` on the columns `xs` (x bindings) by one dispatch of `dispatches_columns`
+/// (x and y columns with strides a little past their sizes, y from element 3), twice,
+/// asserting both runs agree bit for bit (the batch queue is left reset); y per column.
+fn run_columns(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    launch: &MatvecLaunch,
+    parts: &[Slice],
+    xs: &[Vec<f32>],
+) -> Vec<Vec<f32>> {
+    let (m, cols) = (launch.m(), xs.len() as u64);
+    let x_stride = (launch.x_bytes() + 16).next_multiple_of(16);
+    let y_stride = m * 4 + 4;
+    const Y_FIRST: u64 = 3;
+    let mut x_all = vec![f32::NAN; (cols * x_stride / 4) as usize];
+    for (c, x) in xs.iter().enumerate() {
+        let at = c * x_stride as usize / 4;
+        x_all[at..at + x.len()].copy_from_slice(x);
+    }
+    let x_bytes = x_all.len() as u64 * 4;
+    let xb = device
+        .create_buffer("x", x_bytes, BufferUse::Storage)
+        .unwrap();
+    device.upload(xb, 0, bytemuck::cast_slice(&x_all)).unwrap();
+    let y_len = Y_FIRST + cols * (y_stride / 4);
+    let yb = device
+        .create_buffer("y", y_len * 4, BufferUse::Storage)
+        .unwrap();
+    let pipeline = launch.pipeline(device, cache).unwrap();
+    let queue = launch.new_queue(device).unwrap();
+    let mut list = CommandList::new();
+    for d in launch
+        .dispatches_columns(
+            pipeline,
+            parts,
+            Slice::new(xb, 0, x_bytes),
+            x_stride,
+            Slice::new(yb, 0, y_len * 4),
+            y_stride,
+            Y_FIRST,
+            cols,
+            queue,
+        )
+        .unwrap()
+    {
+        list.dispatch(d);
+    }
+    let run_once = || {
+        let poison = vec![f32::NAN; y_len as usize];
+        device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
+        device.submit(&list).unwrap();
+        read_f32(device, yb, 0, y_len as usize).unwrap()
+    };
+    let y = run_once();
+    assert_eq!(
+        bits(&y),
+        bits(&run_once()),
+        "{}: a second run differs",
+        launch.pipeline_key()
+    );
+    for b in [xb, yb].into_iter().chain(queue.map(|q| q.buffer)) {
+        device.destroy_buffer(b).unwrap();
+    }
+    (0..cols)
+        .map(|c| {
+            let at = (Y_FIRST + c * y_stride / 4) as usize;
+            y[at..at + m as usize].to_vec()
+        })
+        .collect()
+}
+
+/// For `launch`: every column of a dispatch of 1, 2, 3, 8 and the most columns is bit
+/// for bit a one-column dispatch (`dispatches`, the single-token decode's call) of the
+/// same x, and within the tolerance of the CPU reference. Returns the routes checked.
+fn check_columns(device: &dyn Device, cache: &PipelineCache, launch: &MatvecLaunch) {
+    let (ty, m, k) = (launch.kernel().ty, launch.m(), launch.k());
+    let ctx = launch.pipeline_key();
+    assert_eq!(launch.max_columns(), MAX_COLUMNS, "{ctx}");
+    let seed = m * 13 + k + ty.id() as u64;
+    let w = weights(ty, m, k, seed);
+    let parts = launch.upload_weights(device, "w", &w).unwrap();
+    let columns: Vec<_> = (0..MAX_COLUMNS)
+        .map(|c| column_x(launch, seed + c))
+        .collect();
+    let alone: Vec<Vec<f32>> = columns
+        .iter()
+        .map(|(x, _)| run(device, cache, launch, &w, x))
+        .collect();
+    for (c, ((_, x), y)) in columns.iter().zip(&alone).enumerate() {
+        let expected = cpu_reference(ty, &w, m as usize, k as usize, x).unwrap();
+        let ctx = format!("{ctx}: column {c} alone");
+        if launch.x_stage().int8_planes() > 0 {
+            assert_within_int8_bound(&ctx, launch, (&w, x), &expected, y, 1e-4);
+        } else {
+            let err = nmse(&expected, y);
+            assert!(err <= MAX_NMSE, "{ctx}: NMSE {err:.3e} > {MAX_NMSE:e}");
+        }
+    }
+    for cols in COLUMN_COUNTS {
+        let xs: Vec<Vec<f32>> = columns[..cols as usize]
+            .iter()
+            .map(|(x, _)| x.clone())
+            .collect();
+        let ys = run_columns(device, cache, launch, &parts, &xs);
+        for (c, (y, one)) in ys.iter().zip(&alone).enumerate() {
+            assert_eq!(
+                bits(y),
+                bits(one),
+                "{ctx}: column {c} of {cols} vs the same x alone"
+            );
+        }
+    }
+    for s in parts {
+        device.destroy_buffer(s.buffer).unwrap();
+    }
+}
+
+/// Every kernel of `family`, routed as the router routes an f32 x, on one tile of x and
+/// (for the staging families) several, through `check_columns`.
+fn family_columns(family: Family) {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let profile = device.profile().clone();
+    let small_tiles = small_tiles(&profile);
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == family) {
+        let mut shapes = vec![(&profile, (67, 512))];
+        if family.cooperative() {
+            shapes.push((&small_tiles, (45, 1280)));
+        }
+        for (p, shape) in shapes {
+            let launch = launch_of(p, kernel, shape, XInput::F32, Overrides::default());
+            check_columns(&device, &cache, &launch);
+        }
+    }
+}
+
+/// Columns of the scalar family: see `check_columns`.
+#[test]
+fn scalar_columns_are_one_column_dispatches_bit_for_bit() {
+    family_columns(Family::Scalar);
+}
+
+/// Columns of the coop family, x in one tile and in several: see `check_columns`.
+#[test]
+fn coop_columns_are_one_column_dispatches_bit_for_bit() {
+    family_columns(Family::Coop);
+}
+
+/// Columns of the dot4 family on its default route, x in one tile and in several: see
+/// `check_columns`.
+#[test]
+fn dot4_columns_are_one_column_dispatches_bit_for_bit() {
+    family_columns(Family::Dot4);
+}
+
+/// Columns of the dot4 family on its other routes: x quantized and read in place or
+/// staged, gate and up (SwiGLU while staging), the batch queue, teams of 4 lanes on two
+/// int8 planes, and (Q4_K, Q5_K) loading a slice ahead. See `check_columns`.
+#[test]
+fn dot4_columns_on_every_route_are_one_column_dispatches_bit_for_bit() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let (m, k) = (67, 512);
+    let routes = [
+        (
+            XInput::Norm,
+            Overrides {
+                x_q8: Some(true),
+                x_in_place: Some(true),
+                ..Overrides::default()
+            },
+        ),
+        (
+            XInput::Norm,
+            Overrides {
+                x_q8: Some(true),
+                x_in_place: Some(false),
+                ..Overrides::default()
+            },
+        ),
+        (
+            XInput::Glu { up: k + 4 },
+            Overrides {
+                glu_q8: Some(false),
+                x_in_place: Some(false),
+                ..Overrides::default()
+            },
+        ),
+        (
+            XInput::F32,
+            Overrides {
+                batches: Some(Batches::Queue),
+                max_workgroups: Some(2),
+                ..Overrides::default()
+            },
+        ),
+        (
+            XInput::F32,
+            Overrides {
+                lanes: Some(4),
+                x_planes: Some(2),
+                ..Overrides::default()
+            },
+        ),
+    ];
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for (x, overrides) in &routes {
+            let launch = launch_of(device.profile(), kernel, (m, k), *x, overrides.clone());
+            check_columns(&device, &cache, &launch);
+        }
+        if kernel.splits_slices() {
+            for lanes in [0, 4] {
+                let overrides = Overrides {
+                    lanes: Some(lanes),
+                    batches: Some(Batches::Prefetch),
+                    max_workgroups: Some(2),
+                    ..Overrides::default()
+                };
+                let launch = launch_of(device.profile(), kernel, (m, k), XInput::F32, overrides);
+                check_columns(&device, &cache, &launch);
+            }
+        }
     }
 }

@@ -26,6 +26,10 @@ struct Params {
     k: u32,          // columns
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // first output element written by this dispatch
+    cols: u32,       // columns of x (and of y) this dispatch multiplies
+    x_stride: u32,   // from one x column to the next, in elements
+    y_stride: u32,   // from one y column to the next, in elements
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -54,13 +58,18 @@ fn load_f16(byte: u32) -> f32 {
     return unpack2x16float(load_u32(byte)).x;
 }
 
+// Columns: y_c = W x_c for c < params.cols, one after another inside each row batch,
+// for the reasons dot4.wgsl's `batch_rows` gives. The element of x where the current
+// column starts.
+var<private> x_col: u32;
+
 fn xv(i: u32) -> f32 {
     return f32(xs[i]);
 }
 
 fn x_at(gi: u32) -> f32 {
     if (gi < params.k) {
-        return x[gi];
+        return x[x_col + gi];
     }
     return 0.0;
 }
@@ -111,36 +120,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_size) sg_size: u32) {
     let n_units = (params.k + 31u) / 32u;
     let one_tile = params.k <= TILE;
-    if (one_tile) {
-        // x fits: stage it once and keep it for every row batch this workgroup takes.
-        stage_x(0u, lid);
-        workgroupBarrier();
-    }
-    // Each subgroup takes one row of a batch.
+    // Each subgroup takes one row of a batch, for every column. x in one tile and one
+    // column is staged once, by the workgroup's first batch; otherwise per column and
+    // tile: by one call of stage_x either way, so a column's staged x is the same code
+    // whatever params.cols.
     for (var base = wid.x * n_sg; base < params.m; base += groups.x * n_sg) {
         let row = base + sg_id;
         let ok = row < params.m;
         let rb = row * params.row_bytes;
-        var acc = 0.0;
-        if (one_tile) {
-            if (ok) {
-                acc = row_partial(rb, 0u, n_units, lane, sg_size);
-            }
-        } else {
+        let restage = base == wid.x * n_sg || !one_tile || params.cols > 1u;
+        for (var c = 0u; c < params.cols; c++) {
+            x_col = c * params.x_stride;
+            var acc = 0.0;
             for (var t0 = 0u; t0 < params.k; t0 += TILE) {
-                workgroupBarrier();
-                stage_x(t0, lid);
-                workgroupBarrier();
+                if (restage) {
+                    workgroupBarrier();
+                    stage_x(t0, lid);
+                    workgroupBarrier();
+                }
                 if (ok) {
                     let u0 = t0 / 32u;
                     acc += row_partial(rb, u0, min(u0 + TILE / 32u, n_units), lane, sg_size);
                 }
             }
-        }
-        // Outside any branch: every lane of the subgroup takes part.
-        let total = subgroupAdd(acc);
-        if (lane == 0u && ok) {
-            y[params.y_offset + row] = total;
+            // Outside any branch: every lane of the subgroup takes part.
+            let total = subgroupAdd(acc);
+            if (lane == 0u && ok) {
+                y[params.y_offset + c * params.y_stride + row] = total;
+            }
         }
     }
 }

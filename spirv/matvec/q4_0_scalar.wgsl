@@ -36,12 +36,23 @@ struct Params {
     k: u32,          // columns
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // first output element written by this dispatch
+    cols: u32,       // columns of x (and of y) this dispatch multiplies
+    x_stride: u32,   // from one x column to the next, in elements
+    y_stride: u32,   // from one y column to the next, in elements
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// Columns: y_c = W x_c for c < params.cols, each row's columns one after another, so
+// that a column's arithmetic is the same code whatever params.cols (a runtime bound the
+// driver cannot specialize) and the row's bytes come from cache after the first. The
+// element of x where the current column starts; the per-type files add it to every
+// read of x.
+var<private> x_col: u32;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -51,7 +62,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (row >= params.m) {
         return;
     }
-    y[params.y_offset + row] = row_dot(row * params.row_bytes);
+    for (var c = 0u; c < params.cols; c++) {
+        x_col = c * params.x_stride;
+        y[params.y_offset + c * params.y_stride + row] = row_dot(row * params.row_bytes);
+    }
 }
 
 // Q4_0: 32 weights per 18-byte block {d: f16, qs: [u8; 16]}; weight j < 16 is the low
@@ -63,8 +77,8 @@ fn row_dot(row_byte: u32) -> f32 {
         let d = load_f16(b);
         for (var j = 0u; j < 16u; j++) {
             let q = load_byte(b + 2u + j);
-            acc += (d * (f32(q & 0xfu) - 8.0)) * x[blk * 32u + j];
-            acc += (d * (f32(q >> 4u) - 8.0)) * x[blk * 32u + j + 16u];
+            acc += (d * (f32(q & 0xfu) - 8.0)) * x[x_col + blk * 32u + j];
+            acc += (d * (f32(q >> 4u) - 8.0)) * x[x_col + blk * 32u + j + 16u];
         }
     }
     return acc;

@@ -54,9 +54,9 @@ struct Params {
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // first output element written by this dispatch
     x_up: u32,       // with X_GLU: where the second operand starts in x, in elements
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    cols: u32,       // columns of x (and of y) this dispatch multiplies
+    x_stride: u32,   // from one x column to the next, in vec4s of the binding
+    y_stride: u32,   // from one y column to the next, in elements
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -89,6 +89,11 @@ var<workgroup> xds: array<vec2<f32>, SLOTS>;
 // half group (Q6_K's q - 32).
 var<workgroup> xhalf_sums: array<vec2<i32>, SLOTS>;
 
+// Columns: y_c = W x_c for c < params.cols, one after another inside each row batch (see
+// `batch_rows`). The vec4 of the x binding where the current column starts: every read
+// of x adds it, so one column's arithmetic is the same code whichever column it is.
+var<private> x_col: u32;
+
 fn slot(g: u32) -> u32 {
     return g + g / 8u;
 }
@@ -103,7 +108,7 @@ fn slot(g: u32) -> u32 {
 // halves, 2 its tail, 3 and 4 the second plane's halves, 5 the two planes' tail (d,
 // d * sum, and the sums of the halves, bitcast).
 fn x_q8(g: u32, j: u32) -> vec4<f32> {
-    return x[Q8_GROUP_VEC4S * g + j];
+    return x[x_col + Q8_GROUP_VEC4S * g + j];
 }
 
 // Half h (0 or 1) of group g, first plane.
@@ -177,9 +182,9 @@ fn group_dot(lo: vec4<u32>, hi: vec4<u32>, g: u32) -> i32 {
 // the SwiGLU of its two halves, silu(x[4i..]) * x[x_up + 4i..], so the FFN's down
 // projection needs no separate SiLU-mul dispatch.
 fn x_at(i: u32) -> vec4<f32> {
-    let a = x[i];
+    let a = x[x_col + i];
     if (X_GLU) {
-        return silu_times(a, x[params.x_up / 4u + i]);
+        return silu_times(a, x[x_col + params.x_up / 4u + i]);
     }
     return a;
 }
@@ -275,32 +280,51 @@ fn take_batch(lid: u32, groups: u32, n_batches: u32) -> u32 {
     return workgroupUniformLoad(&next_batch);
 }
 
-// The rows base .. base + a batch: one per subgroup or team, x in one tile or several.
-fn batch_rows(base: u32, one_tile: bool, lid: u32, sg_id: u32, per_sg: u32, team: u32,
-              tl: u32, lanes: u32) {
+// The rows base .. base + a batch, one per subgroup or team, for every column: x in one
+// tile or several.
+//
+// The columns loop around the batch's rows rather than inside a lane's slice loop: a
+// lane's slices of one column are the same code, in the same order, whatever
+// params.cols is (the driver cannot specialize a runtime bound), so a column's output
+// is bit for bit a one-column dispatch's. Dotting each loaded slice with every column
+// would need one accumulator per column, a runtime-indexed array that lives in memory
+// rather than registers. Looping around the batch, the second and later columns find
+// the batch's weights in L1 or L2 rather than DRAM, but every column still issues all
+// of the weight loads and their arithmetic: on the H200 (Q4_K, 8B shapes, 2026-12-04)
+// a column costs about what a one-column dispatch does, in place 1.0x, staged 0.4-0.6x
+// at 8 columns (staging is redone per column and batch). Bit-identical, not yet faster;
+// the register form (a slice loaded once, dotted with a fixed run of columns) is next.
+//
+// Staged x holds one column at a time. x in one tile and one column is staged once, by
+// the workgroup's first batch (`first`); otherwise per column and tile. Either way by
+// this one call of stage_x, so a column's int8 x is the same code whatever params.cols.
+fn batch_rows(base: u32, first: bool, one_tile: bool, lid: u32, sg_id: u32, per_sg: u32,
+              team: u32, tl: u32, lanes: u32) {
     let row = base + sg_id * per_sg + team;
     let ok = row < params.m;
     let rb = row * params.row_bytes;
-    var acc = 0.0;
-    if (one_tile) {
-        if (ok) {
-            acc = row_partial(rb, 0u, (params.k / BLOCK) * SLICES, tl, lanes);
-        }
-    } else {
-        for (var t0 = 0u; t0 < params.k; t0 += TILE) {
-            workgroupBarrier();
-            stage_x(t0, lid);
-            workgroupBarrier();
+    // In place, x is one tile of all of K.
+    let span = select(TILE, params.k, X_DIRECT);
+    let restage = !X_DIRECT && (first || !one_tile || params.cols > 1u);
+    for (var c = 0u; c < params.cols; c++) {
+        x_col = c * params.x_stride;
+        var acc = 0.0;
+        for (var t0 = 0u; t0 < params.k; t0 += span) {
+            if (restage) {
+                workgroupBarrier();
+                stage_x(t0, lid);
+                workgroupBarrier();
+            }
             if (ok) {
-                let blocks = min(TILE, params.k - t0) / BLOCK;
+                let blocks = min(span, params.k - t0) / BLOCK;
                 acc += row_partial(rb, t0 / BLOCK, blocks * SLICES, tl, lanes);
             }
         }
-    }
-    // Outside any branch: every lane of the subgroup takes part.
-    let total = row_total(acc);
-    if (tl == 0u && ok) {
-        y[params.y_offset + row] = total;
+        // Outside any branch: every lane of the subgroup takes part.
+        let total = row_total(acc);
+        if (tl == 0u && ok) {
+            y[params.y_offset + c * params.y_stride + row] = total;
+        }
     }
 }
 
@@ -341,19 +365,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         rows_prefetched(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes, lid);
         return;
     }
-    if (one_tile && !X_DIRECT) {
-        // x fits: quantize it once and keep it for every row batch this workgroup takes.
-        stage_x(0u, lid);
-        workgroupBarrier();
-    }
+    // Each batch takes every column, so the queue counts row batches as it did before
+    // columns: its counter and reset are unchanged.
     if (QUEUE) {
         let n_batches = (params.m + batch - 1u) / batch;
         for (var b = wid.x; b < n_batches; b = take_batch(lid, groups.x, n_batches)) {
-            batch_rows(b * batch, one_tile, lid, sg_id, per_sg, team, tl, lanes);
+            batch_rows(b * batch, b == wid.x, one_tile, lid, sg_id, per_sg, team, tl, lanes);
         }
     } else {
         for (var base = wid.x * batch; base < params.m; base += groups.x * batch) {
-            batch_rows(base, one_tile, lid, sg_id, per_sg, team, tl, lanes);
+            batch_rows(base, base == wid.x * batch, one_tile, lid, sg_id, per_sg, team, tl,
+                       lanes);
         }
     }
 }
@@ -375,6 +397,10 @@ fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
 // that a lane has loads in flight while it computes, also across the end of a row.
 // Every lane runs the same number of steps a row (some past the row's last slice), so
 // the lanes of a subgroup reach each row's end together.
+//
+// Columns (see dot4.wgsl's `batch_rows`): the sequence runs each row once per column,
+// its weights loaded again (from L1 or L2) for the next column; x is staged at the start
+// of each column of each row, or with one column once, by the one call of stage_x.
 fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
     let n_slices = (params.k / BLOCK) * SLICES;
     let steps = (n_slices + lanes - 1u) / lanes;
@@ -384,17 +410,23 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
     }
     var i = 0u;
     var s = tl;
+    var c = 0u;
+    var staged = false;
     var raw = load_slice(base + offset, s, n_slices);
-    // The first slice's loads are in flight while x is staged.
-    if (!X_DIRECT) {
-        stage_x(0u, lid);
-        workgroupBarrier();
-    }
     var acc = 0.0;
     loop {
+        x_col = c * params.x_stride;
+        // The first slice's loads are in flight while x is staged.
+        if (!X_DIRECT && i == 0u && (!staged || params.cols > 1u)) {
+            workgroupBarrier();
+            stage_x(0u, lid);
+            workgroupBarrier();
+            staged = true;
+        }
         let row = base + offset;
         let row_end = i + 1u == steps;
-        let next_base = select(base, base + stride, row_end);
+        let last_col = c + 1u == params.cols;
+        let next_base = select(base, base + stride, row_end && last_col);
         let next_s = select(s + lanes, tl, row_end);
         let next = load_slice(next_base + offset, next_s, n_slices);
         if (row < params.m && s < n_slices) {
@@ -404,12 +436,13 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
         if (row_end) {
             let total = row_total(acc);
             if (tl == 0u && row < params.m) {
-                y[params.y_offset + row] = total;
+                y[params.y_offset + c * params.y_stride + row] = total;
             }
             acc = 0.0;
             if (next_base >= params.m) {
                 break;
             }
+            c = select(c + 1u, 0u, last_col);
         }
         base = next_base;
         s = next_s;

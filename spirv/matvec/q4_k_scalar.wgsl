@@ -36,12 +36,23 @@ struct Params {
     k: u32,          // columns
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // first output element written by this dispatch
+    cols: u32,       // columns of x (and of y) this dispatch multiplies
+    x_stride: u32,   // from one x column to the next, in elements
+    y_stride: u32,   // from one y column to the next, in elements
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// Columns: y_c = W x_c for c < params.cols, each row's columns one after another, so
+// that a column's arithmetic is the same code whatever params.cols (a runtime bound the
+// driver cannot specialize) and the row's bytes come from cache after the first. The
+// element of x where the current column starts; the per-type files add it to every
+// read of x.
+var<private> x_col: u32;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -51,7 +62,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (row >= params.m) {
         return;
     }
-    y[params.y_offset + row] = row_dot(row * params.row_bytes);
+    for (var c = 0u; c < params.cols; c++) {
+        x_col = c * params.x_stride;
+        y[params.y_offset + c * params.y_stride + row] = row_dot(row * params.row_bytes);
+    }
 }
 // Shared by the Q4_K and Q5_K scalar matvecs and fma matmuls: the 6-bit scale and
 // minimum of a sub-block, packed in the super-block's 12 `scales` bytes (ggml's
@@ -91,7 +105,7 @@ fn row_dot(row_byte: u32) -> f32 {
             let ml = dmin * f32(sm.y);
             for (var l = 0u; l < 32u; l++) {
                 let q = (load_byte(b + 16u + 32u * (j / 2u) + l) >> (4u * (j & 1u))) & 15u;
-                acc += (dl * f32(q) - ml) * x[sb * 256u + 32u * j + l];
+                acc += (dl * f32(q) - ml) * x[x_col + sb * 256u + 32u * j + l];
             }
         }
     }

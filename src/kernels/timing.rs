@@ -56,6 +56,18 @@ pub fn time_matvec(
     launch: &MatvecLaunch,
     effort: Effort,
 ) -> crate::Result<Times> {
+    time_matvec_columns(device, cache, launch, 1, effort)
+}
+
+/// [`time_matvec`] of `cols` columns in one dispatch
+/// ([`MatvecLaunch::dispatches_columns`]), x and y columns packed end to end.
+pub fn time_matvec_columns(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    launch: &MatvecLaunch,
+    cols: u64,
+    effort: Effort,
+) -> crate::Result<Times> {
     let (m, k, ty) = (launch.m(), launch.k(), launch.kernel().ty);
     let weight_bytes = launch.weight_bytes();
     let n_blocks = (m * k) as usize / ty.block_size();
@@ -77,6 +89,7 @@ pub fn time_matvec(
         sets.push(set);
     }
     device.submit(&fill)?;
+    let x_stride = launch.x_bytes().next_multiple_of(16);
     let x_bytes = launch.x_bytes();
     let x_data = match launch.x_form() {
         XForm::Q8 => matvec::quantize_x_q8(&vec![0.5f32; k as usize]),
@@ -85,13 +98,17 @@ pub fn time_matvec(
             bytemuck::cast_slice(&vec![0.5f32; (x_bytes / 4) as usize]).to_vec()
         }
     };
-    let x = Slice::new(
-        buffers.create("x", x_bytes, BufferUse::Storage)?,
+    let x_all = (cols - 1) * x_stride + x_bytes;
+    let x = Slice::new(buffers.create("x", x_all, BufferUse::Storage)?, 0, x_all);
+    for c in 0..cols {
+        device.upload(x.buffer, c * x_stride, &x_data)?;
+    }
+    let y_bytes = cols * m * 4;
+    let y = Slice::new(
+        buffers.create("y", y_bytes, BufferUse::Storage)?,
         0,
-        x_bytes,
+        y_bytes,
     );
-    device.upload(x.buffer, 0, &x_data)?;
-    let y = Slice::new(buffers.create("y", m * 4, BufferUse::Storage)?, 0, m * 4);
     let pipeline = launch.pipeline(device, cache)?;
     let queue = launch.new_queue(device)?;
     if let Some(q) = queue {
@@ -102,7 +119,9 @@ pub fn time_matvec(
     let mut list = CommandList::new();
     for i in 0..iters + SKIP {
         let weights = &sets[i % copies];
-        for d in launch.dispatches(pipeline, weights, x, y, 0, queue)? {
+        let ds =
+            launch.dispatches_columns(pipeline, weights, x, x_stride, y, m * 4, 0, cols, queue)?;
+        for d in ds {
             list.dispatch(d);
         }
     }

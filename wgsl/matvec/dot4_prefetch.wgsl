@@ -16,6 +16,10 @@ fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
 // that a lane has loads in flight while it computes, also across the end of a row.
 // Every lane runs the same number of steps a row (some past the row's last slice), so
 // the lanes of a subgroup reach each row's end together.
+//
+// Columns (see dot4.wgsl's `batch_rows`): the sequence runs each row once per column,
+// its weights loaded again (from L1 or L2) for the next column; x is staged at the start
+// of each column of each row, or with one column once, by the one call of stage_x.
 fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
     let n_slices = (params.k / BLOCK) * SLICES;
     let steps = (n_slices + lanes - 1u) / lanes;
@@ -25,17 +29,23 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
     }
     var i = 0u;
     var s = tl;
+    var c = 0u;
+    var staged = false;
     var raw = load_slice(base + offset, s, n_slices);
-    // The first slice's loads are in flight while x is staged.
-    if (!X_DIRECT) {
-        stage_x(0u, lid);
-        workgroupBarrier();
-    }
     var acc = 0.0;
     loop {
+        x_col = c * params.x_stride;
+        // The first slice's loads are in flight while x is staged.
+        if (!X_DIRECT && i == 0u && (!staged || params.cols > 1u)) {
+            workgroupBarrier();
+            stage_x(0u, lid);
+            workgroupBarrier();
+            staged = true;
+        }
         let row = base + offset;
         let row_end = i + 1u == steps;
-        let next_base = select(base, base + stride, row_end);
+        let last_col = c + 1u == params.cols;
+        let next_base = select(base, base + stride, row_end && last_col);
         let next_s = select(s + lanes, tl, row_end);
         let next = load_slice(next_base + offset, next_s, n_slices);
         if (row < params.m && s < n_slices) {
@@ -45,12 +55,13 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
         if (row_end) {
             let total = row_total(acc);
             if (tl == 0u && row < params.m) {
-                y[params.y_offset + row] = total;
+                y[params.y_offset + c * params.y_stride + row] = total;
             }
             acc = 0.0;
             if (next_base >= params.m) {
                 break;
             }
+            c = select(c + 1u, 0u, last_col);
         }
         base = next_base;
         s = next_s;

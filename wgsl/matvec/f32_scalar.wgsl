@@ -7,7 +7,7 @@ fn row_dot(row_byte: u32) -> f32 {
         let b = row_byte + 4u * j;
         let bits = load_byte(b) | (load_byte(b + 1u) << 8u) | (load_byte(b + 2u) << 16u)
             | (load_byte(b + 3u) << 24u);
-        acc += bitcast<f32>(bits) * x[j];
+        acc += bitcast<f32>(bits) * x[x_col + j];
     }
     return acc;
 }

@@ -9,8 +9,8 @@ fn row_dot(row_byte: u32) -> f32 {
         let d = load_f16(b);
         for (var j = 0u; j < 16u; j++) {
             let q = load_byte(b + 2u + j);
-            acc += (d * (f32(q & 0xfu) - 8.0)) * x[blk * 32u + j];
-            acc += (d * (f32(q >> 4u) - 8.0)) * x[blk * 32u + j + 16u];
+            acc += (d * (f32(q & 0xfu) - 8.0)) * x[x_col + blk * 32u + j];
+            acc += (d * (f32(q >> 4u) - 8.0)) * x[x_col + blk * 32u + j + 16u];
         }
     }
     return acc;

@@ -9,8 +9,8 @@ fn row_dot(row_byte: u32) -> f32 {
         let m = load_f16(b + 2u);
         for (var j = 0u; j < 16u; j++) {
             let q = load_byte(b + 4u + j);
-            acc += (d * f32(q & 0xfu) + m) * x[blk * 32u + j];
-            acc += (d * f32(q >> 4u) + m) * x[blk * 32u + j + 16u];
+            acc += (d * f32(q & 0xfu) + m) * x[x_col + blk * 32u + j];
+            acc += (d * f32(q >> 4u) + m) * x[x_col + blk * 32u + j + 16u];
         }
     }
     return acc;

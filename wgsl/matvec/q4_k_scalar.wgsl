@@ -22,7 +22,7 @@ fn row_dot(row_byte: u32) -> f32 {
             let ml = dmin * f32(sm.y);
             for (var l = 0u; l < 32u; l++) {
                 let q = (load_byte(b + 16u + 32u * (j / 2u) + l) >> (4u * (j & 1u))) & 15u;
-                acc += (dl * f32(q) - ml) * x[sb * 256u + 32u * j + l];
+                acc += (dl * f32(q) - ml) * x[x_col + sb * 256u + 32u * j + l];
             }
         }
     }

@@ -14,8 +14,8 @@ fn row_dot(row_byte: u32) -> f32 {
             let q = load_byte(b + 6u + j);
             let lo = (q & 0xfu) | (((qh >> j) & 1u) << 4u);
             let hi = (q >> 4u) | (((qh >> (j + 16u)) & 1u) << 4u);
-            acc += (d * (f32(lo) - 16.0)) * x[blk * 32u + j];
-            acc += (d * (f32(hi) - 16.0)) * x[blk * 32u + j + 16u];
+            acc += (d * (f32(lo) - 16.0)) * x[x_col + blk * 32u + j];
+            acc += (d * (f32(hi) - 16.0)) * x[x_col + blk * 32u + j + 16u];
         }
     }
     return acc;

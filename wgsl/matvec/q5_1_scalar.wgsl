@@ -15,8 +15,8 @@ fn row_dot(row_byte: u32) -> f32 {
             let q = load_byte(b + 8u + j);
             let lo = (q & 0xfu) | (((qh >> j) & 1u) << 4u);
             let hi = (q >> 4u) | (((qh >> (j + 16u)) & 1u) << 4u);
-            acc += (d * f32(lo) + m) * x[blk * 32u + j];
-            acc += (d * f32(hi) + m) * x[blk * 32u + j + 16u];
+            acc += (d * f32(lo) + m) * x[x_col + blk * 32u + j];
+            acc += (d * f32(hi) + m) * x[x_col + blk * 32u + j + 16u];
         }
     }
     return acc;

@@ -23,7 +23,7 @@ fn row_dot(row_byte: u32) -> f32 {
             for (var l = 0u; l < 32u; l++) {
                 let low = (load_byte(b + 48u + 32u * (j / 2u) + l) >> (4u * (j & 1u))) & 15u;
                 let high = (load_byte(b + 16u + l) >> j) & 1u;
-                acc += (dl * f32(low | (high << 4u)) - ml) * x[sb * 256u + 32u * j + l];
+                acc += (dl * f32(low | (high << 4u)) - ml) * x[x_col + sb * 256u + 32u * j + l];
             }
         }
     }

@@ -21,7 +21,7 @@ fn row_dot(row_byte: u32) -> f32 {
                     let high = (load_byte(b + 128u + 32u * h + l) >> (2u * r)) & 3u;
                     let q = i32(low | (high << 4u)) - 32;
                     let sc = load_i8(b + 192u + 8u * h + 2u * r + l / 16u);
-                    acc += d * f32(sc) * f32(q) * x[sb * 256u + 128u * h + 32u * r + l];
+                    acc += d * f32(sc) * f32(q) * x[x_col + sb * 256u + 128u * h + 32u * r + l];
                 }
             }
         }

@@ -8,7 +8,7 @@ fn row_dot(row_byte: u32) -> f32 {
         let d = load_f16(b);
         for (var j = 0u; j < 32u; j++) {
             let q = load_i8(b + 2u + j);
-            acc += (d * f32(q)) * x[blk * 32u + j];
+            acc += (d * f32(q)) * x[x_col + blk * 32u + j];
         }
     }
     return acc;

@@ -143,10 +143,21 @@ pub enum XForm {
     },
 }
 
-/// Bytes of the uniform block the drivers declare: m, k, row_bytes, y_offset, and for
-/// `dot4` x_up and padding.
-const PARAMS_BYTES: u32 = 16;
+/// Bytes of the uniform block the drivers declare: m, k, row_bytes, y_offset, then for
+/// `dot4` x_up, and for all cols, x_stride, y_stride (and padding).
+const PARAMS_BYTES: u32 = 32;
 const DOT4_PARAMS_BYTES: u32 = 32;
+
+/// The most columns one matvec dispatch takes ([`MatvecLaunch::max_columns`]). No
+/// kernel state grows with the columns: each family runs them one after another over
+/// the same rows (one column's accumulators and staged x at a time), so workgroup
+/// memory and registers set no bound. This one keeps a dispatch's run time within
+/// cols times a one-column dispatch's that the tests can check at the bound (lavapipe),
+/// and beyond it a step's tokens are a prompt batch's work for the matmuls. (Columns
+/// loop around each row batch: weights come from cache after the first column, but on
+/// the H200 a column still costs 0.4 to 1.0 of a one-column dispatch; see
+/// `wgsl/matvec/dot4.wgsl`, `batch_rows`.)
+pub const MAX_COLUMNS: u64 = 64;
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 /// dot4 adds its batch queue (`wgsl/matvec/dot4.wgsl`, `take_batch`), bound whether or
 /// not the launch takes batches from it.
@@ -632,6 +643,12 @@ impl MatvecLaunch {
         Ok(parts)
     }
 
+    /// The most columns one dispatch of [`dispatches_columns`](Self::dispatches_columns)
+    /// takes: [`MAX_COLUMNS`] for every family (see it for why).
+    pub fn max_columns(&self) -> u64 {
+        MAX_COLUMNS
+    }
+
     /// The dispatches computing `y[y_first + i] = (W·x)[i]`, one per row part.
     ///
     /// `weights[i]` holds the rows of part i; `x` is the x binding
@@ -639,6 +656,10 @@ impl MatvecLaunch {
     /// `y_first` lets matvecs that share an input write side by side into one buffer at
     /// any element offset (a binding offset would have to be aligned). `queue`: a dot4
     /// launch's batch queue ([`QUEUE_BYTES`]), None for the other families.
+    ///
+    /// [`dispatches_columns`](Self::dispatches_columns) with one column: the same
+    /// pipeline and code, so a one-token decode's y is bit for bit that column's y in a
+    /// many-column step.
     pub fn dispatches(
         &self,
         pipeline: PipelineId,
@@ -646,6 +667,35 @@ impl MatvecLaunch {
         x: Slice,
         y: Slice,
         y_first: u64,
+        queue: Option<Slice>,
+    ) -> Result<Vec<Dispatch>> {
+        let (x_stride, y_stride) = (self.x_bytes(), self.m * 4);
+        self.dispatches_columns(
+            pipeline, weights, x, x_stride, y, y_stride, y_first, 1, queue,
+        )
+    }
+
+    /// The dispatches computing `cols` matvecs at once, `y_c = W·x_c` for `c < cols`,
+    /// one per row part: each weight is read from memory once for all columns, and
+    /// column c's y is bit for bit what a one-column dispatch of x_c gives, whatever
+    /// `cols` is (it is a parameter of the one pipeline, not a constant of its code).
+    ///
+    /// Column c of x starts `c * x_stride` bytes into the `x` binding, which covers all
+    /// columns; column c of y at element `y_first` of `y` plus `c * y_stride` bytes.
+    /// The strides are parameters rather than binding offsets, so they need only be
+    /// whole elements of the bindings: 16 bytes for dot4's x (its binding's vec4), 4 for
+    /// the other families' x and for y. 1 to [`max_columns`](Self::max_columns) columns.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatches_columns(
+        &self,
+        pipeline: PipelineId,
+        weights: &[Slice],
+        x: Slice,
+        x_stride: u64,
+        y: Slice,
+        y_stride: u64,
+        y_first: u64,
+        cols: u64,
         queue: Option<Slice>,
     ) -> Result<Vec<Dispatch>> {
         if self.parts.len() != weights.len() {
@@ -661,14 +711,55 @@ impl MatvecLaunch {
                 self.kernel.name
             )));
         }
+        let x_align = if self.kernel.family == Family::Dot4 {
+            16
+        } else {
+            4
+        };
+        let bad = |what: String| Err(Error::Invalid(format!("{}: {what}", self.kernel.name)));
+        if !(1..=self.max_columns()).contains(&cols) {
+            return bad(format!("{cols} columns (1 to {})", self.max_columns()));
+        }
+        if cols > 1 && (!x_stride.is_multiple_of(x_align) || x_stride < self.x_bytes()) {
+            return bad(format!(
+                "an x column stride of {x_stride} bytes (a multiple of {x_align}, at least {})",
+                self.x_bytes()
+            ));
+        }
+        if cols > 1 && (!y_stride.is_multiple_of(4) || y_stride < self.m * 4) {
+            return bad(format!(
+                "a y column stride of {y_stride} bytes (a multiple of 4, at least {})",
+                self.m * 4
+            ));
+        }
+        // One column binds x as it always did: at most x_bytes of what it is given.
+        let x_cover = (cols - 1) * x_stride + self.x_bytes().min(x.size);
+        if cols > 1 && x.size < (cols - 1) * x_stride + self.x_bytes() {
+            return bad(format!(
+                "an x binding of {} bytes for {cols} columns of {x_stride}",
+                x.size
+            ));
+        }
+        let y_cover = y_first * 4 + (cols - 1) * y_stride + self.m * 4;
+        if cols > 1 && y.size < y_cover {
+            return bad(format!(
+                "a y binding of {} bytes for {cols} columns of {y_stride} from element {y_first}",
+                y.size
+            ));
+        }
         let u32_of = |v: u64, what: &str| {
             u32::try_from(v).map_err(|_| Error::Invalid(format!("matvec {what} {v} exceeds u32")))
         };
         let x_up = match self.x_form() {
-            XForm::Glu { up } => Some(up),
-            _ => None,
+            XForm::Glu { up } => up,
+            _ => 0,
         };
-        let x = Slice::new(x.buffer, x.offset, self.x_bytes().min(x.size));
+        let x = Slice::new(x.buffer, x.offset, x_cover);
+        let column_params = [
+            u32_of(cols, "columns")?,
+            u32_of(x_stride / x_align, "x stride")?,
+            u32_of(y_stride / 4, "y stride")?,
+        ];
         self.parts
             .iter()
             .zip(weights)
@@ -679,9 +770,10 @@ impl MatvecLaunch {
                     u32_of(self.row_bytes, "row bytes")?,
                     u32_of(y_first + p.first_row, "first output")?,
                 ];
-                if let Some(up) = x_up {
-                    params.push(u32_of(up, "x_up")?);
+                if self.kernel.family == Family::Dot4 {
+                    params.push(u32_of(x_up, "x_up")?);
                 }
+                params.extend(column_params);
                 Ok(Dispatch {
                     pipeline,
                     params,
