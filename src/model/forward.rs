@@ -267,13 +267,31 @@ impl<'m> Pass<'m> {
                         XForm::Q8 => x.q8()?,
                         XForm::F32 | XForm::Glu { .. } => x.f32,
                     };
-                    for r in 0..self.n {
-                        let x = self.bound_at(x, r * x_stride, launch.x_bytes())?;
-                        let out_first = m.plan.out_first + r * y_stride;
-                        let y = Slice::new(y.buffer, y.offset, (out_first + launch.m()) * 4);
-                        for d in launch.dispatches(pipeline, &m.parts, x, y, out_first, m.queue)? {
+                    // Each row a column of one dispatch, computed as a lone row is
+                    // (`MatvecLaunch::dispatches_columns`), so a row's result does not
+                    // depend on the others.
+                    let mut first = 0;
+                    while first < self.n {
+                        let cols = (self.n - first).min(launch.max_columns());
+                        let bytes = (cols - 1) * x_stride + launch.x_bytes();
+                        let x = self.bound_at(x, first * x_stride, bytes)?;
+                        let out_first = m.plan.out_first + first * y_stride;
+                        let y_bytes = (out_first + (cols - 1) * y_stride + launch.m()) * 4;
+                        let y = Slice::new(y.buffer, y.offset, y_bytes);
+                        for d in launch.dispatches_columns(
+                            pipeline,
+                            &m.parts,
+                            x,
+                            x_stride,
+                            y,
+                            4 * y_stride,
+                            out_first,
+                            cols,
+                            m.queue,
+                        )? {
                             self.list.dispatch(d);
                         }
+                        first += cols;
                     }
                 }
                 LinearKind::Matmul => {
