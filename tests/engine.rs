@@ -139,6 +139,11 @@ const MAX_TOKENS: usize = 6;
 fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
     let path = model_file(5);
     let mut engine = engine_of(&path, &options(SEQUENCES));
+    let plan = engine.model().plan().to_string();
+    assert!(
+        plan.contains(&format!("decode rows: {SEQUENCES} sequences step together")),
+        "{plan}"
+    );
     let prompts = prompts();
     let expected: Vec<Run> = prompts
         .iter()

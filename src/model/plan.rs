@@ -116,6 +116,9 @@ pub struct Plan {
     pub output: PlannedMatrix,
     /// How prompts are processed: in batches on matmuls, or token at a time.
     pub prefill: PrefillPlan,
+    /// How a decode step of several sequences runs (`sequences` > 1), and why its
+    /// rows' logits do not depend on each other.
+    pub decode_rows: Vec<Clause>,
 }
 
 /// How a prompt is processed.
@@ -316,7 +319,9 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         profile,
         options,
     )?;
+    let decode_rows = decode_rows_plan(options.sequences, &layers, &output);
     Ok(Plan {
+        decode_rows,
         device: profile.name.clone(),
         file: file.identity(),
         config,
@@ -330,6 +335,33 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         output,
         prefill,
     })
+}
+
+/// The clauses of a decode step over several sequences: none for one.
+fn decode_rows_plan(sequences: usize, layers: &[LayerPlan], output: &PlannedMatrix) -> Vec<Clause> {
+    if sequences < 2 {
+        return Vec::new();
+    }
+    let columns = layers
+        .iter()
+        .flat_map(|l| {
+            l.qkv
+                .iter()
+                .chain([&l.wo])
+                .chain(&l.gate_up)
+                .chain([&l.down])
+        })
+        .chain([output])
+        .map(|m| m.route.launch().max_columns())
+        .min()
+        .unwrap_or(1);
+    vec![
+        Clause::DecodeRowsAsColumns {
+            sequences: sequences as u64,
+            columns,
+        },
+        Clause::DecodeAttentionPerRow,
+    ]
 }
 
 /// Plans prefill, giving each matrix its matmul: batched where the batch holds two
@@ -601,6 +633,7 @@ impl Plan {
             "device": self.device,
             "context": self.n_ctx,
             "sequences": self.sequences,
+            "decode_rows": self.decode_rows.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
             "context_reason": self.context_reason,
             "attention": attention,
             "prefill": self.prefill,
@@ -636,6 +669,10 @@ impl std::fmt::Display for Plan {
                 .join("; ")
         )?;
         writeln!(f, "prefill: {}", self.prefill)?;
+        if !self.decode_rows.is_empty() {
+            let clauses: Vec<String> = self.decode_rows.iter().map(|c| c.to_string()).collect();
+            writeln!(f, "decode rows: {}", clauses.join("; "))?;
+        }
         let rows: Vec<RouteRow> = self
             .matrices()
             .zip(&names)

@@ -320,6 +320,19 @@ pub enum Clause {
     },
     /// A batch of one token was asked for: prompts go token at a time.
     BatchOfOneAsked,
+    /// A decode step of several sequences: its rows (a token of each) are the columns
+    /// of each matrix's matvec, up to `columns` a dispatch (more rows take more
+    /// dispatches), each reduced as a lone row is: a sequence's logits are the same,
+    /// bit for bit, whoever shares its step.
+    DecodeRowsAsColumns {
+        /// Sequences the model serves at once.
+        sequences: u64,
+        /// Columns one matvec dispatch takes at most.
+        columns: u64,
+    },
+    /// A decode step of several sequences: RoPE, the cache append and attention run a
+    /// lone step's dispatches per row, each over its own sequence's cache.
+    DecodeAttentionPerRow,
     /// Prompts go token at a time: this matrix's matvec has no matmul.
     NoMatmul {
         /// The matvec kernel.
@@ -578,6 +591,17 @@ impl std::fmt::Display for Clause {
                 write!(f, "batches of {tokens} of {wanted} tokens: the context")
             }
             Clause::BatchOfOneAsked => write!(f, "a batch of 1 token was asked for"),
+            Clause::DecodeRowsAsColumns { sequences, columns } => write!(
+                f,
+                "{sequences} sequences step together: a step's rows are the columns of each \
+                 matvec, up to {columns} a dispatch (more take more), each reduced as a lone \
+                 row is, so a sequence's logits do not depend on who shares its step"
+            ),
+            Clause::DecodeAttentionPerRow => write!(
+                f,
+                "RoPE, the cache append and attention run per row, a lone step's dispatches \
+                 over each sequence's own cache"
+            ),
             Clause::NoMatmul { kernel } => write!(
                 f,
                 "{kernel} has no matmul over its weights: prompts go token at a time"
