@@ -511,8 +511,9 @@ impl Engine {
             Output::Logits(head),
             &mut Probes::default(),
         )?;
-        dev.submit(&list)?;
-        let results = dev.read(rows.results.buffer, 0, n * rows.result_stride)?;
+        // The argmax records come back with the step's own submission.
+        let records = Slice::new(rows.results.buffer, 0, n * rows.result_stride);
+        let results = dev.finish_read(dev.submit_read(&list, records)?)?;
         let vocab = self.model.config().vocab;
         for (r, &i) in group.iter().enumerate() {
             let record = &results[r * rows.result_stride as usize..];
