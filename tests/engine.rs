@@ -217,6 +217,65 @@ fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
     }
 }
 
+/// Greedy sequences that ask for no logits have each step's pass queued ahead of the
+/// host (ids passed on the GPU): the same tokens as each alone, through joins, leaves
+/// and stops.
+#[test]
+fn greedy_steps_queued_ahead_give_the_tokens_each_gives_alone() {
+    let path = model_file(5);
+    let mut engine = engine_of(&path, &options(SEQUENCES));
+    let plain = |max_tokens| SequenceOptions {
+        max_tokens,
+        ..SequenceOptions::default()
+    };
+    let ids_of = |engine: &mut Engine, seq: SequenceId| engine.tokens(seq).unwrap().to_vec();
+    let prompts = prompts();
+    let lengths = [9, 3, 12, 7, 1, 10, 4, 8];
+    let mut expected = Vec::new();
+    for (p, &n) in prompts.iter().zip(&lengths) {
+        let seq = engine.add(p, plain(n)).unwrap();
+        while engine.running() > 0 {
+            engine.step().unwrap();
+        }
+        expected.push((
+            ids_of(&mut engine, seq),
+            engine.stopped(seq).unwrap().cloned(),
+        ));
+        engine.remove(seq).unwrap();
+    }
+    let mut ids: Vec<Option<SequenceId>> = vec![None; SEQUENCES];
+    let mut step = 0;
+    let mut left = None;
+    while ids.iter().any(Option::is_none) || engine.running() > 0 {
+        for (i, id) in ids.iter_mut().enumerate() {
+            if id.is_none() && step == 3 * i {
+                *id = Some(engine.add(&prompts[i], plain(lengths[i])).unwrap());
+            }
+        }
+        engine.step().unwrap();
+        // The sixth leaves early, while a pass including it may be queued.
+        if let Some(six) = ids[5] {
+            if left.is_none() && engine.tokens(six).unwrap().len() == prompts[5].len() + 2 {
+                left = Some(ids_of(&mut engine, six));
+                engine.remove(six).unwrap();
+            }
+        }
+        step += 1;
+        assert!(step < 1000);
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let (want, stop) = &expected[i];
+        if i == 5 {
+            let left = left.as_ref().expect("the sixth left");
+            assert_eq!(left[..], want[..left.len()]);
+            continue;
+        }
+        let seq = id.unwrap();
+        assert_eq!(&ids_of(&mut engine, seq), want, "sequence {i}");
+        assert_eq!(engine.stopped(seq).unwrap(), stop.as_ref(), "sequence {i}");
+    }
+}
+
 #[test]
 fn a_fork_continues_as_its_prefix_processed_again() {
     let path = model_file(7);

@@ -2,7 +2,7 @@
 // it (S_TG: one token for each of N sequences per llama_decode), for `compare
 // --parallel`'s figures side by side. ggml 0.25.3's source in ../shared/anchors holds no
 // tools/batched-bench, so this is the same loop written against llama.h. Built on the
-// device next to llama-bench (`build-on-device.sh cuda`), against its shared libraries:
+// device (results/parallel/lease.sh builds the library and this), against llama.cpp's shared libraries:
 //
 //   B=/tmp/anchors/build-cuda; LC=/tmp/anchors/lcsrc
 //   g++ -O2 -std=c++17 benches/anchors/llamacpp_batched.cpp -I$LC/include -I$LC/ggml/include \

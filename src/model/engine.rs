@@ -190,7 +190,15 @@ pub struct Engine {
     /// Where a fork's rows pass on their way between two regions of one buffer (a copy
     /// cannot have the same buffer at both ends): one region, made at the first fork.
     fork_staging: Option<Slice>,
+    /// The decode pass queued ahead of the step that will take its tokens.
+    ahead: Option<Ahead>,
     buffers: OwnedBuffers<'static>,
+}
+
+/// A decode pass queued ahead: its rows (sequence, position) and its read-back.
+struct Ahead {
+    rows: Vec<(SequenceId, usize)>,
+    ticket: crate::device::ReadTicket,
 }
 
 impl std::fmt::Debug for Engine {
@@ -222,6 +230,7 @@ impl Engine {
             sequences: Vec::new(),
             next_id: 0,
             fork_staging: None,
+            ahead: None,
             buffers,
         })
     }
@@ -411,11 +420,23 @@ impl Engine {
         self.model.plan().attention.launch().position_bytes()
     }
 
-    /// One step: a batch of the first joining prompt, then a decode pass over every
-    /// running sequence whose prompt is in. Returns what happened to each, in the
-    /// order the sequences joined.
+    /// One step: a batch of the first joining prompt, then a token for every running
+    /// sequence whose prompt is in. Returns what happened to each, in the order the
+    /// sequences joined.
+    ///
+    /// Where every decode row is greedy and asks for no logits, the next step's pass is
+    /// queued before this one returns (its ids go from each row's argmax to its input
+    /// on the GPU), so the GPU does not wait for the host between steps; a row that
+    /// stops meanwhile has its queued token dropped (the cache slot it wrote is past
+    /// the sequence's end).
     pub fn step(&mut self) -> Result<Vec<Event>> {
         let mut events = Vec::new();
+        let mut served = Vec::new();
+        if let Some(ahead) = self.ahead.take() {
+            let results = self.model.device().finish_read(ahead.ticket)?;
+            served = ahead.rows.iter().map(|r| r.0).collect();
+            self.take_tokens(&ahead.rows, &results, &mut events)?;
+        }
         self.prompt_batch()?;
         // A sequence asked for no tokens is done once its prompt is in.
         for s in &mut self.sequences {
@@ -430,13 +451,25 @@ impl Engine {
         let ready: Vec<usize> = (0..self.sequences.len())
             .filter(|&i| {
                 let s = &self.sequences[i];
-                s.done.is_none() && s.pending() == 1
+                s.done.is_none() && s.pending() == 1 && !served.contains(&s.id)
             })
             .collect();
         let capacity = self.rows.rows.capacity as usize;
+        let mut last = served;
         for group in ready.chunks(capacity) {
-            self.decode(group, &mut events)?;
+            let rows = self.decode_rows(group, &mut events);
+            if rows.is_empty() {
+                continue;
+            }
+            let results = self.run_pass(&rows)?;
+            self.take_tokens(&rows, &results, &mut events)?;
+            last = rows.iter().map(|r| r.0).collect();
         }
+        if !ready.is_empty() && ready.len() > capacity {
+            // Several passes: the GPU's ids are spread over them.
+            last.clear();
+        }
+        self.queue_ahead(&last)?;
         Ok(events)
     }
 
@@ -459,71 +492,157 @@ impl Engine {
         Ok(())
     }
 
-    /// One decode pass over the sequences at `group` (indices into `sequences`).
-    fn decode(&mut self, group: &[usize], events: &mut Vec<Event>) -> Result<()> {
+    /// The rows of a decode pass over the sequences at `group` (indices into
+    /// `sequences`): each one's id and position. A sequence whose next token has no
+    /// room stops here instead.
+    fn decode_rows(
+        &mut self,
+        group: &[usize],
+        events: &mut Vec<Event>,
+    ) -> Vec<(SequenceId, usize)> {
         let context = self.model.context();
-        let mut group = group.to_vec();
-        // A sequence whose next token has no room stops here.
-        group.retain(|&i| {
+        let mut rows = Vec::new();
+        for &i in group {
             let s = &mut self.sequences[i];
             if s.cached < context {
-                return true;
+                rows.push((s.id, s.cached));
+                continue;
             }
             s.done = Some(StopReason::ContextFull);
             events.push(Event::Done {
                 seq: s.id,
                 reason: StopReason::ContextFull,
             });
-            false
-        });
-        if group.is_empty() {
-            return Ok(());
         }
-        let at: Vec<SeqAt> = group
+        rows
+    }
+
+    /// Records and submits a decode pass over `rows` (sequence, position), each row's
+    /// input id `uploaded` or else left on the GPU by the pass before (whose rows were
+    /// the same), and queues the read-back of its argmax records.
+    fn record_pass(
+        &self,
+        rows: &[(SequenceId, usize)],
+        uploaded: bool,
+    ) -> Result<crate::device::ReadTicket> {
+        let at: Vec<SeqAt> = rows
             .iter()
-            .map(|&i| {
-                let s = &self.sequences[i];
+            .map(|&(id, pos)| {
+                let s = self.get(id).expect("rows of present sequences");
                 SeqAt {
                     seq: s.slot,
-                    pos: s.cached as u64,
+                    pos: pos as u64,
                 }
             })
             .collect();
-        let ids: Vec<u32> = group
-            .iter()
-            .map(|&i| *self.sequences[i].tokens.last().expect("a pending token"))
-            .collect();
-        let dev = self.model.device().clone();
-        let rows = &self.rows;
-        dev.upload(rows.rows.tokens.buffer, 0, bytemuck::cast_slice(&ids))?;
+        let dev = self.model.device();
+        let buffers = &self.rows;
+        if uploaded {
+            let ids: Vec<u32> = rows
+                .iter()
+                .map(|&(id, _)| {
+                    *self
+                        .get(id)
+                        .expect("present")
+                        .tokens
+                        .last()
+                        .expect("pending")
+                })
+                .collect();
+            dev.upload(buffers.rows.tokens.buffer, 0, bytemuck::cast_slice(&ids))?;
+        }
         let head = Head {
-            logits: rows.logits,
-            stride: rows.stride,
-            scratch: rows.scratch,
-            results: rows.results,
-            result_stride: rows.result_stride,
+            logits: buffers.logits,
+            stride: buffers.stride,
+            scratch: buffers.scratch,
+            results: buffers.results,
+            result_stride: buffers.result_stride,
         };
-        let n = group.len() as u64;
-        let list = self.model.record(
-            &rows.rows,
+        let n = rows.len() as u64;
+        let mut list = self.model.record(
+            &buffers.rows,
             Some(self.model.step.parts),
             (n, Place::Each(&at)),
             Output::Logits(head),
             &mut Probes::default(),
         )?;
-        // The argmax records come back with the step's own submission.
-        let records = Slice::new(rows.results.buffer, 0, n * rows.result_stride);
-        let results = dev.finish_read(dev.submit_read(&list, records)?)?;
+        // Each row's greedy id becomes its input of the pass after, should the engine
+        // queue one ahead.
+        for r in 0..n {
+            let id = Slice::new(buffers.results.buffer, r * buffers.result_stride, 4);
+            list.copy(id, buffers.rows.tokens.buffer, 4 * r);
+        }
+        let records = Slice::new(buffers.results.buffer, 0, n * buffers.result_stride);
+        dev.submit_read(&list, records)
+    }
+
+    /// A decode pass over `rows` now, its ids uploaded: its argmax records.
+    fn run_pass(&self, rows: &[(SequenceId, usize)]) -> Result<Vec<u8>> {
+        let ticket = self.record_pass(rows, true)?;
+        self.model.device().finish_read(ticket)
+    }
+
+    /// Queues the next decode pass over the rows of the last one (`last`) where each of
+    /// them goes on greedily with no logits asked, and no other sequence waits to
+    /// decode: its ids are already on the GPU.
+    fn queue_ahead(&mut self, last: &[SequenceId]) -> Result<()> {
+        if last.is_empty() {
+            return Ok(());
+        }
+        let context = self.model.context();
+        let mut rows = Vec::new();
+        for id in last {
+            let Ok(s) = self.get(*id) else {
+                return Ok(());
+            };
+            let goes_on = s.done.is_none()
+                && s.pending() == 1
+                && s.gpu_greedy()
+                && !s.options.logits
+                && s.produced < s.options.max_tokens
+                && s.cached < context;
+            if !goes_on {
+                return Ok(());
+            }
+            rows.push((s.id, s.cached));
+        }
+        let others = self
+            .sequences
+            .iter()
+            .any(|s| s.done.is_none() && s.pending() == 1 && !last.contains(&s.id));
+        if others {
+            return Ok(());
+        }
+        let ticket = self.record_pass(&rows, false)?;
+        self.ahead = Some(Ahead { rows, ticket });
+        Ok(())
+    }
+
+    /// Each row's token from a pass's argmax `records`, for the sequences still at that
+    /// row's position (a row of a sequence removed or stopped since is dropped).
+    fn take_tokens(
+        &mut self,
+        rows: &[(SequenceId, usize)],
+        records: &[u8],
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let dev = self.model.device().clone();
         let vocab = self.model.config().vocab;
-        for (r, &i) in group.iter().enumerate() {
-            let record = &results[r * rows.result_stride as usize..];
-            let [greedy, non_finite]: [u32; 2] = bytemuck::pod_read_unaligned(&record[..8]);
+        for (r, &(id, pos)) in rows.iter().enumerate() {
+            let Some(i) = self.sequences.iter().position(|s| s.id == id) else {
+                continue;
+            };
             let s = &self.sequences[i];
+            if s.done.is_some() || s.cached != pos || s.pending() != 1 {
+                continue;
+            }
+            let record = &records[r * self.rows.result_stride as usize..];
+            let [greedy, non_finite]: [u32; 2] = bytemuck::pod_read_unaligned(&record[..8]);
             let logits = match s.options.logits || !s.gpu_greedy() || non_finite > 0 {
                 true => Some(crate::device::read_f32(
                     dev.as_ref(),
-                    rows.logits.buffer,
-                    4 * rows.stride * r as u64,
+                    self.rows.logits.buffer,
+                    4 * self.rows.stride * r as u64,
                     vocab,
                 )?),
                 false => None,
@@ -532,8 +651,7 @@ impl Engine {
             s.cached += 1;
             if non_finite > 0 {
                 let reason = StopReason::NonFinite(format!(
-                    "{non_finite} of {vocab} logits are NaN or infinite at position {}",
-                    s.cached - 1
+                    "{non_finite} of {vocab} logits are NaN or infinite at position {pos}"
                 ));
                 s.done = Some(reason.clone());
                 events.push(Event::Done { seq: s.id, reason });
@@ -807,6 +925,14 @@ mod saved {
             Ok(u64::from_le_bytes(
                 self.take(8)?.try_into().expect("8 bytes"),
             ))
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(ahead) = self.ahead.take() {
+            let _ = self.model.device().finish_read(ahead.ticket);
         }
     }
 }
