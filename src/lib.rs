@@ -71,6 +71,10 @@
 //! The capital of Japan is Tokyo.
 //! ```
 //!
+//! Many conversations on one model: [`model::Engine`] steps any number of sequences
+//! together, reading the weights once per step for all of them, each sequence getting bit
+//! for bit the logits it gets alone; its docs show two answered at once.
+//!
 //! Errors are one type, [`Error`]: each names what is wrong, with the numbers.
 
 #![deny(missing_docs)]
