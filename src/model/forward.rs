@@ -15,7 +15,7 @@ use super::layout::{q8_row, BatchBuffers, Rows, Widths};
 use super::non_finite::Probes;
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
 use crate::device::{BufferUse, CommandList, OwnedBuffers, ReadTicket, Slice};
-use crate::kernels::attention::{AttentionLaunch, Partials};
+use crate::kernels::attention::{AttentionLaunch, AttentionRow, Partials, ATTENTION_ROW_BYTES};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::XForm;
 use crate::kernels::ops::OpsOn;
@@ -281,12 +281,13 @@ impl<'m> Pass<'m> {
                 launch.rope_kv(
                     &p,
                     self.pos,
+                    self.model.step_row(l)?,
                     l.rope,
                     (q, l.qkv_bias),
                     firsts,
                     l.k_cache,
                     l.v_cache,
-                )
+                )?
             }
             LinearKind::Matmul => {
                 let launch = self.batched()?.attention.launch();
@@ -344,6 +345,7 @@ impl<'m> Pass<'m> {
                     &p,
                     combine,
                     first..self.pos + 1,
+                    model.step_row(l)?,
                     q,
                     l.k_cache,
                     l.v_cache,
@@ -558,6 +560,7 @@ impl Model {
 
     /// A decode step's pass over the token in the token buffer at `pos`.
     fn record_step(&self, pos: u64, output: Output, probes: &mut Probes) -> Result<CommandList> {
+        self.upload_step_rows(pos)?;
         let step = &self.step;
         self.record(&step.rows, Some(step.parts), (1, pos), output, probes)
     }
@@ -881,5 +884,56 @@ impl Model {
         let mut out: Vec<_> = by_name.into_iter().map(|(n, (t, c))| (n, t, c)).collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok(out)
+    }
+}
+
+// The decode step's attention row table (`AttentionRow`): the step is the one-row case of
+// the many-sequence attention pipelines, so a sequence's bits are the same alone as in a
+// batch. One row per distinct window of the model's layers (a local layer's differs from
+// a global one's in its first position and split), written before each step.
+impl Model {
+    /// The layers' distinct windows, in the order their rows sit in the table.
+    fn step_row_windows(&self) -> Vec<Option<u64>> {
+        let mut windows = Vec::new();
+        for l in &self.weights.layers {
+            if !windows.contains(&l.window) {
+                windows.push(l.window);
+            }
+        }
+        windows
+    }
+
+    /// Writes the step's row table for position `pos`.
+    fn upload_step_rows(&self, pos: u64) -> Result<()> {
+        let launch = self.plan.attention.launch();
+        let rows = self
+            .step_row_windows()
+            .into_iter()
+            .map(|w| launch.row(pos, 0, w))
+            .collect::<Result<Vec<_>>>()?;
+        let table = self.step.att_rows;
+        if rows.len() as u64 * ATTENTION_ROW_BYTES > table.size {
+            return Err(Error::Invalid(format!(
+                "{} distinct attention windows, past the step's row table",
+                rows.len()
+            )));
+        }
+        self.device
+            .upload(table.buffer, table.offset, AttentionRow::bytes(&rows))
+    }
+
+    /// The row of layer `l`'s window in the step's row table.
+    fn step_row(&self, l: &Layer) -> Result<Slice> {
+        let i = self
+            .step_row_windows()
+            .iter()
+            .position(|w| *w == l.window)
+            .ok_or_else(|| Error::Invalid("a layer outside the model".into()))?;
+        let table = self.step.att_rows;
+        Ok(Slice::new(
+            table.buffer,
+            table.offset + i as u64 * ATTENTION_ROW_BYTES,
+            ATTENTION_ROW_BYTES,
+        ))
     }
 }

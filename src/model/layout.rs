@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use super::config::Config;
 use crate::device::{BufferUse, DeviceProfile, OwnedBuffers, Slice};
-use crate::kernels::attention::{AttentionLaunch, Partials, PREFILL_STATE_BYTES};
+use crate::kernels::attention::{
+    AttentionLaunch, Partials, ATTENTION_ROW_BYTES, PREFILL_STATE_BYTES,
+};
 use crate::kernels::matvec::Q8_GROUP_BYTES;
 use crate::kernels::ops::{ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS};
 use crate::Result;
@@ -178,12 +180,17 @@ impl Rows {
     }
 }
 
+/// Distinct attention windows a model's layers may have (rows of a step's row table).
+const STEP_ROW_WINDOWS: u64 = 8;
+
 /// A decode step's buffers: one row, and what only a step has: split attention's
 /// partials, the logits and argmax's scratch. Its token buffer holds the id, then
 /// argmax's count of non-finite logits and the id the step embedded.
 pub(super) struct StepBuffers {
     pub rows: Rows,
     pub parts: Partials,
+    /// The attention row table (`Model::upload_step_rows`).
+    pub att_rows: Slice,
     pub logits: Slice,
     pub argmax_scratch: Slice,
 }
@@ -216,6 +223,7 @@ impl StepBuffers {
                 acc: storage("attention partials", part_bytes.acc)?,
                 counts: storage("attention merge counts", part_bytes.counts)?,
             },
+            att_rows: storage("attention rows", STEP_ROW_WINDOWS * ATTENTION_ROW_BYTES)?,
             logits: storage("logits", 4 * vocab)?,
             argmax_scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
         })
