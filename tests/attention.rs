@@ -10,7 +10,8 @@ use brass::device::{
 };
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
-    DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, RopeStyle, PREFILL_STATE_BYTES,
+    AttentionRow, DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, RopeStyle,
+    PREFILL_STATE_BYTES,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -46,6 +47,17 @@ impl Gpu {
 
     fn zeros(&self, n_bytes: u64) -> Slice {
         self.bytes(&vec![0u8; n_bytes as usize])
+    }
+
+    /// A row table holding `rows`.
+    fn rows(&self, rows: &[AttentionRow]) -> Slice {
+        self.bytes(AttentionRow::bytes(rows))
+    }
+
+    /// The one-row table of a lone step of `launch` at `pos` over `positions`.
+    fn row_over(&self, launch: &AttentionLaunch, positions: std::ops::Range<u64>) -> Slice {
+        let window = positions.end - positions.start;
+        self.rows(&[launch.row(positions.end - 1, 0, Some(window)).unwrap()])
     }
 
     /// Rows of `head_dim` values in a cache of format `kv`, as rope_kv writes them.
@@ -102,6 +114,7 @@ impl Gpu {
                 &p,
                 || self.combine(),
                 0..n_pos as u64,
+                self.row_over(launch, 0..n_pos as u64),
                 self.buf(q),
                 kc,
                 vc,
@@ -316,15 +329,18 @@ fn rope_kv_matches_the_rope_reference() {
                 let (bias, _) = qkv_buffer(&bq, &bk, &bv, pad);
                 let qkv = g.buf(&all);
                 let (kc, vc) = (g.zeros(launch.cache_bytes()), g.zeros(launch.cache_bytes()));
-                g.run(vec![launch.rope_kv(
-                    &p,
-                    pos as u64,
-                    table,
-                    (qkv, g.buf(&bias)),
-                    firsts,
-                    kc,
-                    vc,
-                )]);
+                g.run(vec![launch
+                    .rope_kv(
+                        &p,
+                        pos as u64,
+                        g.row_over(&launch, 0..pos as u64 + 1),
+                        table,
+                        (qkv, g.buf(&bias)),
+                        firsts,
+                        kc,
+                        vc,
+                    )
+                    .unwrap()]);
                 let ctx = format!(
                     "rope_kv {kv} {rope:?} bias {biased} {n_heads}/{n_kv}x{head_dim}/{rope_dim} \
                      pad {pad} pos {pos}"
@@ -448,7 +464,17 @@ fn decode_attention_over_a_window_matches_the_reference() {
                     let out = g.zeros((n_heads * hd * 4) as u64);
                     let positions = first as u64..n_pos as u64;
                     let ds = launch
-                        .dispatches(&p, || g.combine(), positions, g.buf(&q), kc, vc, parts, out)
+                        .dispatches(
+                            &p,
+                            || g.combine(),
+                            positions.clone(),
+                            g.row_over(&launch, positions),
+                            g.buf(&q),
+                            kc,
+                            vc,
+                            parts,
+                            out,
+                        )
                         .unwrap();
                     g.run(ds);
                     let ctx = format!(
@@ -552,8 +578,9 @@ fn decode_steps_sharing_partials_match_the_reference() {
             let mut ds = Vec::new();
             for ((&n, q), &out) in steps.iter().zip(&qs).zip(&outs) {
                 let q = g.buf(q);
+                let row = g.row_over(&launch, 0..n as u64);
                 let step =
-                    launch.dispatches(&p, || g.combine(), 0..n as u64, q, kc, vc, parts, out);
+                    launch.dispatches(&p, || g.combine(), 0..n as u64, row, q, kc, vc, parts, out);
                 ds.extend(step.unwrap());
             }
             g.run(ds);
@@ -631,7 +658,9 @@ fn rope_kv_then_attention_matches() {
                 let (all, firsts) = qkv_buffer(&step_q, &k_all[range.clone()], &v_all[range], 0);
                 let qkv = g.buf(&all);
                 let bias = g.zeros(all.len() as u64 * 4);
-                ds.push(append.rope_kv(&p, pos as u64, table, (qkv, bias), firsts, kc, vc));
+                let row = g.row_over(append, 0..pos as u64 + 1);
+                let d = append.rope_kv(&p, pos as u64, row, table, (qkv, bias), firsts, kc, vc);
+                ds.push(d.unwrap());
                 q_last = Some(qkv);
             }
             g.run(ds);
@@ -665,6 +694,7 @@ fn rope_kv_then_attention_matches() {
                         &p,
                         || g.combine(),
                         0..n_pos as u64,
+                        g.row_over(launch, 0..n_pos as u64),
                         q_rotated,
                         kc,
                         vc,
@@ -783,7 +813,7 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
             let bias = g.buf(&bias_values);
             let firsts = ((q_dim + pad) as u64, (q_dim + kv_dim + 2 * pad) as u64);
             let bp = batch.pipelines(&g.device, &g.cache).unwrap();
-            let single = AttentionLaunch::portable(h, kv, 1, 8).unwrap();
+            let single = AttentionLaunch::portable(h, kv, 1300, 8).unwrap();
             let sp = g.pipelines(&single);
             for (start, n_tokens) in [(0usize, 1usize), (0, 7), (0, 64), (1000, 2), (1000, 300)] {
                 let n_pos = start + n_tokens;
@@ -823,7 +853,10 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                     .iter()
                     .enumerate()
                     .map(|(t, &row)| {
-                        single.rope_kv(&sp, (start + t) as u64, table, (row, bias), firsts, ks, vs)
+                        let pos = (start + t) as u64;
+                        let rt = g.row_over(&single, 0..pos + 1);
+                        let d = single.rope_kv(&sp, pos, rt, table, (row, bias), firsts, ks, vs);
+                        d.unwrap()
                     })
                     .collect();
                 g.run(ds);
@@ -1270,4 +1303,350 @@ fn kv_formats_round_trip() {
             }
         }
     }
+}
+
+/// The bits of `x`.
+fn bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+/// The step compositions the row tests run: (position, window) per row, 1, 2 and 5 rows.
+/// Between them: position 0, window-clipped rows (a window shorter than the position),
+/// a row long enough for several chunks, and rows in another order than alone.
+const ROW_STEPS: [&[(usize, Option<u64>)]; 3] = [
+    &[(2999, None)],
+    &[(0, None), (1500, Some(1000))],
+    &[
+        (700, Some(100)),
+        (2999, None),
+        (1500, Some(1000)),
+        (0, None),
+        (31, None),
+    ],
+];
+/// Positions each sequence's cache region holds in the row tests.
+const ROW_REGION: usize = 3000;
+
+/// rope_kv over several rows in one dispatch: each row's q, and its k and v rows at its
+/// own region of the cache, bit-identical to that row run alone (the same pipeline, one
+/// row) and within a rotation's rounding of the f64 reference; no other cache row
+/// written. Each format, both rope modes, with and without biases, rows padded apart.
+#[test]
+fn rope_kv_rows_match_each_row_alone() {
+    let g = Gpu::new();
+    let base = 10_000.0;
+    let (n_heads, n_kv, hd, pad) = (8usize, 2usize, 64usize, 4usize);
+    let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+    let row_stride = q_dim + 2 * kv_dim + 3 * pad;
+    let firsts = ((q_dim + pad) as u64, (q_dim + kv_dim + 2 * pad) as u64);
+    let table = g.buf(&rope_table(base, hd, ROW_REGION));
+    for (kv, (rope, biased)) in KvType::ALL
+        .into_iter()
+        .flat_map(|kv| ROPE_CASES.map(|case| (kv, case)))
+    {
+        let h = heads_with(n_heads, n_kv, hd, hd, rope);
+        let launch = AttentionLaunch::portable(h, kv, ROW_REGION as u64, 8).unwrap();
+        let p = g.pipelines(&launch);
+        let mut rng = common::Rng::new(hd as u64 + biased as u64);
+        let bias_values = match biased {
+            true => rng.vec(row_stride),
+            false => vec![0.0; row_stride],
+        };
+        let bias = g.buf(&bias_values);
+        for step in ROW_STEPS {
+            let n = step.len();
+            let region_bytes = ROW_REGION as u64 * launch.position_bytes();
+            let all_regions = n as u64 * region_bytes;
+            let values = rng.vec(n * row_stride);
+            let rows: Vec<AttentionRow> = step
+                .iter()
+                .enumerate()
+                .map(|(r, &(pos, w))| launch.row(pos as u64, (r * ROW_REGION) as u64, w).unwrap())
+                .collect();
+            // `rows` appended from `values` into fresh caches: the qkv rows and caches.
+            let append = |rows: &[AttentionRow], values: &[f32]| {
+                let qkv = g.buf(values);
+                let (kc, vc) = (g.zeros(all_regions), g.zeros(all_regions));
+                let d = launch.rope_kv_rows(
+                    &p,
+                    rows,
+                    g.rows(rows),
+                    table,
+                    ((qkv, row_stride as u64), bias),
+                    firsts,
+                    kc,
+                    vc,
+                );
+                g.run(vec![d.unwrap()]);
+                (g.get(qkv), kc, vc)
+            };
+            let (out, kc, vc) = append(&rows, &values);
+            let cache_values = |c: Slice| g.read_cache(kv, c, n * ROW_REGION * kv_dim, hd);
+            let (k_all, v_all) = (cache_values(kc), cache_values(vc));
+            for (r, (&(pos, _), row)) in step.iter().zip(&rows).enumerate() {
+                let ctx = format!("{kv} {rope:?} bias {biased}, row {r} of {n} at {pos}");
+                // The row alone: its own qkv row, the one-row table, the same cache rows.
+                let (alone, ka, va) =
+                    append(&[*row], &values[r * row_stride..(r + 1) * row_stride]);
+                let of_rows = &out[r * row_stride..(r + 1) * row_stride];
+                assert_eq!(bits(of_rows), bits(&alone), "{ctx}: q, k, v");
+                let at = (r * ROW_REGION + pos) * kv_dim..(r * ROW_REGION + pos + 1) * kv_dim;
+                let (ka, va) = (cache_values(ka), cache_values(va));
+                assert_eq!(
+                    bits(&k_all[at.clone()]),
+                    bits(&ka[at.clone()]),
+                    "{ctx}: k row"
+                );
+                assert_eq!(
+                    bits(&v_all[at.clone()]),
+                    bits(&va[at.clone()]),
+                    "{ctx}: v row"
+                );
+                // Against the reference.
+                let plus = |from: usize, len: usize| -> Vec<f32> {
+                    (from..from + len)
+                        .map(|i| values[r * row_stride + i] + bias_values[i])
+                        .collect()
+                };
+                let q = plus(0, q_dim);
+                let k = plus(firsts.0 as usize, kv_dim);
+                let v = plus(firsts.1 as usize, kv_dim);
+                let expected_q = rope_ref(&q, n_heads, hd, hd, rope, pos, base);
+                assert_close(&format!("{ctx}: q"), &expected_q, &of_rows[..q_dim], 1e-6);
+                let expected_k = stored(kv, &rope_ref(&k, n_kv, hd, hd, rope, pos, base), hd);
+                let tol = cache_tolerance(kv);
+                assert_close(&format!("{ctx}: k"), &expected_k, &k_all[at.clone()], tol);
+                assert_close(&format!("{ctx}: v"), &stored(kv, &v, hd), &v_all[at], tol);
+            }
+            let written = |c: &[f32]| c.iter().filter(|&&x| x != 0.0).count();
+            assert!(
+                written(&k_all) <= n * kv_dim && written(&v_all) <= n * kv_dim,
+                "{kv} {rope:?}: rows other than the step's written"
+            );
+        }
+    }
+}
+
+/// Decode attention of a step's rows, each over its own sequence's region of one cache
+/// at its own position (ROW_STEPS: 1, 2 and 5 rows), in one dispatch (and one combine
+/// pass): each row's output bit-identical to that row run alone through the one-row
+/// path, and within the single-step tolerance of the f64 reference over the row's
+/// positions. Every format; both kernels, the subgroup one with both merges, a launch
+/// `extra` (None: the routed ones) adds; the merge counts back at zero after each step.
+fn decode_rows_case(
+    g: &Gpu,
+    kv: KvType,
+    extra: Option<&dyn Fn(AttentionLaunch) -> AttentionLaunch>,
+) {
+    let (n_heads, n_kv, hd) = (8usize, 2usize, 128usize);
+    let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+    // Rows padded apart, as a model's qkv rows are (the kernels read in groups of 4).
+    let (q_stride, out_stride) = (q_dim + 2 * kv_dim + 8, q_dim + 4);
+    let n_most = ROW_STEPS.iter().map(|s| s.len()).max().unwrap();
+    let mut rng = common::Rng::new(kv as u64 + 3);
+    let k = rng.vec(n_most * ROW_REGION * kv_dim);
+    let v = rng.vec(n_most * ROW_REGION * kv_dim);
+    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+    let (kc, vc) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd));
+    let mut launches = g.launches(heads(n_heads, n_kv, hd, hd), kv, ROW_REGION as u64, 64);
+    if let Some(f) = extra {
+        launches = launches.into_iter().map(f).collect();
+    }
+    let mut tried = Vec::new();
+    for launch in &launches {
+        let p = g.pipelines(launch);
+        let parts = {
+            let bytes = launch.part_bytes_rows(n_most as u64);
+            Partials {
+                ml: g.zeros(bytes.ml),
+                acc: g.zeros(bytes.acc),
+                counts: g.zeros(bytes.counts),
+            }
+        };
+        let run = |rows: &[AttentionRow], q: &[f32]| -> Vec<f32> {
+            let out = g.zeros((rows.len() * out_stride * 4) as u64);
+            let ds = launch
+                .dispatches_rows(
+                    &p,
+                    || g.combine(),
+                    rows,
+                    g.rows(rows),
+                    (g.buf(q), q_stride as u64),
+                    kc,
+                    vc,
+                    parts,
+                    (out, out_stride as u64),
+                )
+                .unwrap();
+            g.run(ds);
+            if parts.counts.size > 4 {
+                let counts = g.get(parts.counts);
+                assert!(counts.iter().all(|c| c.to_bits() == 0), "merge counts left");
+            }
+            g.get(out)
+        };
+        for step in ROW_STEPS {
+            let n = step.len();
+            let q: Vec<f32> = rng.vec(n * q_stride).iter().map(|x| x * 2.0).collect();
+            let rows: Vec<AttentionRow> = step
+                .iter()
+                .enumerate()
+                .map(|(r, &(pos, w))| launch.row(pos as u64, (r * ROW_REGION) as u64, w).unwrap())
+                .collect();
+            let out = run(&rows, &q);
+            let most = rows.iter().map(|r| r.n_chunks).max().unwrap();
+            tried.push((launch.pipeline_key(), launch.merge(), n, most));
+            for (r, row) in rows.iter().enumerate() {
+                let ctx = format!(
+                    "{} {kv}: row {r} of {n}, {row:?} (max chunk {:?})",
+                    launch.pipeline_key(),
+                    launch.max_chunk()
+                );
+                if let Some(most) = launch.max_chunk() {
+                    assert!(row.chunk as u64 <= most, "{ctx}: chunk past {most}");
+                }
+                let q_row = &q[r * q_stride..(r + 1) * q_stride];
+                let got = &out[r * out_stride..][..q_dim];
+                assert!(
+                    out[r * out_stride + q_dim..(r + 1) * out_stride]
+                        .iter()
+                        .all(|&x| x == 0.0),
+                    "{ctx}: padding written"
+                );
+                let alone = run(&[*row], q_row);
+                assert_eq!(
+                    bits(got),
+                    bits(&alone[..q_dim]),
+                    "{ctx}: not its bits alone"
+                );
+                let (first, last) = (
+                    row.cache_first as usize + row.window_first as usize,
+                    row.cache_first as usize + row.pos as usize,
+                );
+                let span = first * kv_dim..(last + 1) * kv_dim;
+                let expected = attention_ref(
+                    &q_row[..q_dim],
+                    &ks[span.clone()],
+                    &vs[span],
+                    n_heads,
+                    n_kv,
+                    hd,
+                    last + 1 - first,
+                );
+                assert_close(&ctx, &expected, got, 2e-5);
+            }
+        }
+    }
+    eprintln!("{kv}: (launch, merge, rows, most chunks) {tried:?}");
+    assert!(
+        tried.iter().all(|t| t.2 > 1 || t.3 > 1),
+        "a step of one chunk only"
+    );
+    assert!(tried.iter().any(|t| t.1 == Merge::CombinePass));
+}
+
+/// `decode_rows_case` for the f32 cache.
+#[test]
+fn decode_rows_match_each_row_alone_f32() {
+    decode_rows_case(&Gpu::new(), KvType::F32, None);
+}
+
+/// `decode_rows_case` for the f16 cache.
+#[test]
+fn decode_rows_match_each_row_alone_f16() {
+    decode_rows_case(&Gpu::new(), KvType::F16, None);
+}
+
+/// `decode_rows_case` for the q8_0 cache.
+#[test]
+fn decode_rows_match_each_row_alone_q8_0() {
+    decode_rows_case(&Gpu::new(), KvType::Q8_0, None);
+}
+
+/// `decode_rows_case` under a loop limit so tight that chunks are short: each row's
+/// split still keeps its chunks within the limit, and more chunks than the target
+/// gives (the largest row's chunk count sets the grid).
+#[test]
+fn decode_rows_stay_within_the_loop_limit() {
+    let limit: &dyn Fn(AttentionLaunch) -> AttentionLaunch =
+        &|l: AttentionLaunch| l.with_loop_limit(Some(9_000)).unwrap();
+    let g = Gpu::new();
+    for kv in KvType::ALL {
+        decode_rows_case(&g, kv, Some(limit));
+    }
+}
+
+/// A row whose split is not the one its own positions take is refused (its bits would
+/// depend on who built it), as is a row past its cache or its table.
+#[test]
+fn decode_rows_refuse_a_split_not_their_own() {
+    let g = Gpu::new();
+    let h = heads(8, 2, 128, 128);
+    let launch = &g.launches(h, KvType::F16, 4096, 64)[0];
+    let p = g.pipelines(launch);
+    let kc = g.zeros(2 * launch.cache_bytes());
+    let parts = g.parts(launch);
+    let q_dim = 8 * 128;
+    let q = g.zeros(2 * q_dim * 4);
+    let out = g.zeros(2 * q_dim * 4);
+    let good = launch.row(3000, 4096, None).unwrap();
+    let try_rows = |rows: &[AttentionRow], table: Slice, parts: Partials| {
+        launch.dispatches_rows(
+            &p,
+            || g.combine(),
+            rows,
+            table,
+            (q, q_dim),
+            kc,
+            kc,
+            parts,
+            (out, q_dim),
+        )
+    };
+    let two_parts = {
+        let bytes = launch.part_bytes_rows(2);
+        Partials {
+            ml: g.zeros(bytes.ml),
+            acc: g.zeros(bytes.acc),
+            counts: g.zeros(bytes.counts),
+        }
+    };
+    assert!(try_rows(&[good], g.rows(&[good]), parts).is_ok());
+    let other_split = AttentionRow {
+        chunk: good.chunk * 2,
+        n_chunks: good.n_chunks.div_ceil(2),
+        ..good
+    };
+    let err = try_rows(&[other_split], g.rows(&[other_split]), parts).unwrap_err();
+    assert!(
+        err.to_string().contains("not the row its position takes"),
+        "{err}"
+    );
+    let past = launch.row(100, 2 * 4096 - 50, None).unwrap();
+    assert!(try_rows(&[past], g.rows(&[past]), parts).is_err());
+    assert!(try_rows(&[good, good], g.rows(&[good]), two_parts).is_err());
+    // Partials for one row do not hold two.
+    assert!(try_rows(&[good, good], g.rows(&[good, good]), parts).is_err());
+    assert!(try_rows(&[good, good], g.rows(&[good, good]), two_parts).is_ok());
+    assert!(launch.row(4096, 0, None).is_err());
+}
+
+/// Every sequence's region of a layer's cache is in one binding: past the device's
+/// limit that is a checked error giving the numbers, so a caller can fall back.
+#[test]
+fn cache_binding_limit_is_a_checked_error() {
+    let g = Gpu::new();
+    let profile = g.device.profile();
+    let launch = &g.launches(heads(32, 8, 128, 128), KvType::F16, 8192, 512)[0];
+    let binding = profile.usable_binding_bytes();
+    let fit = binding / launch.position_bytes();
+    assert!(launch.check_cache_binding(profile, fit).is_ok());
+    let err = launch
+        .check_cache_binding(profile, fit + 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&binding.to_string()) && err.contains(&fit.to_string()),
+        "{err}"
+    );
 }

@@ -57,42 +57,103 @@ fn v_word(row: u32, w: u32) -> Word {
     return Word(unpacked(v_cache[row * ROW_WORDS + w]), 1.0);
 }
 
-// Word w of query head h.
-fn q_vals(h: u32, w: u32) -> Vals {
-    let i = (h * HD) / 4u + 2u * w;
+// Word w of the query head whose values start at element `at` of q (a multiple of 4).
+fn q_vals(at: u32, w: u32) -> Vals {
+    let i = at / 4u + 2u * w;
     return Vals(q[i], q[i + 1u]);
+}
+// The row table of a decode step over many sequences (`AttentionRow` on the host): one
+// entry per row of the step, written by the host each step. Row r's q, k and v are row r
+// of the qkv rows; its sequence's cache rows are `cache_first + position`, and it attends
+// to positions window_first..=pos in `n_chunks` chunks of `chunk` (the split a step of
+// this row alone takes, so a row's reduction order never depends on the other rows).
+
+struct AttRow {
+    pos: u32,
+    cache_first: u32,
+    window_first: u32,
+    chunk: u32,
+    n_chunks: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 // What both decode attention kernels (`attention/decode.wgsl` and
 // `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
 // dispatch shape serves both. Each kernel names the element types it reads and writes
 // them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
+//
+// A dispatch serves the rows of a step: row r (its q at r * q_stride of `q`, its output
+// at r * out_stride of `out`, its partials after the r rows before it) attends to its
+// sequence's cache rows as its entry of the row table says (`attention/rows.wgsl`). A
+// lone sequence's step is the one-row case of the same shader, so its bits are the same
+// whatever other rows share a step. The grid is (the most chunks of any row, KV heads,
+// head groups * rows); a workgroup past its row's chunks does nothing.
+
 
 struct Params {
     n_kv_heads: u32,
-    n_pos: u32,   // positions in the cache, this one included: keys first..n_pos
-    chunk: u32,   // positions per chunk (the last may be shorter)
-    n_chunks: u32,
     group: u32,   // query heads per KV head
     scale: f32,
-    first: u32,   // the first position attended to (a sliding window's; else 0)
-    part_stride: u32, // partial slots per query head: n_chunks rounded up to 32
+    part_stride: u32, // partial slots per query head: the most chunks, rounded up to 32
+    q_stride: u32,    // elements from one row's q to the next's
+    out_stride: u32,  // elements from one row's output to the next's
+    _pad1: u32,
+    _pad2: u32,
+}
+
+// Where workgroup (c, kvh, row * head groups + hg) works: its row, that row's table
+// entry, its chunk, KV head and head group, its first query head h0 and query heads (of
+// the row), the query heads of the rows before, and its positions p0..p1 as cache rows
+// (the sequence's region starts at cache_first). Past the row's chunks (`live` false)
+// the workgroup leaves at once; the grid has the most chunks of any row.
+struct Place {
+    r: u32,
+    row: AttRow,
+    c: u32,
+    kvh: u32,
+    hg: u32,
+    // Head groups per KV head.
+    groups: u32,
+    h0: u32,
+    heads: u32,
+    row_heads: u32,
+    p0: u32,
+    p1: u32,
+    live: bool,
+}
+
+fn place_of(wid: vec3<u32>) -> Place {
+    let groups = (params.group + G - 1u) / G;
+    let r = wid.z / groups;
+    let row = att_rows[r];
+    let c = wid.x;
+    let hg = wid.z % groups;
+    let g0 = hg * G;
+    let p0 = row.cache_first + row.window_first + c * row.chunk;
+    let p1 = min(p0 + row.chunk, row.cache_first + row.pos + 1u);
+    return Place(r, row, c, wid.y, hg, groups, wid.y * params.group + g0,
+                 min(G, params.group - g0), r * params.n_kv_heads * params.group, p0, p1,
+                 c < row.n_chunks);
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<QRead>;
 @group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
 @group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
-// Per query head h and chunk c, at h * part_stride + c: (m, l). A head's slots start
-// 256 bytes apart, so no cache line holds two heads' partials (see decode_merge).
+// Per row r, query head h and chunk c, at (r * heads + h) * part_stride + c: (m, l). A
+// head's slots start 256 bytes apart, so no cache line holds two heads' partials (see
+// decode_merge).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD values at (h * part_stride + c) * HD.
+// Per row, query head and chunk (a slot, as in part_ml), HD values at slot * HD.
 @group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
 @group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
+@group(0) @binding(7) var<storage, read> att_rows: array<AttRow>;
 
 const HALF: u32 = HD / 2u;
 // What both merges of split decode attention (`attention/combine.wgsl` and
 // `attention/decode_merge.wgsl`) read first of four chunks of a query head. The includer
-// gives params.n_chunks, part_ml (one vec2 (m, l) per slot) and NO_SCORE.
+// gives part_ml (one vec2 (m, l) per slot) and NO_SCORE; `n` is the row's chunks.
 
 // Chunks c..c + 4 of the head whose first slot is `first`: their maxes (NO_SCORE past
 // the last chunk, so the copies weigh nothing), sums, and the slots read (clamped to
@@ -103,8 +164,7 @@ struct FourMl {
     slots: vec4<u32>,
 }
 
-fn four_ml(first: u32, c: u32) -> FourMl {
-    let n = params.n_chunks;
+fn four_ml(first: u32, c: u32, n: u32) -> FourMl {
     let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
     let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
     let ml0 = part_ml[s.x];
@@ -138,21 +198,22 @@ fn four_ml(first: u32, c: u32) -> FourMl {
 // params, part_ml, part_acc, out (16-byte words), HD, WG, NO_SCORE and max4.
 
 
-// Per column (KV head * head groups + head group): its chunks done in this step. The
+// Per column ((row * KV heads + KV head) * head groups + head group): its chunks done in
+// this step. The
 // last one sets it back to 0, so every step starts from zeros (the buffer's first).
-@group(0) @binding(7) var<storage, read_write> merge_count: array<atomic<u32>>;
+@group(0) @binding(8) var<storage, read_write> merge_count: array<atomic<u32>>;
 var<workgroup> merging: u32;
 
 const MERGE_ROUND: u32 = 20u;
 const QUADS: u32 = HD / 4u;
 
-// Whether this workgroup is the last of `column` to finish its chunk. Call in uniform
-// control flow, after the partials are written.
-fn last_of_column(column: u32, lid: u32) -> bool {
+// Whether this workgroup is the last of `column`'s `n_chunks` to finish its chunk. Call in
+// uniform control flow, after the partials are written.
+fn last_of_column(column: u32, n_chunks: u32, lid: u32) -> bool {
     storageBarrier();
     if (lid == 0u) {
         let done = atomicAdd(&merge_count[column], 1u) + 1u;
-        let last = done == params.n_chunks;
+        let last = done == n_chunks;
         if (last) {
             atomicStore(&merge_count[column], 0u);
         }
@@ -173,8 +234,8 @@ struct Four {
 }
 
 // Chunks c..c + 4 of the head whose first slot is `first` (see merge_ml.wgsl).
-fn four_chunks(first: u32, c: u32, quad: u32) -> Four {
-    let ml = four_ml(first, c);
+fn four_chunks(first: u32, c: u32, n: u32, quad: u32) -> Four {
+    let ml = four_ml(first, c, n);
     let s = ml.slots;
     return Four(ml.m, ml.l, part_acc[s.x * QUADS + quad], part_acc[s.y * QUADS + quad],
                 part_acc[s.z * QUADS + quad], part_acc[s.w * QUADS + quad]);
@@ -194,27 +255,29 @@ fn add_four(run: Merged, m: f32, f: Four) -> Merged {
                   run.acc + w.x * f.a0 + w.y * f.a1 + w.z * f.a2 + w.w * f.a3);
 }
 
-// Merges the chunks of query heads h0..h0 + heads into `out`.
-fn merge_chunks(h0: u32, heads: u32, lid: u32) {
+// Merges a row's `n` chunks of its query heads h0..h0 + heads into `out`: the row's
+// partial slots are those of heads `row_heads` (the rows before it) + h, its output at
+// element `out_at`.
+fn merge_chunks(h0: u32, heads: u32, row_heads: u32, out_at: u32, n: u32, lid: u32) {
     storageBarrier();
     for (var i = lid; i < heads * QUADS; i += WG) {
         let h = h0 + i / QUADS;
         let quad = i % QUADS;
-        let first = h * params.part_stride;
+        let first = (row_heads + h) * params.part_stride;
         var run = Merged(NO_SCORE, 0.0, vec4<f32>(0.0));
-        for (var c = 0u; c < params.n_chunks; c += MERGE_ROUND) {
-            let f0 = four_chunks(first, c, quad);
-            let f1 = four_chunks(first, c + 4u, quad);
-            let f2 = four_chunks(first, c + 8u, quad);
-            let f3 = four_chunks(first, c + 12u, quad);
-            let f4 = four_chunks(first, c + 16u, quad);
+        for (var c = 0u; c < n; c += MERGE_ROUND) {
+            let f0 = four_chunks(first, c, n, quad);
+            let f1 = four_chunks(first, c + 4u, n, quad);
+            let f2 = four_chunks(first, c + 8u, n, quad);
+            let f3 = four_chunks(first, c + 12u, n, quad);
+            let f4 = four_chunks(first, c + 16u, n, quad);
             let m = max(run.m, max4(max(max(max(f0.m, f1.m), max(f2.m, f3.m)), f4.m)));
             let r = exp(run.m - m);
             run = Merged(m, run.l * r, run.acc * r);
             run = add_four(add_four(add_four(add_four(add_four(run, m, f0), m, f1), m, f2),
                                     m, f3), m, f4);
         }
-        out[h * QUADS + quad] = run.acc / run.l;
+        out[out_at / 4u + h * QUADS + quad] = run.acc / run.l;
     }
 }
 // Split-K decode attention (flash-decoding) on subgroups. Workgroup (c, kvh, hg) takes
@@ -427,19 +490,24 @@ fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) n_wg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sub: u32,
         @builtin(subgroup_invocation_id) lane: u32,
         @builtin(subgroup_size) sg: u32) {
-    let kvh = wid.y;
-    let g0 = wid.z * G;
-    let heads = min(G, params.group - g0);
-    let h0 = kvh * params.group + g0;
-    let c = wid.x;
-    let p0 = params.first + c * params.chunk;
-    let p1 = min(p0 + params.chunk, params.n_pos);
+    let pl = place_of(wid);
+    if (!pl.live) {
+        return;
+    }
+    let row = pl.row;
+    let c = pl.c;
+    let kvh = pl.kvh;
+    let h0 = pl.h0;
+    let heads = pl.heads;
+    let row_heads = pl.row_heads;
+    let p0 = pl.p0;
+    let p1 = pl.p1;
     let last = p1 - 1u;
+
     let team = sub * (sg / TEAM) + lane / TEAM;
     let lt = lane % TEAM;
 
@@ -447,7 +515,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let g = i / DATA_WORDS;
         var v = vals_zero();
         if (g < heads) {
-            v = vals_scaled(q_vals(h0 + g, i % DATA_WORDS), params.scale);
+            v = vals_scaled(q_vals(pl.r * params.q_stride + (h0 + g) * HD, i % DATA_WORDS),
+                            params.scale);
         }
         q_words[i] = v;
     }
@@ -505,7 +574,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     // The teams merged: with M the largest team max of a head, each team's accumulator
     // counts exp(m - M).
-    let one_chunk = params.n_chunks == 1u;
+    let one_chunk = row.n_chunks == 1u;
+    let out_at = pl.r * params.out_stride;
     for (var i = lid; i < heads * DATA_WORDS; i += WG) {
         let g = i / DATA_WORDS;
         let w = i % DATA_WORDS;
@@ -522,13 +592,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
         let h = h0 + g;
         if (one_chunk) {
-            let first = (h * HD + w * WORD_VALUES) / 4u;
+            let first = (out_at + h * HD + w * WORD_VALUES) / 4u;
             let norm = vals_scaled(sum, 1.0 / big_l);
             for (var k = 0u; k < WORD_VEC4S; k++) {
                 out[first + k] = vals_part(norm, k);
             }
         } else {
-            let slot = h * params.part_stride + c;
+            let slot = (row_heads + h) * params.part_stride + c;
             let first = (slot * HD + w * WORD_VALUES) / 4u;
             for (var k = 0u; k < WORD_VEC4S; k++) {
                 part_acc[first + k] = vals_part(sum, k);
@@ -538,8 +608,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
         }
     }
-    if (MERGE == 1u && !one_chunk && last_of_column(kvh * n_wg.z + wid.z, lid)) {
-        merge_chunks(h0, heads, lid);
+    let column = (pl.r * params.n_kv_heads + kvh) * pl.groups + pl.hg;
+    if (MERGE == 1u && !one_chunk && last_of_column(column, row.n_chunks, lid)) {
+        merge_chunks(h0, heads, row_heads, out_at, row.n_chunks, lid);
     }
 }
 

@@ -33,32 +33,93 @@ fn v_pair(row: u32, p: u32) -> vec2<f32> {
     let first = row * KV_ROW;
     return q8_pair(v_cache[first + p / 2u], p, bitcast<f32>(v_cache[first + HD / 4u + p / 16u]));
 }
+// The row table of a decode step over many sequences (`AttentionRow` on the host): one
+// entry per row of the step, written by the host each step. Row r's q, k and v are row r
+// of the qkv rows; its sequence's cache rows are `cache_first + position`, and it attends
+// to positions window_first..=pos in `n_chunks` chunks of `chunk` (the split a step of
+// this row alone takes, so a row's reduction order never depends on the other rows).
+
+struct AttRow {
+    pos: u32,
+    cache_first: u32,
+    window_first: u32,
+    chunk: u32,
+    n_chunks: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
 // What both decode attention kernels (`attention/decode.wgsl` and
 // `attention/decode_portable.wgsl`) take and write, in the same bindings, so one
 // dispatch shape serves both. Each kernel names the element types it reads and writes
 // them in (QRead, KvRead, OutWord: pairs, or 16-byte words); HD is the host's.
+//
+// A dispatch serves the rows of a step: row r (its q at r * q_stride of `q`, its output
+// at r * out_stride of `out`, its partials after the r rows before it) attends to its
+// sequence's cache rows as its entry of the row table says (`attention/rows.wgsl`). A
+// lone sequence's step is the one-row case of the same shader, so its bits are the same
+// whatever other rows share a step. The grid is (the most chunks of any row, KV heads,
+// head groups * rows); a workgroup past its row's chunks does nothing.
+
 
 struct Params {
     n_kv_heads: u32,
-    n_pos: u32,   // positions in the cache, this one included: keys first..n_pos
-    chunk: u32,   // positions per chunk (the last may be shorter)
-    n_chunks: u32,
     group: u32,   // query heads per KV head
     scale: f32,
-    first: u32,   // the first position attended to (a sliding window's; else 0)
-    part_stride: u32, // partial slots per query head: n_chunks rounded up to 32
+    part_stride: u32, // partial slots per query head: the most chunks, rounded up to 32
+    q_stride: u32,    // elements from one row's q to the next's
+    out_stride: u32,  // elements from one row's output to the next's
+    _pad1: u32,
+    _pad2: u32,
+}
+
+// Where workgroup (c, kvh, row * head groups + hg) works: its row, that row's table
+// entry, its chunk, KV head and head group, its first query head h0 and query heads (of
+// the row), the query heads of the rows before, and its positions p0..p1 as cache rows
+// (the sequence's region starts at cache_first). Past the row's chunks (`live` false)
+// the workgroup leaves at once; the grid has the most chunks of any row.
+struct Place {
+    r: u32,
+    row: AttRow,
+    c: u32,
+    kvh: u32,
+    hg: u32,
+    // Head groups per KV head.
+    groups: u32,
+    h0: u32,
+    heads: u32,
+    row_heads: u32,
+    p0: u32,
+    p1: u32,
+    live: bool,
+}
+
+fn place_of(wid: vec3<u32>) -> Place {
+    let groups = (params.group + G - 1u) / G;
+    let r = wid.z / groups;
+    let row = att_rows[r];
+    let c = wid.x;
+    let hg = wid.z % groups;
+    let g0 = hg * G;
+    let p0 = row.cache_first + row.window_first + c * row.chunk;
+    let p1 = min(p0 + row.chunk, row.cache_first + row.pos + 1u);
+    return Place(r, row, c, wid.y, hg, groups, wid.y * params.group + g0,
+                 min(G, params.group - g0), r * params.n_kv_heads * params.group, p0, p1,
+                 c < row.n_chunks);
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<QRead>;
 @group(0) @binding(2) var<storage, read> k_cache: array<KvRead>;
 @group(0) @binding(3) var<storage, read> v_cache: array<KvRead>;
-// Per query head h and chunk c, at h * part_stride + c: (m, l). A head's slots start
-// 256 bytes apart, so no cache line holds two heads' partials (see decode_merge).
+// Per row r, query head h and chunk c, at (r * heads + h) * part_stride + c: (m, l). A
+// head's slots start 256 bytes apart, so no cache line holds two heads' partials (see
+// decode_merge).
 @group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
-// Per query head h and chunk c, HD values at (h * part_stride + c) * HD.
+// Per row, query head and chunk (a slot, as in part_ml), HD values at slot * HD.
 @group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
 @group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
+@group(0) @binding(7) var<storage, read> att_rows: array<AttRow>;
 
 const HALF: u32 = HD / 2u;
 // Split-K decode attention without subgroups, for devices that have none: the same
@@ -87,13 +148,18 @@ var<workgroup> rescale: array<f32, G>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let kvh = wid.y;
-    let g0 = wid.z * G;
-    let heads = min(G, params.group - g0);
-    let h0 = kvh * params.group + g0;
-    let c = wid.x;
-    let p0 = params.first + c * params.chunk;
-    let p1 = min(p0 + params.chunk, params.n_pos);
+    let pl = place_of(wid);
+    if (!pl.live) {
+        return;
+    }
+    let row = pl.row;
+    let c = pl.c;
+    let kvh = pl.kvh;
+    let h0 = pl.h0;
+    let heads = pl.heads;
+    let row_heads = pl.row_heads;
+    let p0 = pl.p0;
+    let p1 = pl.p1;
 
     var acc: array<vec2<f32>, ACC>;
     for (var j = 0u; j < ACC; j++) {
@@ -111,7 +177,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var i = lid; i < heads * nt; i += WG) {
             let g = i / nt;
             let t = i % nt;
-            let q_base = (h0 + g) * HALF;
+            let q_base = (pl.r * params.q_stride) / 2u + (h0 + g) * HALF;
             let row = (t0 + t) * params.n_kv_heads + kvh;
             var s = 0.0;
             for (var p = 0u; p < HALF; p++) {
@@ -154,7 +220,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
 
-    let one_chunk = params.n_chunks == 1u;
+    let one_chunk = row.n_chunks == 1u;
+    let out_at = (pl.r * params.out_stride) / 2u;
     for (var j = 0u; j < ACC; j++) {
         let i = lid + j * WG;
         if (i < heads * HALF) {
@@ -162,14 +229,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let h = h0 + g;
             let p = i % HALF;
             if (one_chunk) {
-                out[h * HALF + p] = acc[j] / run_sum[g];
+                out[out_at + h * HALF + p] = acc[j] / run_sum[g];
             } else {
-                part_acc[(h * params.part_stride + c) * HALF + p] = acc[j];
+                part_acc[((row_heads + h) * params.part_stride + c) * HALF + p] = acc[j];
             }
         }
     }
     if (!one_chunk && lid < heads) {
-        part_ml[(h0 + lid) * params.part_stride + c] = vec2<f32>(run_max[lid], run_sum[lid]);
+        part_ml[(row_heads + h0 + lid) * params.part_stride + c] = vec2<f32>(run_max[lid], run_sum[lid]);
     }
 }
 

@@ -111,7 +111,9 @@ fn round_away(x: f32) -> f32 {
     return clamp(sign(x) * floor(abs(x) + 0.5), -127.0, 127.0);
 }
 
-fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+// `at` is the cache position the row is written at (`pos` for a lone sequence; its
+// region's first row plus `pos` where sequences share the cache).
+fn rope_kv_unit(t: u32, pos: u32, at: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
     let q_pairs = h.n_heads * (h.head_dim / 2u);
     if (t < q_pairs) {
         rope_q_pair(t, pos, q_first, h);
@@ -137,7 +139,7 @@ fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: R
     }
     let d = amax / 127.0;
     let id = select(0.0, 1.0 / d, d != 0.0);
-    let row = (pos * h.n_kv_heads + kvh) * h.kv_row;
+    let row = (at * h.n_kv_heads + kvh) * h.kv_row;
     for (var w = 0u; w < 8u; w++) {
         let q = vec4<i32>(vec4<f32>(round_away(x[4u * w] * id), round_away(x[4u * w + 1u] * id),
                                     round_away(x[4u * w + 2u] * id), round_away(x[4u * w + 3u] * id)));
@@ -155,13 +157,32 @@ fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: R
         k_cache[scale_at] = bitcast<u32>(d);
     }
 }
-// RoPE and the KV-cache append, in one dispatch because a decode step always needs them
-// together: q rotated in place, k rotated into row `pos` of the key cache, v copied
-// into row `pos` of the value cache (layout [pos][kv_head][kv_row words], in the
-// format the writer include gives: `attention/rope_kv_pair.wgsl` for plain caches,
-// `attention/rope_kv_block.wgsl` for q8_0). As two
-// dispatches (rope, then the append) they cost the H200 about 5 µs each, nearly all of
-// it a dispatch's fixed cost.
+// The row table of a decode step over many sequences (`AttentionRow` on the host): one
+// entry per row of the step, written by the host each step. Row r's q, k and v are row r
+// of the qkv rows; its sequence's cache rows are `cache_first + position`, and it attends
+// to positions window_first..=pos in `n_chunks` chunks of `chunk` (the split a step of
+// this row alone takes, so a row's reduction order never depends on the other rows).
+
+struct AttRow {
+    pos: u32,
+    cache_first: u32,
+    window_first: u32,
+    chunk: u32,
+    n_chunks: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+// RoPE and the KV-cache append for the rows of a decode step, in one dispatch because a
+// step always needs them together: row r of the qkv rows (`row_stride` elements apart)
+// is one token of some sequence, at the position its entry of the row table gives
+// (`attention/rows.wgsl`); its q is rotated in place, its k rotated into cache row
+// cache_first + pos of the key cache, its v copied into that row of the value cache
+// (layout [row][kv_head][kv_row words], in the format the writer include gives:
+// `attention/rope_kv_pair.wgsl` for plain caches, `attention/rope_kv_block.wgsl` for
+// q8_0). A lone sequence's step is the one-row case of this same shader, so its bits are
+// the same whatever other rows share a step. As two dispatches (rope, then the append)
+// they cost the H200 about 5 µs each, nearly all of it a dispatch's fixed cost.
 //
 // RoPE: within each head, pair i of values (adjacent, or halves apart: the rope mode,
 // `attention/rope_math.wgsl`) is rotated by theta = pos * base^(-2i / rope_dim).
@@ -170,22 +191,29 @@ fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: R
 //
 // cos/sin come from a table the host computed in f64 at load (cs[pos][i] = (cos, sin)):
 // GPU sin/cos are only loosely specified for large arguments, and a table lookup is
-// exact. The position is a uniform parameter, so the host can record ahead.
+// exact. Positions are in the row table, which the host writes before each step.
 //
-// One invocation per pair of values of q, then one per unit of k, then of v (a pair,
-// or a q8_0 block).
+// x walks a row's units of work (a pair of values of q, then a unit of k, then of v: a
+// pair, or a q8_0 block), y the rows (each loop strided by the grid, so any count fits
+// the dispatch limits).
+
 
 struct Params {
     n_heads: u32,
     n_kv_heads: u32,
     head_dim: u32,
     rope_dim: u32,
-    pos: u32,
-    // Where k and v start in `qkv`, in elements (q starts at 0).
+    n_rows: u32,
+    // Elements from one row's q (k, v) to the next row's.
+    row_stride: u32,
+    // Where a row's k and v start, in elements after its q.
     k_first: u32,
     v_first: u32,
     // KvWords from one cache row (a position's KV head) to the next.
     kv_row: u32,
+    _pad1: u32,
+    _pad2: u32,
+    _pad3: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -194,6 +222,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> k_cache: array<KvWord>;
 @group(0) @binding(5) var<storage, read_write> v_cache: array<KvWord>;
+@group(0) @binding(6) var<storage, read> att_rows: array<AttRow>;
 
 const WG: u32 = 64u;
 
@@ -203,8 +232,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
     let h = RopeHeads(params.n_heads, params.n_kv_heads, params.head_dim, params.rope_dim,
                       params.kv_row);
     let units = rope_kv_units(h);
-    for (var t = gid.x; t < units; t += groups.x * WG) {
-        rope_kv_unit(t, params.pos, 0u, params.k_first, params.v_first, h);
+    for (var r = gid.y; r < params.n_rows; r += groups.y) {
+        let row = att_rows[r];
+        let q_first = r * params.row_stride;
+        let k_first = q_first + params.k_first;
+        let v_first = q_first + params.v_first;
+        for (var t = gid.x; t < units; t += groups.x * WG) {
+            rope_kv_unit(t, row.pos, row.cache_first + row.pos, q_first, k_first, v_first, h);
+        }
     }
 }
 

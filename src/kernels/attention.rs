@@ -12,6 +12,15 @@
 //! - `rope_kv_batch` and `prefill`: the same for a prompt's tokens at once
 //!   ([`PrefillAttention`], in `prefill.rs`).
 //!
+//! `rope_kv`, `decode`, `decode_portable` and `combine` serve the rows of a step: each
+//! row one token of some sequence, at its own position, over its own region of one cache
+//! buffer per layer, as the step's row table says ([`AttentionRow`], written by the host
+//! each step). A lone sequence's step is the one-row case of the same pipelines
+//! ([`AttentionLaunch::rope_kv`], [`AttentionLaunch::dispatches`]): GPU compilers
+//! contract multiply-adds per shader, so only the same shader guarantees a row the same
+//! bits alone as beside others, and each row's split is its own position's, so its
+//! reduction order does not depend on the other rows either.
+//!
 //! An [`AttentionLaunch`] is a typed value the router makes once per model
 //! (`router::route_attention`); [`AttentionLaunch::split`] divides a step's positions
 //! into chunks, a pure function of the launch and the position. [`attention_ref`] is
@@ -86,11 +95,11 @@ fn rope_kv_pipeline(
     cache: &PipelineCache,
     root: &str,
     rope: RopeStyle,
-    params_bytes: u32,
+    (params_bytes, storage): (u32, &'static [Access]),
 ) -> Result<PipelineId> {
     let (name, source) = rope_kv_source(root, rope)?;
     cache.get_or_create(device, &name, || {
-        Ok((source, template(params_bytes, ROPE_KV_STORAGE)))
+        Ok((source, template(params_bytes, storage)))
     })
 }
 
@@ -389,6 +398,41 @@ pub struct Split {
     pub chunk: u64,
     /// Chunks: `n_pos.div_ceil(chunk)`.
     pub n_chunks: u64,
+}
+
+/// One row of a decode step's row table (`attention/rows.wgsl`), which the host writes
+/// each step: row r of the step is one token of some sequence, its q, k and v row r of
+/// the qkv rows. 32 bytes, eight little-endian u32s: `pos`, `cache_first`,
+/// `window_first`, `chunk`, `n_chunks`, then three zeros. Made by
+/// [`AttentionLaunch::row`], which fixes the split.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionRow {
+    /// The token's position in its sequence.
+    pub pos: u32,
+    /// The cache row of its sequence's position 0: sequences' regions are consecutive
+    /// ranges of one cache buffer per layer.
+    pub cache_first: u32,
+    /// The first position attended to: `max(0, pos + 1 - window)` on a sliding-window
+    /// layer, else 0.
+    pub window_first: u32,
+    /// Positions per chunk: [`AttentionLaunch::split`] of the positions the row
+    /// attends to, as a lone step of this row takes.
+    pub chunk: u32,
+    /// Chunks of that split.
+    pub n_chunks: u32,
+    /// Zeros (the WGSL struct's padding to 32 bytes).
+    pub pad: [u32; 3],
+}
+
+/// Bytes of an [`AttentionRow`] in the row table.
+pub const ATTENTION_ROW_BYTES: u64 = 32;
+
+impl AttentionRow {
+    /// `rows` as the row table holds them on the device.
+    pub fn bytes(rows: &[AttentionRow]) -> &[u8] {
+        bytemuck::cast_slice(rows)
+    }
 }
 
 /// Decode attention for a model's heads and KV format on one device: the kernel, its
@@ -904,7 +948,13 @@ impl AttentionLaunch {
         device: &dyn Device,
         cache: &PipelineCache,
     ) -> Result<AttentionPipelines> {
-        let rope_kv = rope_kv_pipeline(device, cache, self.rope_kv_root(), self.heads.rope, 32)?;
+        let rope_kv = rope_kv_pipeline(
+            device,
+            cache,
+            self.rope_kv_root(),
+            self.heads.rope,
+            (48, ROPE_KV_STORAGE),
+        )?;
         let decode = cache.get_or_create(device, &self.pipeline_key(), || {
             let storage = match self.kernel {
                 DecodeKernel::Subgroup { .. } => SUBGROUP_DECODE_STORAGE,
@@ -922,62 +972,24 @@ impl AttentionLaunch {
         })
     }
 
-    /// RoPE and the KV-cache append of position `pos`, `bias` (laid out as `qkv`,
-    /// zeros for models without) added first: q (at element 0 of `qkv`) rotated in
-    /// place, k (at `k_first`) rotated into row `pos` of `k_cache`, v (at `v_first`)
-    /// copied into row `pos` of `v_cache`. `table` is [`rope_table`]'s output on the
-    /// device.
-    #[allow(clippy::too_many_arguments)]
-    pub fn rope_kv(
-        &self,
-        p: &AttentionPipelines,
-        pos: u64,
-        table: Slice,
-        (qkv, bias): (Slice, Slice),
-        (k_first, v_first): (u64, u64),
-        k_cache: Slice,
-        v_cache: Slice,
-    ) -> Dispatch {
-        let h = self.heads;
-        Dispatch {
-            pipeline: p.rope_kv,
-            params: vec![
-                h.n_heads as u32,
-                h.n_kv_heads as u32,
-                h.head_dim as u32,
-                h.rope_dim as u32,
-                pos as u32,
-                k_first as u32,
-                v_first as u32,
-                self.kv.row_words(h.head_dim) as u32,
-            ],
-            storage: vec![table, qkv, bias, k_cache, v_cache],
-            workgroups: [
-                rope_kv_units(h, self.kv).div_ceil(64).clamp(1, 65535) as u32,
-                1,
-                1,
-            ],
-            bytes_read: (h.n_heads * h.head_dim + 2 * h.kv_dim()) * 8 + h.rope_dim * 4,
+    /// Row `r`'s entry of a step's row table: its token at position `pos` of a
+    /// sequence whose cache region starts at cache row `cache_first`, attending to the
+    /// last `window` positions where given (a local layer), else all of them; its split
+    /// is [`split`](Self::split) of the positions it attends to, as a lone decode step
+    /// takes, so the row's reduction order is the same whatever rows share its step.
+    pub fn row(&self, pos: u64, cache_first: u64, window: Option<u64>) -> Result<AttentionRow> {
+        if pos >= self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "attention at position {pos} of a sequence of {} positions",
+                self.n_ctx
+            )));
         }
+        let window_first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+        self.row_over(window_first..pos + 1, cache_first)
     }
 
-    /// Attention of `q` over the cache rows `positions` (the first `positions.end`,
-    /// or a sliding window's last ones) into `out`: one dispatch, or two when
-    /// [`split`](Self::split) makes several chunks and they merge by
-    /// [`Merge::CombinePass`] (`parts` hold [`part_bytes`](Self::part_bytes);
-    /// `combine` is [`combine_pipeline`](Self::combine_pipeline), asked for only then).
-    #[allow(clippy::too_many_arguments)]
-    pub fn dispatches(
-        &self,
-        p: &AttentionPipelines,
-        combine: impl FnOnce() -> Result<PipelineId>,
-        positions: std::ops::Range<u64>,
-        q: Slice,
-        k_cache: Slice,
-        v_cache: Slice,
-        parts: Partials,
-        out: Slice,
-    ) -> Result<Vec<Dispatch>> {
+    /// [`row`](Self::row) over the positions `positions` (`window_first..pos + 1`).
+    fn row_over(&self, positions: std::ops::Range<u64>, cache_first: u64) -> Result<AttentionRow> {
         let (first, n_pos) = (positions.start, positions.end);
         if first >= n_pos || n_pos > self.n_ctx {
             return Err(Error::Invalid(format!(
@@ -985,54 +997,303 @@ impl AttentionLaunch {
                 self.n_ctx
             )));
         }
+        let split = self.split(n_pos - first);
+        let u = |what: &str, v: u64| {
+            u32::try_from(v).map_err(|_| {
+                Error::Invalid(format!("attention row: {what} {v} does not fit in 32 bits"))
+            })
+        };
+        Ok(AttentionRow {
+            pos: u("position", n_pos - 1)?,
+            cache_first: u("first cache row", cache_first)?,
+            window_first: first as u32,
+            chunk: split.chunk as u32,
+            n_chunks: split.n_chunks as u32,
+            pad: [0; 3],
+        })
+    }
+
+    /// Partials for steps of up to `n_rows` rows (see [`part_bytes`](Self::part_bytes)).
+    pub fn part_bytes_rows(&self, n_rows: u64) -> PartBytes {
+        let one = self.part_bytes();
+        PartBytes {
+            ml: one.ml * n_rows,
+            acc: one.acc * n_rows,
+            counts: one.counts * n_rows,
+        }
+    }
+
+    /// Whether one binding of `profile` holds a layer's K cache (and so its V cache) of
+    /// `positions` positions: every sequence's region of a step's rows is in the one
+    /// binding. The error gives the numbers, and how many positions fit, so a caller can
+    /// serve fewer sequences, or shorter ones.
+    pub fn check_cache_binding(&self, profile: &DeviceProfile, positions: u64) -> Result<()> {
+        let binding = profile.usable_binding_bytes();
+        let bytes = positions.saturating_mul(self.position_bytes());
+        if bytes > binding {
+            return Err(Error::Invalid(format!(
+                "decode attention: a layer's K cache of {positions} positions (every \
+                 sequence's region) takes {bytes} bytes, past {}'s {binding}-byte binding \
+                 limit: at most {} positions of {} fit in one binding",
+                profile.name,
+                binding / self.position_bytes(),
+                self.kv
+            )));
+        }
+        Ok(())
+    }
+
+    /// RoPE and the KV-cache append of the rows of a step, one dispatch: row r's q, k
+    /// and v are at `r * row_stride` elements of `qkv` (q first, k at `k_first`, v at
+    /// `v_first` after it), `bias` is laid out as one row (zeros for models without) and
+    /// added first; q is rotated in place, k rotated into cache row `cache_first + pos`
+    /// of `k_cache` (`rows[r]`'s), v copied into that row of `v_cache`. `table` is
+    /// [`rope_table`]'s output on the device; `row_table` holds `rows` (as
+    /// [`AttentionRow::bytes`] gives them), written before the dispatch runs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv_rows(
+        &self,
+        p: &AttentionPipelines,
+        rows: &[AttentionRow],
+        row_table: Slice,
+        table: Slice,
+        ((qkv, row_stride), bias): ((Slice, u64), Slice),
+        (k_first, v_first): (u64, u64),
+        k_cache: Slice,
+        v_cache: Slice,
+    ) -> Result<Dispatch> {
         let h = self.heads;
-        let seen = n_pos - first;
-        let split = self.split(seen);
-        let scale = 1.0 / (h.head_dim as f32).sqrt();
+        let n_rows = rows.len() as u64;
+        self.check_rows(rows, row_table, k_cache)?;
+        Ok(Dispatch {
+            pipeline: p.rope_kv,
+            params: vec![
+                h.n_heads as u32,
+                h.n_kv_heads as u32,
+                h.head_dim as u32,
+                h.rope_dim as u32,
+                n_rows as u32,
+                row_stride as u32,
+                k_first as u32,
+                v_first as u32,
+                self.kv.row_words(h.head_dim) as u32,
+                0,
+                0,
+                0,
+            ],
+            storage: vec![table, qkv, bias, k_cache, v_cache, row_table],
+            workgroups: [
+                rope_kv_units(h, self.kv).div_ceil(64).clamp(1, 65535) as u32,
+                n_rows.clamp(1, 65535) as u32,
+                1,
+            ],
+            bytes_read: n_rows * ((h.n_heads * h.head_dim + 2 * h.kv_dim()) * 8 + h.rope_dim * 4),
+        })
+    }
+
+    /// A lone sequence's RoPE and KV-cache append of position `pos`: the one-row case
+    /// of [`rope_kv_rows`](Self::rope_kv_rows), the same pipeline, q at element 0 of
+    /// `qkv`. `row_table` holds [`row`](Self::row)`(pos, 0, ..)` (the window does not
+    /// matter here), written before the dispatch runs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv(
+        &self,
+        p: &AttentionPipelines,
+        pos: u64,
+        row_table: Slice,
+        table: Slice,
+        (qkv, bias): (Slice, Slice),
+        firsts: (u64, u64),
+        k_cache: Slice,
+        v_cache: Slice,
+    ) -> Result<Dispatch> {
+        let row = self.row(pos, 0, None)?;
+        let stride = qkv.size / 4;
+        self.rope_kv_rows(
+            p,
+            &[row],
+            row_table,
+            table,
+            ((qkv, stride), bias),
+            firsts,
+            k_cache,
+            v_cache,
+        )
+    }
+
+    /// Whether `rows` can be served: each row's split the one [`row`](Self::row) gives
+    /// it (anything else would make a row's bits depend on how it was built), the
+    /// table holding them all and the cache every row's cache rows.
+    fn check_rows(&self, rows: &[AttentionRow], row_table: Slice, k_cache: Slice) -> Result<()> {
+        if rows.is_empty() {
+            return Err(Error::Invalid("an attention step of no rows".into()));
+        }
+        if row_table.size < rows.len() as u64 * ATTENTION_ROW_BYTES {
+            return Err(Error::Invalid(format!(
+                "a row table of {} bytes for {} rows of {ATTENTION_ROW_BYTES}",
+                row_table.size,
+                rows.len()
+            )));
+        }
+        let cache_rows = k_cache.size / self.position_bytes();
+        for (r, row) in rows.iter().enumerate() {
+            let positions = row.window_first as u64..row.pos as u64 + 1;
+            let own = self.row_over(positions, row.cache_first as u64)?;
+            if *row != own {
+                return Err(Error::Invalid(format!(
+                    "attention row {r}: {row:?} is not the row its position takes, {own:?}"
+                )));
+            }
+            let end = row.cache_first as u64 + row.pos as u64 + 1;
+            if end > cache_rows {
+                return Err(Error::Invalid(format!(
+                    "attention row {r} reaches cache row {end} of a cache of {cache_rows}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decode attention of a step's rows, each over its own sequence's cache rows: row
+    /// r's q at `r * q_stride` elements of `q`, its output at `r * out_stride` of `out`,
+    /// its positions, cache region and split as `rows[r]` says (`row_table` holds
+    /// `rows`, as [`AttentionRow::bytes`] gives them, written before the dispatches run).
+    /// One decode dispatch over every row (as many chunks as the longest row's split; a
+    /// row's workgroups past its chunks do nothing), and the combine pass for every row
+    /// where any row splits into several chunks and they merge by
+    /// [`Merge::CombinePass`] (`combine` is [`combine_pipeline`](Self::combine_pipeline),
+    /// asked for only then). `parts` hold [`part_bytes_rows`](Self::part_bytes_rows) of
+    /// at least `rows.len()`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatches_rows(
+        &self,
+        p: &AttentionPipelines,
+        combine: impl FnOnce() -> Result<PipelineId>,
+        rows: &[AttentionRow],
+        row_table: Slice,
+        (q, q_stride): (Slice, u64),
+        k_cache: Slice,
+        v_cache: Slice,
+        parts: Partials,
+        (out, out_stride): (Slice, u64),
+    ) -> Result<Vec<Dispatch>> {
+        self.check_rows(rows, row_table, k_cache)?;
+        let h = self.heads;
+        let n_rows = rows.len() as u64;
+        // The subgroup kernel reads q and writes out in 16-byte words, the portable one
+        // in pairs.
+        let align = match self.kernel {
+            DecodeKernel::Subgroup { .. } => 4,
+            DecodeKernel::Portable { .. } => 2,
+        };
+        if !q_stride.is_multiple_of(align) || !out_stride.is_multiple_of(align) {
+            return Err(Error::Invalid(format!(
+                "decode attention rows {q_stride} (q) and {out_stride} (out) elements apart: \
+                 the kernel reads them in groups of {align}"
+            )));
+        }
+        let z = self.head_groups() * n_rows;
+        if z > u16::MAX as u64 {
+            return Err(Error::Invalid(format!(
+                "decode attention over {n_rows} rows of {} head groups: more than {} \
+                 workgroups in a dimension",
+                self.head_groups(),
+                u16::MAX
+            )));
+        }
         let stride = self.part_stride();
-        let mut storage = vec![q, k_cache, v_cache, parts.ml, parts.acc, out];
+        let want = self.part_bytes_rows(n_rows);
+        if parts.ml.size < want.ml || parts.acc.size < want.acc || parts.counts.size < want.counts {
+            return Err(Error::Invalid(format!(
+                "decode attention partials for fewer than {n_rows} rows"
+            )));
+        }
+        let scale = 1.0 / (h.head_dim as f32).sqrt();
+        let mut storage = vec![q, k_cache, v_cache, parts.ml, parts.acc, out, row_table];
         if let DecodeKernel::Subgroup { .. } = self.kernel {
             storage.push(parts.counts);
         }
-        let merge_here = split.n_chunks > 1 && self.merge == Merge::LastWorkgroup;
-        let merge_bytes = h.n_heads * split.n_chunks * (8 + h.head_dim * 4);
+        let most_chunks = rows.iter().map(|r| r.n_chunks).max().unwrap_or(1);
+        let merge_bytes = |r: &AttentionRow| match r.n_chunks {
+            1 => 0,
+            n => h.n_heads * n as u64 * (8 + h.head_dim * 4),
+        };
+        let merges: u64 = rows.iter().map(merge_bytes).sum();
+        let kv_read: u64 = rows
+            .iter()
+            .map(|r| self.kv_bytes_read((r.pos + 1 - r.window_first) as u64))
+            .sum();
         let mut out_dispatches = vec![Dispatch {
             pipeline: p.decode,
             params: vec![
                 h.n_kv_heads as u32,
-                n_pos as u32,
-                split.chunk as u32,
-                split.n_chunks as u32,
                 h.group() as u32,
                 scale.to_bits(),
-                first as u32,
                 stride as u32,
+                q_stride as u32,
+                out_stride as u32,
+                0,
+                0,
             ],
             storage,
-            workgroups: [
-                split.n_chunks as u32,
-                h.n_kv_heads as u32,
-                self.head_groups() as u32,
-            ],
-            bytes_read: self.kv_bytes_read(seen)
-                + h.n_heads * h.head_dim * 4
-                + if merge_here { merge_bytes } else { 0 },
+            workgroups: [most_chunks, h.n_kv_heads as u32, z as u32],
+            bytes_read: kv_read
+                + n_rows * h.n_heads * h.head_dim * 4
+                + if self.merge == Merge::LastWorkgroup {
+                    merges
+                } else {
+                    0
+                },
         }];
-        if split.n_chunks > 1 && self.merge == Merge::CombinePass {
+        if most_chunks > 1 && self.merge == Merge::CombinePass {
             out_dispatches.push(Dispatch {
                 pipeline: combine()?,
                 params: vec![
                     (h.head_dim / 2) as u32,
-                    split.n_chunks as u32,
+                    h.n_heads as u32,
                     stride as u32,
-                    0,
+                    out_stride as u32,
                 ],
-                storage: vec![parts.ml, parts.acc, out],
-                workgroups: [h.n_heads as u32, 1, 1],
-                bytes_read: merge_bytes,
+                storage: vec![parts.ml, parts.acc, out, row_table],
+                workgroups: [h.n_heads as u32, n_rows as u32, 1],
+                bytes_read: merges,
             });
         }
         Ok(out_dispatches)
+    }
+
+    /// A lone sequence's attention of `q` over the cache rows `positions` (the first
+    /// `positions.end`, or a sliding window's last ones) into `out`: the one-row case of
+    /// [`dispatches_rows`](Self::dispatches_rows), the same pipelines, so its bits are a
+    /// row's in any step. `row_table` holds [`row`](Self::row) of these positions at
+    /// cache row 0, written before the dispatches run; `parts` hold
+    /// [`part_bytes`](Self::part_bytes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatches(
+        &self,
+        p: &AttentionPipelines,
+        combine: impl FnOnce() -> Result<PipelineId>,
+        positions: std::ops::Range<u64>,
+        row_table: Slice,
+        q: Slice,
+        k_cache: Slice,
+        v_cache: Slice,
+        parts: Partials,
+        out: Slice,
+    ) -> Result<Vec<Dispatch>> {
+        let row = self.row_over(positions, 0)?;
+        let q_dim = self.heads.n_heads * self.heads.head_dim;
+        self.dispatches_rows(
+            p,
+            combine,
+            &[row],
+            row_table,
+            (q, q_dim),
+            k_cache,
+            v_cache,
+            parts,
+            (out, q_dim),
+        )
     }
 
     /// A canonical launch for tools that list every kernel (`kernels::spirv`): the
@@ -1053,13 +1314,17 @@ impl AttentionLaunch {
     }
 }
 
+/// `attention/rope_kv.wgsl`'s bindings: `rope_kv_batch`'s and the row table.
 const ROPE_KV_STORAGE: &[Access] = &[
     Access::Read,
     Access::ReadWrite,
     Access::Read,
     Access::ReadWrite,
     Access::ReadWrite,
+    Access::Read,
 ];
+/// `attention/rope_kv_batch.wgsl`'s bindings.
+pub(crate) const ROPE_KV_BATCH_STORAGE: &[Access] = ROPE_KV_STORAGE.split_at(5).0;
 /// The subgroup kernel's bindings: [`DECODE_STORAGE`]'s and the merge counts.
 const SUBGROUP_DECODE_STORAGE: &[Access] = &[
     Access::Read,
@@ -1068,13 +1333,14 @@ const SUBGROUP_DECODE_STORAGE: &[Access] = &[
     Access::ReadWrite,
     Access::ReadWrite,
     Access::ReadWrite,
+    Access::Read,
     Access::ReadWrite,
 ];
-/// Both decode kernels' bindings (`attention/decode_io.wgsl`).
-const DECODE_STORAGE: &[Access] = SUBGROUP_DECODE_STORAGE.split_at(6).0;
+/// Both decode kernels' bindings (`attention/decode_io.wgsl`), the row table last.
+const DECODE_STORAGE: &[Access] = SUBGROUP_DECODE_STORAGE.split_at(7).0;
 const COMBINE_ROOT: &str = "attention/combine.wgsl";
 const COMBINE_NAME: &str = "attention/combine";
-const COMBINE_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+const COMBINE_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::Read];
 
 /// The pipelines of an [`AttentionLaunch`] on a device.
 #[derive(Clone, Copy, Debug)]

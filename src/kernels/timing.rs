@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamRead, Timing};
 use crate::kernels::attention::{
-    AttentionLaunch, Heads, KvType, Partials, PrefillAttention, PREFILL_STATE_BYTES,
+    AttentionLaunch, AttentionRow, Heads, KvType, Partials, PrefillAttention, PREFILL_STATE_BYTES,
 };
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec;
@@ -167,6 +167,9 @@ pub fn time_attention(
         acc: part("partials", bytes.acc)?,
         counts: part("merge counts", bytes.counts)?,
     };
+    let row = launch.row(n_pos - 1, 0, None)?;
+    let row_table =
+        buffers.create_with("row table", AttentionRow::bytes(&[row]), BufferUse::Storage)?;
     let pipelines = launch.pipelines(device, cache)?;
     let combine = || AttentionLaunch::combine_pipeline(device, cache);
     let iters = effort.iters.max(copies.min(64));
@@ -174,7 +177,17 @@ pub fn time_attention(
     let mut per_iter = 0;
     for i in 0..iters + SKIP {
         let (k, v) = sets[i % copies];
-        let mut ds = launch.dispatches(&pipelines, combine, 0..n_pos, q, k, v, parts, out)?;
+        let mut ds = launch.dispatches(
+            &pipelines,
+            combine,
+            0..n_pos,
+            row_table,
+            q,
+            k,
+            v,
+            parts,
+            out,
+        )?;
         if decode_only {
             ds.truncate(1);
         }

@@ -53,6 +53,7 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "attention/rope_kv_pair.wgsl",
     "attention/rope_kv_q8_0.wgsl",
     "attention/rope_math.wgsl",
+    "attention/rows.wgsl",
     "matmul/coopmat.wgsl",
     "matmul/dot4.wgsl",
     "matmul/f16_fma.wgsl",

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::forward::{Head, Output, Place, SeqAt};
+use super::forward::{DecodeScratch, Head, Output, Place, SeqAt};
 use super::layout::{DecodeRows, Widths};
 use super::non_finite::Probes;
 use super::{LoadOptions, Model};
@@ -217,11 +217,16 @@ impl Engine {
         super::session::check_vocab(&tokenizer, model.config().vocab)?;
         let buffers = OwnedBuffers::new(model.device().clone());
         let widths = Widths::of(model.config(), &model.plan().offsets);
+        let windows = super::load::distinct_windows(&model.weights.layers).len() as u64;
         let rows = DecodeRows::new(
             &buffers,
             &widths,
-            (model.sequences() as u64, model.config().vocab as u64),
-            model.device().profile(),
+            (
+                model.sequences() as u64,
+                model.config().vocab as u64,
+                windows,
+            ),
+            (model.plan().attention.launch(), model.device().profile()),
         )?;
         Ok(Engine {
             model,
@@ -561,7 +566,10 @@ impl Engine {
         let n = rows.len() as u64;
         let mut list = self.model.record(
             &buffers.rows,
-            Some(self.model.step.parts),
+            Some(DecodeScratch {
+                parts: buffers.parts,
+                rows: buffers.att_rows,
+            }),
             (n, Place::Each(&at)),
             Output::Logits(head),
             &mut Probes::default(),

@@ -15,7 +15,7 @@ use super::layout::{q8_row, BatchBuffers, Rows, Widths};
 use super::non_finite::Probes;
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
 use crate::device::{BufferUse, CommandList, Dispatch, OwnedBuffers, ReadTicket, Slice};
-use crate::kernels::attention::{AttentionLaunch, Partials};
+use crate::kernels::attention::{AttentionLaunch, AttentionRow, Partials, ATTENTION_ROW_BYTES};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::XForm;
 use crate::kernels::ops::{OpsOn, ARGMAX_TOKEN_WORDS};
@@ -53,6 +53,23 @@ pub(super) struct Head {
 pub(super) struct SeqAt {
     pub seq: usize,
     pub pos: u64,
+}
+
+/// What a decode pass (matvecs, split attention) needs beyond its rows: split
+/// attention's partials for every row, and the table its attention rows are written to
+/// (`layout::row_table_bytes`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct DecodeScratch {
+    pub parts: Partials,
+    pub rows: Slice,
+}
+
+/// A decode pass's attention rows over one layer window: each row's own position,
+/// cache region and split, and where the table holds them.
+struct WindowRows {
+    window: Option<u64>,
+    rows: Vec<AttentionRow>,
+    table: Slice,
 }
 
 /// Where a pass's tokens sit in the sequences' caches.
@@ -105,8 +122,10 @@ impl X {
 struct Pass<'m> {
     model: &'m Model,
     rows: &'m Rows,
-    /// A decode step's partials, for split attention.
-    parts: Option<Partials>,
+    /// A decode pass's scratch (None for a prompt's batch).
+    decode: Option<DecodeScratch>,
+    /// A decode pass's attention rows, per layer window (written by `record`).
+    att_rows: Vec<WindowRows>,
     n: u64,
     place: Place<'m>,
     w: Widths,
@@ -164,6 +183,14 @@ impl<'m> Pass<'m> {
                 "a prompt batch over the rows of several sequences".into(),
             )),
         }
+    }
+
+    /// The pass's attention rows over layer window `window`.
+    fn window_rows(&self, window: Option<u64>) -> Result<&WindowRows> {
+        self.att_rows
+            .iter()
+            .find(|w| w.window == window)
+            .ok_or_else(|| Error::Invalid("a decode pass without its attention rows".into()))
     }
 
     /// `bytes` of `s` from byte `at` on, as a binding: its offset must be one the
@@ -365,22 +392,17 @@ impl<'m> Pass<'m> {
                 let p = once(&model.attention.decode, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
-                let mut ds = Vec::new();
-                for (r, at) in self.decode_rows().into_iter().enumerate() {
-                    let row = 4 * self.w.qkv;
-                    let q = self.bound_at(qkv, r as u64 * row, row)?;
-                    let (k_cache, v_cache) = model.cache_of(l, at.seq);
-                    ds.push(launch.rope_kv(
-                        &p,
-                        at.pos,
-                        l.rope,
-                        (q, l.qkv_bias),
-                        firsts,
-                        k_cache,
-                        v_cache,
-                    ));
-                }
-                ds
+                let rows = self.window_rows(l.window)?;
+                vec![launch.rope_kv_rows(
+                    &p,
+                    &rows.rows,
+                    rows.table,
+                    l.rope,
+                    ((qkv, self.w.qkv), l.qkv_bias),
+                    firsts,
+                    l.k_cache,
+                    l.v_cache,
+                )?]
             }
             LinearKind::Matmul => {
                 let launch = self.batched()?.attention.launch();
@@ -432,28 +454,23 @@ impl<'m> Pass<'m> {
                 let p = once(&model.attention.decode, || {
                     launch.pipelines(dev, &model.pipelines)
                 })?;
-                let parts = self
-                    .parts
-                    .ok_or_else(|| Error::Invalid("a decode pass without partials".into()))?;
-                for (r, at) in self.decode_rows().into_iter().enumerate() {
-                    let combine = || AttentionLaunch::combine_pipeline(dev, &model.pipelines);
-                    let first = l.window.map_or(0, |w| (at.pos + 1).saturating_sub(w));
-                    let r = r as u64;
-                    let q = self.bound_at(qkv, r * 4 * self.w.qkv, 4 * self.w.q_dim)?;
-                    let out = self.bound_at(att, r * 4 * self.w.q_dim, 4 * self.w.q_dim)?;
-                    let (k_cache, v_cache) = model.cache_of(l, at.seq);
-                    for d in launch.dispatches(
-                        &p,
-                        combine,
-                        first..at.pos + 1,
-                        q,
-                        k_cache,
-                        v_cache,
-                        parts,
-                        out,
-                    )? {
-                        self.list.dispatch(d);
-                    }
+                let scratch = self
+                    .decode
+                    .ok_or_else(|| Error::Invalid("a decode pass without its scratch".into()))?;
+                let rows = self.window_rows(l.window)?;
+                let combine = || AttentionLaunch::combine_pipeline(dev, &model.pipelines);
+                for d in launch.dispatches_rows(
+                    &p,
+                    combine,
+                    &rows.rows,
+                    rows.table,
+                    (qkv, self.w.qkv),
+                    l.k_cache,
+                    l.v_cache,
+                    scratch.parts,
+                    (att, self.w.q_dim),
+                )? {
+                    self.list.dispatch(d);
                 }
             }
             LinearKind::Matmul => {
@@ -554,7 +571,7 @@ impl Model {
     pub(super) fn record(
         &self,
         rows: &Rows,
-        parts: Option<Partials>,
+        decode: Option<DecodeScratch>,
         (n, place): (u64, Place),
         output: Output,
         probes: &mut Probes,
@@ -574,7 +591,13 @@ impl Model {
             }
         }
         let weights = &self.weights;
-        let mut pass = self.pass(rows, parts, (n, place));
+        let mut pass = self.pass(rows, decode, (n, place));
+        if pass.kind() == LinearKind::Matvec {
+            let table = decode
+                .ok_or_else(|| Error::Invalid("a decode pass without its scratch".into()))?
+                .rows;
+            pass.att_rows = self.attention_rows(&pass.decode_rows(), table)?;
+        }
         let layers = &weights.layers;
         let norm_of = |i: usize| layers.get(i).map_or(weights.output_norm, |l| l.attn_norm);
         let norm_name = |i: usize| match i < layers.len() {
@@ -648,13 +671,14 @@ impl Model {
     fn pass<'m>(
         &'m self,
         rows: &'m Rows,
-        parts: Option<Partials>,
+        decode: Option<DecodeScratch>,
         (n, place): (u64, Place<'m>),
     ) -> Pass<'m> {
         Pass {
             model: self,
             rows,
-            parts,
+            decode,
+            att_rows: Vec::new(),
             n,
             place,
             w: Widths::of(&self.config, &self.plan.offsets),
@@ -692,7 +716,11 @@ impl Model {
     ) -> Result<CommandList> {
         let step = &self.step;
         let place = Place::Run { seq, pos };
-        self.record(&step.rows, Some(step.parts), (1, place), output, probes)
+        let scratch = DecodeScratch {
+            parts: step.parts,
+            rows: step.att_rows,
+        };
+        self.record(&step.rows, Some(scratch), (1, place), output, probes)
     }
 
     /// The token buffer of a decode step.
@@ -1033,6 +1061,49 @@ impl Model {
         }
         let mut out: Vec<_> = by_name.into_iter().map(|(n, (t, c))| (n, t, c)).collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(out)
+    }
+}
+
+impl Model {
+    /// Writes a decode pass's attention rows into `table`, a block per distinct layer
+    /// window: each row's position, its sequence's cache region and the split its own
+    /// positions take (`AttentionLaunch::row`), so each row attends as a lone step's
+    /// would whoever shares the pass. Uploaded now, ahead of the pass's submission.
+    fn attention_rows(&self, at: &[SeqAt], table: Slice) -> Result<Vec<WindowRows>> {
+        let launch = self.plan.attention.launch();
+        let windows = super::load::distinct_windows(&self.weights.layers);
+        let align = self.device.profile().storage_offset_alignment as u64;
+        let block = super::layout::row_table_bytes(1, at.len() as u64, align);
+        if windows.len() as u64 * block > table.size {
+            return Err(Error::Invalid(format!(
+                "{} attention rows in {} windows, past a row table of {} bytes",
+                at.len(),
+                windows.len(),
+                table.size
+            )));
+        }
+        let mut bytes = vec![0u8; (windows.len() as u64 * block) as usize];
+        let mut out = Vec::new();
+        for (i, window) in windows.into_iter().enumerate() {
+            let rows = at
+                .iter()
+                .map(|a| launch.row(a.pos, a.seq as u64 * self.cache_positions, window))
+                .collect::<Result<Vec<_>>>()?;
+            let first = i as u64 * block;
+            let row_bytes = AttentionRow::bytes(&rows);
+            bytes[first as usize..][..row_bytes.len()].copy_from_slice(row_bytes);
+            out.push(WindowRows {
+                window,
+                table: Slice::new(
+                    table.buffer,
+                    table.offset + first,
+                    rows.len() as u64 * ATTENTION_ROW_BYTES,
+                ),
+                rows,
+            });
+        }
+        self.device.upload(table.buffer, table.offset, &bytes)?;
         Ok(out)
     }
 }

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use super::config::Config;
 use crate::device::{BufferUse, DeviceProfile, OwnedBuffers, Slice};
-use crate::kernels::attention::{AttentionLaunch, Partials, PREFILL_STATE_BYTES};
+use crate::kernels::attention::{
+    AttentionLaunch, Partials, ATTENTION_ROW_BYTES, PREFILL_STATE_BYTES,
+};
 use crate::kernels::matvec::Q8_GROUP_BYTES;
 use crate::kernels::ops::{ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS};
 use crate::Result;
@@ -178,12 +180,20 @@ impl Rows {
     }
 }
 
+/// Bytes of a decode pass's attention row table (`AttentionRow`): for each of `windows`
+/// distinct layer windows, a block of `rows` rows starting where a binding may.
+pub(super) fn row_table_bytes(windows: u64, rows: u64, align: u64) -> u64 {
+    windows * (rows * ATTENTION_ROW_BYTES).next_multiple_of(align.max(16))
+}
+
 /// A decode step's buffers: one row, and what only a step has: split attention's
 /// partials, the logits and argmax's scratch. Its token buffer holds the id, then
 /// argmax's count of non-finite logits and the id the step embedded.
 pub(super) struct StepBuffers {
     pub rows: Rows,
     pub parts: Partials,
+    /// The attention row table (`forward::DecodeScratch::rows`).
+    pub att_rows: Slice,
     pub logits: Slice,
     pub argmax_scratch: Slice,
 }
@@ -193,7 +203,7 @@ impl StepBuffers {
         buffers: &OwnedBuffers,
         widths: &Widths,
         attention: &AttentionLaunch,
-        vocab: u64,
+        (vocab, windows, align): (u64, u64, u64),
     ) -> Result<StepBuffers> {
         let storage = |label: &str, bytes: u64| -> Result<Slice> {
             let bytes = bytes.max(4);
@@ -216,6 +226,7 @@ impl StepBuffers {
                 acc: storage("attention partials", part_bytes.acc)?,
                 counts: storage("attention merge counts", part_bytes.counts)?,
             },
+            att_rows: storage("attention rows", row_table_bytes(windows, 1, align))?,
             logits: storage("logits", 4 * vocab)?,
             argmax_scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
         })
@@ -235,6 +246,9 @@ pub(super) struct BatchBuffers {
 /// can be bound) and its argmax record (`result_stride` bytes apart, likewise).
 pub(super) struct DecodeRows {
     pub rows: Rows,
+    /// Split attention's partials for every row, and the attention row table.
+    pub parts: Partials,
+    pub att_rows: Slice,
     pub logits: Slice,
     pub stride: u64,
     pub scratch: Slice,
@@ -246,8 +260,8 @@ impl DecodeRows {
     pub(super) fn new(
         buffers: &OwnedBuffers,
         widths: &Widths,
-        (capacity, vocab): (u64, u64),
-        profile: &DeviceProfile,
+        (capacity, vocab, windows): (u64, u64, u64),
+        (attention, profile): (&AttentionLaunch, &DeviceProfile),
     ) -> Result<DecodeRows> {
         let storage = |label: &str, bytes: u64| -> Result<Slice> {
             let bytes = bytes.max(16).next_multiple_of(16);
@@ -259,6 +273,7 @@ impl DecodeRows {
         };
         let align = profile.storage_offset_alignment.max(16) as u64;
         let stride = (4 * vocab).next_multiple_of(align) / 4;
+        let part_bytes = attention.part_bytes_rows(capacity);
         let result_stride = (4 * ARGMAX_TOKEN_WORDS).next_multiple_of(align);
         Ok(DecodeRows {
             rows: Rows::new(
@@ -266,6 +281,15 @@ impl DecodeRows {
                 widths,
                 capacity,
                 storage("decode rows' tokens", 4 * capacity)?,
+            )?,
+            parts: Partials {
+                ml: storage("decode rows' attention partials (m, l)", part_bytes.ml)?,
+                acc: storage("decode rows' attention partials", part_bytes.acc)?,
+                counts: storage("decode rows' attention merge counts", part_bytes.counts)?,
+            },
+            att_rows: storage(
+                "decode rows' attention rows",
+                row_table_bytes(windows, capacity, align),
             )?,
             logits: storage("decode rows' logits", 4 * stride * capacity)?,
             stride,

@@ -164,9 +164,16 @@ impl Model {
         let Offsets {
             k_first, v_first, ..
         } = plan.offsets;
-        // Each sequence's region starts where a binding may (`Model::cache_of`).
+        // Each sequence's region is whole positions and starts where a binding may
+        // (`Model::cache_of`); decode attention binds every region of a layer at once.
         let align = device.profile().storage_offset_alignment.max(4) as u64;
-        let cache_region = attention.cache_bytes().max(4).next_multiple_of(align);
+        let position_bytes = attention.position_bytes().max(1);
+        let mut cache_positions = n_ctx as u64;
+        while !(cache_positions * position_bytes).is_multiple_of(align) {
+            cache_positions += 1;
+        }
+        let cache_region = cache_positions * position_bytes;
+        attention.check_cache_binding(device.profile(), cache_positions * plan.sequences as u64)?;
         let kv_cache = |name: String| -> Result<Slice> {
             let bytes = cache_region * plan.sequences as u64;
             Ok(Slice::new(
@@ -315,7 +322,13 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
         let output_norm = vector("output_norm.weight", dim)?;
         let output = upload(&plan.output)?;
-        let step = StepBuffers::new(&buffers, &widths, attention, config.vocab as u64)?;
+        let windows = distinct_windows(&layers).len() as u64;
+        let step = StepBuffers::new(
+            &buffers,
+            &widths,
+            attention,
+            (config.vocab as u64, windows, align),
+        )?;
         file.check_unchanged()?;
         // Every pipeline this model creates: destroyed with the model.
         let pipelines = PipelineCache::owning(device.clone());
@@ -334,6 +347,7 @@ impl Model {
             attention: AttentionPipelineCells::default(),
             n_ctx,
             cache_region,
+            cache_positions,
             plan,
             pipelines,
             _buffers: buffers,
@@ -396,4 +410,16 @@ fn upload_dequantized(
         row += n;
     }
     Ok(Slice::new(buffer, 0, bytes.max(4)))
+}
+
+/// The distinct attention windows of `layers`, in layer order: a decode pass's row table
+/// has a block of rows for each.
+pub(super) fn distinct_windows(layers: &[Layer]) -> Vec<Option<u64>> {
+    let mut windows = Vec::new();
+    for l in layers {
+        if !windows.contains(&l.window) {
+            windows.push(l.window);
+        }
+    }
+    windows
 }

@@ -279,6 +279,10 @@ pub struct Model {
     /// Bytes of one sequence's region of a layer's K (or V) cache: its `n_ctx`
     /// positions, rounded up to where a binding may start.
     cache_region: u64,
+    /// Positions of one sequence's region: `n_ctx`, or a few more where that rounds
+    /// the region to where a binding may start. Sequence s's rows start at row
+    /// `s * cache_positions` of the cache.
+    cache_positions: u64,
     /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
     /// when the model is dropped.
     pipelines: PipelineCache,

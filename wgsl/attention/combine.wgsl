@@ -10,7 +10,11 @@
 // (m, l), which the hardware serves once. A round takes 40 chunks, so that two
 // workgroups per compute unit of the H200 over 8 KV heads (33 chunks) merge in one.
 
+// Workgroup (h, r) merges row r's head h (`attention/decode_io.wgsl`'s layout of rows);
+// a row of one chunk was finished by the decode dispatch and is left alone.
+
 #include "attention/merge_ml.wgsl"
+#include "attention/rows.wgsl"
 
 const WG: u32 = 64u;
 const STEP: u32 = 40u;
@@ -18,15 +22,16 @@ const NO_SCORE: f32 = -3.0e38;
 
 struct Params {
     half: u32,      // head_dim / 2
-    n_chunks: u32,
+    n_heads: u32,   // query heads per row
     part_stride: u32, // slots per head (decode_io.wgsl)
-    _pad1: u32,
+    out_stride: u32,  // elements from one row's output to the next's
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> part_ml: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read> part_acc: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
+@group(0) @binding(4) var<storage, read> att_rows: array<AttRow>;
 
 // Four chunks at value pair p: their maxes (NO_SCORE past the last chunk), sums, and
 // accumulator pairs as x and y over the chunks.
@@ -38,8 +43,8 @@ struct Four {
 }
 
 // Chunks c..c + 4 of the head whose first slot is `first` (see merge_ml.wgsl).
-fn four(first: u32, c: u32, p: u32) -> Four {
-    let ml = four_ml(first, c);
+fn four(first: u32, c: u32, n: u32, p: u32) -> Four {
+    let ml = four_ml(first, c, n);
     let s = ml.slots;
     let a0 = part_acc[s.x * params.half + p];
     let a1 = part_acc[s.y * params.half + p];
@@ -68,20 +73,26 @@ fn add(run: Merged, m: f32, f: Four) -> Merged {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let first = h * params.part_stride;
+    let r = wid.y;
+    let n = att_rows[r].n_chunks;
+    if (n <= 1u) {
+        return;
+    }
+    let first = (r * params.n_heads + h) * params.part_stride;
+    let out_at = (r * params.out_stride) / 2u;
     for (var p = lid; p < params.half; p += WG) {
         var run = Merged(NO_SCORE, 0.0, vec2<f32>(0.0));
-        for (var c = 0u; c < params.n_chunks; c += STEP) {
-            let f0 = four(first, c, p);
-            let f1 = four(first, c + 4u, p);
-            let f2 = four(first, c + 8u, p);
-            let f3 = four(first, c + 12u, p);
-            let f4 = four(first, c + 16u, p);
-            let f5 = four(first, c + 20u, p);
-            let f6 = four(first, c + 24u, p);
-            let f7 = four(first, c + 28u, p);
-            let f8 = four(first, c + 32u, p);
-            let f9 = four(first, c + 36u, p);
+        for (var c = 0u; c < n; c += STEP) {
+            let f0 = four(first, c, n, p);
+            let f1 = four(first, c + 4u, n, p);
+            let f2 = four(first, c + 8u, n, p);
+            let f3 = four(first, c + 12u, n, p);
+            let f4 = four(first, c + 16u, n, p);
+            let f5 = four(first, c + 20u, n, p);
+            let f6 = four(first, c + 24u, n, p);
+            let f7 = four(first, c + 28u, n, p);
+            let f8 = four(first, c + 32u, n, p);
+            let f9 = four(first, c + 36u, n, p);
             let m_lo = max(max(f0.m, f1.m), max(f2.m, f3.m));
             let m_hi = max(max(f4.m, f5.m), max(f6.m, f7.m));
             let m = max(run.m, max4(max(max(m_lo, m_hi), max(f8.m, f9.m))));
@@ -90,6 +101,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             run = add(add(add(add(add(run, m, f0), m, f1), m, f2), m, f3), m, f4);
             run = add(add(add(add(add(run, m, f5), m, f6), m, f7), m, f8), m, f9);
         }
-        out[h * params.half + p] = run.acc / run.l;
+        out[out_at + h * params.half + p] = run.acc / run.l;
     }
 }

@@ -209,19 +209,24 @@ fn fold_step(st: Softmax, ln: Lane, t: u32, k0: Rows, v0: Rows) -> Softmax {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) n_wg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sub: u32,
         @builtin(subgroup_invocation_id) lane: u32,
         @builtin(subgroup_size) sg: u32) {
-    let kvh = wid.y;
-    let g0 = wid.z * G;
-    let heads = min(G, params.group - g0);
-    let h0 = kvh * params.group + g0;
-    let c = wid.x;
-    let p0 = params.first + c * params.chunk;
-    let p1 = min(p0 + params.chunk, params.n_pos);
+    let pl = place_of(wid);
+    if (!pl.live) {
+        return;
+    }
+    let row = pl.row;
+    let c = pl.c;
+    let kvh = pl.kvh;
+    let h0 = pl.h0;
+    let heads = pl.heads;
+    let row_heads = pl.row_heads;
+    let p0 = pl.p0;
+    let p1 = pl.p1;
     let last = p1 - 1u;
+
     let team = sub * (sg / TEAM) + lane / TEAM;
     let lt = lane % TEAM;
 
@@ -229,7 +234,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let g = i / DATA_WORDS;
         var v = vals_zero();
         if (g < heads) {
-            v = vals_scaled(q_vals(h0 + g, i % DATA_WORDS), params.scale);
+            v = vals_scaled(q_vals(pl.r * params.q_stride + (h0 + g) * HD, i % DATA_WORDS),
+                            params.scale);
         }
         q_words[i] = v;
     }
@@ -287,7 +293,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     // The teams merged: with M the largest team max of a head, each team's accumulator
     // counts exp(m - M).
-    let one_chunk = params.n_chunks == 1u;
+    let one_chunk = row.n_chunks == 1u;
+    let out_at = pl.r * params.out_stride;
     for (var i = lid; i < heads * DATA_WORDS; i += WG) {
         let g = i / DATA_WORDS;
         let w = i % DATA_WORDS;
@@ -304,13 +311,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
         let h = h0 + g;
         if (one_chunk) {
-            let first = (h * HD + w * WORD_VALUES) / 4u;
+            let first = (out_at + h * HD + w * WORD_VALUES) / 4u;
             let norm = vals_scaled(sum, 1.0 / big_l);
             for (var k = 0u; k < WORD_VEC4S; k++) {
                 out[first + k] = vals_part(norm, k);
             }
         } else {
-            let slot = h * params.part_stride + c;
+            let slot = (row_heads + h) * params.part_stride + c;
             let first = (slot * HD + w * WORD_VALUES) / 4u;
             for (var k = 0u; k < WORD_VEC4S; k++) {
                 part_acc[first + k] = vals_part(sum, k);
@@ -320,7 +327,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
         }
     }
-    if (MERGE == 1u && !one_chunk && last_of_column(kvh * n_wg.z + wid.z, lid)) {
-        merge_chunks(h0, heads, lid);
+    let column = (pl.r * params.n_kv_heads + kvh) * pl.groups + pl.hg;
+    if (MERGE == 1u && !one_chunk && last_of_column(column, row.n_chunks, lid)) {
+        merge_chunks(h0, heads, row_heads, out_at, row.n_chunks, lid);
     }
 }

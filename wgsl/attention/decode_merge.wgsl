@@ -22,21 +22,22 @@
 
 #include "attention/merge_ml.wgsl"
 
-// Per column (KV head * head groups + head group): its chunks done in this step. The
+// Per column ((row * KV heads + KV head) * head groups + head group): its chunks done in
+// this step. The
 // last one sets it back to 0, so every step starts from zeros (the buffer's first).
-@group(0) @binding(7) var<storage, read_write> merge_count: array<atomic<u32>>;
+@group(0) @binding(8) var<storage, read_write> merge_count: array<atomic<u32>>;
 var<workgroup> merging: u32;
 
 const MERGE_ROUND: u32 = 20u;
 const QUADS: u32 = HD / 4u;
 
-// Whether this workgroup is the last of `column` to finish its chunk. Call in uniform
-// control flow, after the partials are written.
-fn last_of_column(column: u32, lid: u32) -> bool {
+// Whether this workgroup is the last of `column`'s `n_chunks` to finish its chunk. Call in
+// uniform control flow, after the partials are written.
+fn last_of_column(column: u32, n_chunks: u32, lid: u32) -> bool {
     storageBarrier();
     if (lid == 0u) {
         let done = atomicAdd(&merge_count[column], 1u) + 1u;
-        let last = done == params.n_chunks;
+        let last = done == n_chunks;
         if (last) {
             atomicStore(&merge_count[column], 0u);
         }
@@ -57,8 +58,8 @@ struct Four {
 }
 
 // Chunks c..c + 4 of the head whose first slot is `first` (see merge_ml.wgsl).
-fn four_chunks(first: u32, c: u32, quad: u32) -> Four {
-    let ml = four_ml(first, c);
+fn four_chunks(first: u32, c: u32, n: u32, quad: u32) -> Four {
+    let ml = four_ml(first, c, n);
     let s = ml.slots;
     return Four(ml.m, ml.l, part_acc[s.x * QUADS + quad], part_acc[s.y * QUADS + quad],
                 part_acc[s.z * QUADS + quad], part_acc[s.w * QUADS + quad]);
@@ -78,26 +79,28 @@ fn add_four(run: Merged, m: f32, f: Four) -> Merged {
                   run.acc + w.x * f.a0 + w.y * f.a1 + w.z * f.a2 + w.w * f.a3);
 }
 
-// Merges the chunks of query heads h0..h0 + heads into `out`.
-fn merge_chunks(h0: u32, heads: u32, lid: u32) {
+// Merges a row's `n` chunks of its query heads h0..h0 + heads into `out`: the row's
+// partial slots are those of heads `row_heads` (the rows before it) + h, its output at
+// element `out_at`.
+fn merge_chunks(h0: u32, heads: u32, row_heads: u32, out_at: u32, n: u32, lid: u32) {
     storageBarrier();
     for (var i = lid; i < heads * QUADS; i += WG) {
         let h = h0 + i / QUADS;
         let quad = i % QUADS;
-        let first = h * params.part_stride;
+        let first = (row_heads + h) * params.part_stride;
         var run = Merged(NO_SCORE, 0.0, vec4<f32>(0.0));
-        for (var c = 0u; c < params.n_chunks; c += MERGE_ROUND) {
-            let f0 = four_chunks(first, c, quad);
-            let f1 = four_chunks(first, c + 4u, quad);
-            let f2 = four_chunks(first, c + 8u, quad);
-            let f3 = four_chunks(first, c + 12u, quad);
-            let f4 = four_chunks(first, c + 16u, quad);
+        for (var c = 0u; c < n; c += MERGE_ROUND) {
+            let f0 = four_chunks(first, c, n, quad);
+            let f1 = four_chunks(first, c + 4u, n, quad);
+            let f2 = four_chunks(first, c + 8u, n, quad);
+            let f3 = four_chunks(first, c + 12u, n, quad);
+            let f4 = four_chunks(first, c + 16u, n, quad);
             let m = max(run.m, max4(max(max(max(f0.m, f1.m), max(f2.m, f3.m)), f4.m)));
             let r = exp(run.m - m);
             run = Merged(m, run.l * r, run.acc * r);
             run = add_four(add_four(add_four(add_four(add_four(run, m, f0), m, f1), m, f2),
                                     m, f3), m, f4);
         }
-        out[h * QUADS + quad] = run.acc / run.l;
+        out[out_at / 4u + h * QUADS + quad] = run.acc / run.l;
     }
 }

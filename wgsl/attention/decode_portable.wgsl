@@ -24,13 +24,18 @@ var<workgroup> rescale: array<f32, G>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let kvh = wid.y;
-    let g0 = wid.z * G;
-    let heads = min(G, params.group - g0);
-    let h0 = kvh * params.group + g0;
-    let c = wid.x;
-    let p0 = params.first + c * params.chunk;
-    let p1 = min(p0 + params.chunk, params.n_pos);
+    let pl = place_of(wid);
+    if (!pl.live) {
+        return;
+    }
+    let row = pl.row;
+    let c = pl.c;
+    let kvh = pl.kvh;
+    let h0 = pl.h0;
+    let heads = pl.heads;
+    let row_heads = pl.row_heads;
+    let p0 = pl.p0;
+    let p1 = pl.p1;
 
     var acc: array<vec2<f32>, ACC>;
     for (var j = 0u; j < ACC; j++) {
@@ -48,7 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var i = lid; i < heads * nt; i += WG) {
             let g = i / nt;
             let t = i % nt;
-            let q_base = (h0 + g) * HALF;
+            let q_base = (pl.r * params.q_stride) / 2u + (h0 + g) * HALF;
             let row = (t0 + t) * params.n_kv_heads + kvh;
             var s = 0.0;
             for (var p = 0u; p < HALF; p++) {
@@ -91,7 +96,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
 
-    let one_chunk = params.n_chunks == 1u;
+    let one_chunk = row.n_chunks == 1u;
+    let out_at = (pl.r * params.out_stride) / 2u;
     for (var j = 0u; j < ACC; j++) {
         let i = lid + j * WG;
         if (i < heads * HALF) {
@@ -99,13 +105,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let h = h0 + g;
             let p = i % HALF;
             if (one_chunk) {
-                out[h * HALF + p] = acc[j] / run_sum[g];
+                out[out_at + h * HALF + p] = acc[j] / run_sum[g];
             } else {
-                part_acc[(h * params.part_stride + c) * HALF + p] = acc[j];
+                part_acc[((row_heads + h) * params.part_stride + c) * HALF + p] = acc[j];
             }
         }
     }
     if (!one_chunk && lid < heads) {
-        part_ml[(h0 + lid) * params.part_stride + c] = vec2<f32>(run_max[lid], run_sum[lid]);
+        part_ml[(row_heads + h0 + lid) * params.part_stride + c] = vec2<f32>(run_max[lid], run_sum[lid]);
     }
 }

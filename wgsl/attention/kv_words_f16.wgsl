@@ -49,8 +49,8 @@ fn v_word(row: u32, w: u32) -> Word {
     return Word(unpacked(v_cache[row * ROW_WORDS + w]), 1.0);
 }
 
-// Word w of query head h.
-fn q_vals(h: u32, w: u32) -> Vals {
-    let i = (h * HD) / 4u + 2u * w;
+// Word w of the query head whose values start at element `at` of q (a multiple of 4).
+fn q_vals(at: u32, w: u32) -> Vals {
+    let i = at / 4u + 2u * w;
     return Vals(q[i], q[i + 1u]);
 }

@@ -43,7 +43,7 @@ fn v_word(row: u32, w: u32) -> Word {
     return Word(Vals(bitcast<vec4<f32>>(v_cache[row * ROW_WORDS + w])), 1.0);
 }
 
-// Word w of query head h.
-fn q_vals(h: u32, w: u32) -> Vals {
-    return Vals(q[(h * HD) / 4u + w]);
+// Word w of the query head whose values start at element `at` of q (a multiple of 4).
+fn q_vals(at: u32, w: u32) -> Vals {
+    return Vals(q[at / 4u + w]);
 }

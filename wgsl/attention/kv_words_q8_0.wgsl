@@ -65,8 +65,8 @@ fn v_word(row: u32, w: u32) -> Word {
     return Word(unpacked(v_cache[first + w]), scale_at(v_cache[first + DATA_WORDS + w / 8u], w));
 }
 
-// Word w of query head h.
-fn q_vals(h: u32, w: u32) -> Vals {
-    let i = (h * HD) / 4u + 4u * w;
+// Word w of the query head whose values start at element `at` of q (a multiple of 4).
+fn q_vals(at: u32, w: u32) -> Vals {
+    let i = at / 4u + 4u * w;
     return Vals(q[i], q[i + 1u], q[i + 2u], q[i + 3u]);
 }

@@ -1,6 +1,6 @@
 // What both merges of split decode attention (`attention/combine.wgsl` and
 // `attention/decode_merge.wgsl`) read first of four chunks of a query head. The includer
-// gives params.n_chunks, part_ml (one vec2 (m, l) per slot) and NO_SCORE.
+// gives part_ml (one vec2 (m, l) per slot) and NO_SCORE; `n` is the row's chunks.
 
 // Chunks c..c + 4 of the head whose first slot is `first`: their maxes (NO_SCORE past
 // the last chunk, so the copies weigh nothing), sums, and the slots read (clamped to
@@ -11,8 +11,7 @@ struct FourMl {
     slots: vec4<u32>,
 }
 
-fn four_ml(first: u32, c: u32) -> FourMl {
-    let n = params.n_chunks;
+fn four_ml(first: u32, c: u32, n: u32) -> FourMl {
     let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
     let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
     let ml0 = part_ml[s.x];

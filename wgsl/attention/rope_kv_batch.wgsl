@@ -46,7 +46,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         let q_first = token * params.row_stride;
         let pos = params.start + token;
         for (var t = gid.x; t < per_token; t += groups.x * WG) {
-            rope_kv_unit(t, pos, q_first, q_first + params.k_first, q_first + params.v_first, h);
+            rope_kv_unit(t, pos, pos, q_first, q_first + params.k_first, q_first + params.v_first, h);
         }
     }
 }

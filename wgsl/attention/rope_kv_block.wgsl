@@ -17,7 +17,9 @@ fn round_away(x: f32) -> f32 {
     return clamp(sign(x) * floor(abs(x) + 0.5), -127.0, 127.0);
 }
 
-fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+// `at` is the cache position the row is written at (`pos` for a lone sequence; its
+// region's first row plus `pos` where sequences share the cache).
+fn rope_kv_unit(t: u32, pos: u32, at: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
     let q_pairs = h.n_heads * (h.head_dim / 2u);
     if (t < q_pairs) {
         rope_q_pair(t, pos, q_first, h);
@@ -43,7 +45,7 @@ fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: R
     }
     let d = amax / 127.0;
     let id = select(0.0, 1.0 / d, d != 0.0);
-    let row = (pos * h.n_kv_heads + kvh) * h.kv_row;
+    let row = (at * h.n_kv_heads + kvh) * h.kv_row;
     for (var w = 0u; w < 8u; w++) {
         let q = vec4<i32>(vec4<f32>(round_away(x[4u * w] * id), round_away(x[4u * w + 1u] * id),
                                     round_away(x[4u * w + 2u] * id), round_away(x[4u * w + 3u] * id)));

@@ -12,7 +12,9 @@ fn rope_kv_units(h: RopeHeads) -> u32 {
     return (h.n_heads + 2u * h.n_kv_heads) * (h.head_dim / 2u);
 }
 
-fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
+// `at` is the cache position the row is written at (`pos` for a lone sequence; its
+// region's first row plus `pos` where sequences share the cache).
+fn rope_kv_unit(t: u32, pos: u32, at: u32, q_first: u32, k_first: u32, v_first: u32, h: RopeHeads) {
     let per_head = h.head_dim / 2u;
     let q_pairs = h.n_heads * per_head;
     let kv_pairs = h.n_kv_heads * per_head;
@@ -25,13 +27,13 @@ fn rope_kv_unit(t: u32, pos: u32, q_first: u32, k_first: u32, v_first: u32, h: R
         let head = k_first + kvh * h.head_dim;
         let value = vec2<f32>(rope_value(head, d, pos, q_first, h),
                               rope_value(head, d + 1u, pos, q_first, h));
-        k_cache[(pos * h.n_kv_heads + kvh) * h.kv_row + d / 2u] = kv_word(value);
+        k_cache[(at * h.n_kv_heads + kvh) * h.kv_row + d / 2u] = kv_word(value);
     } else {
         let e = t - q_pairs - kv_pairs;
         let kvh = e / per_head;
         let d = 2u * (e % per_head);
         let first = v_first + kvh * h.head_dim + d;
-        v_cache[(pos * h.n_kv_heads + kvh) * h.kv_row + d / 2u] =
+        v_cache[(at * h.n_kv_heads + kvh) * h.kv_row + d / 2u] =
             kv_word(vec2<f32>(biased(first, q_first), biased(first + 1u, q_first)));
     }
 }

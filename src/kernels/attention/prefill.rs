@@ -19,7 +19,10 @@ use crate::{Error, Result};
 
 use super::super::wgsl::{compose, WgslConst, WgslValue};
 use super::super::PipelineCache;
-use super::{rope_kv_pipeline, rope_kv_units, template, AttentionLaunch, Heads, KvType, RopeStyle};
+use super::{
+    rope_kv_pipeline, rope_kv_units, template, AttentionLaunch, Heads, KvType, RopeStyle,
+    ROPE_KV_BATCH_STORAGE,
+};
 
 /// Invocations of a prefill workgroup.
 pub const PREFILL_WG: u32 = 128;
@@ -350,7 +353,7 @@ impl PrefillAttention {
             cache,
             self.rope_kv_batch_root(),
             self.heads.rope,
-            48,
+            (48, ROPE_KV_BATCH_STORAGE),
         )?;
         let prefill = cache.get_or_create(device, &self.pipeline_key(), || {
             Ok((
