@@ -360,7 +360,7 @@ fn decode_rows_plan(sequences: usize, layers: &[LayerPlan], output: &PlannedMatr
             sequences: sequences as u64,
             columns,
         },
-        Clause::DecodeAttentionPerRow,
+        Clause::DecodeAttentionRows,
     ]
 }
 

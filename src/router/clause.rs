@@ -330,9 +330,10 @@ pub enum Clause {
         /// Columns one matvec dispatch takes at most.
         columns: u64,
     },
-    /// A decode step of several sequences: RoPE, the cache append and attention run a
-    /// lone step's dispatches per row, each over its own sequence's cache.
-    DecodeAttentionPerRow,
+    /// A decode step of several sequences: RoPE with the cache append, and attention,
+    /// are one dispatch each over the step's rows, each row at its own position in its
+    /// own sequence's region of the cache, split as its own positions split alone.
+    DecodeAttentionRows,
     /// Prompts go token at a time: this matrix's matvec has no matmul.
     NoMatmul {
         /// The matvec kernel.
@@ -597,10 +598,11 @@ impl std::fmt::Display for Clause {
                  matvec, up to {columns} a dispatch (more take more), each reduced as a lone \
                  row is, so a sequence's logits do not depend on who shares its step"
             ),
-            Clause::DecodeAttentionPerRow => write!(
+            Clause::DecodeAttentionRows => write!(
                 f,
-                "RoPE, the cache append and attention run per row, a lone step's dispatches \
-                 over each sequence's own cache"
+                "RoPE, the cache append and attention take every row in one dispatch each, \
+                 each row at its own position in its own sequence's cache, split as it is \
+                 alone"
             ),
             Clause::NoMatmul { kernel } => write!(
                 f,
