@@ -115,7 +115,7 @@ impl Fixture {
              \x20 if [ -e \"{root}/hang\" ]; then\n\
              \x20   head -c 50000 /dev/zero > \"$TMPDIR/half.whl\"\n\
              \x20   trap 'kill $!; echo \"{TRACEBACK}\" >&2; echo KeyboardInterrupt >&2; exit 130' INT\n\
-             \x20   sleep 30 &\n\
+             \x20   sleep 600 &\n\
              \x20   touch \"{root}/pip-started\"\n\
              \x20   wait\n\
              \x20 fi\n\
