@@ -318,6 +318,16 @@ fn a_fork_continues_as_its_prefix_processed_again() {
     }
 }
 
+/// Each token of `run` and a fingerprint of its logits' bits, as one line a child
+/// process can be handed.
+fn fingerprints(run: &Run) -> String {
+    let each = run.tokens.iter().map(|(id, bits)| {
+        let print = bits.iter().fold(0u32, |h, b| h.rotate_left(5) ^ b);
+        format!("{id}:{print:08x}")
+    });
+    each.collect::<Vec<_>>().join(",")
+}
+
 /// Where the child process finds what to restore, and what it must produce.
 const RESTORE_ENV: &str = "BRASS_TEST_RESTORE";
 
@@ -337,28 +347,14 @@ fn a_saved_sequence_continues_exactly_in_another_process() {
     while runs.get(&seq).map_or(0, |r: &Run| r.tokens.len()) < 6 {
         record(&mut runs, engine.step().unwrap());
     }
-    let expected: Vec<String> = runs[&seq]
-        .tokens
-        .iter()
-        .map(|(id, bits)| {
-            format!(
-                "{id}:{:08x}",
-                bits.iter().fold(0u32, |h, b| h.rotate_left(5) ^ b)
-            )
-        })
-        .collect();
+    let expected = fingerprints(&runs[&seq]);
     assert_eq!(before, 4);
     drop(engine);
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "restored_child", "--nocapture"])
         .env(
             RESTORE_ENV,
-            format!(
-                "{}|{}|{}",
-                path.display(),
-                saved.display(),
-                expected.join(",")
-            ),
+            format!("{}|{}|{}", path.display(), saved.display(), expected),
         )
         .output()
         .unwrap();
@@ -383,18 +379,9 @@ fn restored_child() {
     while engine.running() > 0 {
         record(&mut runs, engine.step().unwrap());
     }
-    let got: Vec<String> = runs[&seq]
-        .tokens
-        .iter()
-        .map(|(id, bits)| {
-            format!(
-                "{id}:{:08x}",
-                bits.iter().fold(0u32, |h, b| h.rotate_left(5) ^ b)
-            )
-        })
-        .collect();
-    assert_eq!(got.join(","), expected);
-    println!("restored: {} tokens as expected", got.len());
+    let got = fingerprints(&runs[&seq]);
+    assert_eq!(got, expected);
+    println!("restored: {} tokens as expected", runs[&seq].tokens.len());
 }
 
 fn restore_error(engine: &mut Engine, file: &Path) -> String {
