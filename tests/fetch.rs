@@ -115,7 +115,7 @@ impl Fixture {
              \x20 if [ -e \"{root}/hang\" ]; then\n\
              \x20   head -c 50000 /dev/zero > \"$TMPDIR/half.whl\"\n\
              \x20   trap 'kill $!; echo \"{TRACEBACK}\" >&2; echo KeyboardInterrupt >&2; exit 130' INT\n\
-             \x20   sleep 600 &\n\
+             \x20   sleep 60 &\n\
              \x20   touch \"{root}/pip-started\"\n\
              \x20   wait\n\
              \x20 fi\n\
@@ -374,6 +374,16 @@ fn child(test: &str, root: &Path, output: &str) -> Command {
         .env(CHILD_ENV, root)
         .env(CHILD_OUTPUT_ENV, output)
         .process_group(0);
+    // SIGINT as a terminal's user has it: a test run started in the background of a
+    // non-interactive shell inherits it ignored, and an ignored signal stays ignored
+    // through exec, so neither the fetch nor the fake pip would see the Ctrl-C.
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     cmd
 }
 
