@@ -217,7 +217,7 @@ impl Engine {
         super::session::check_vocab(&tokenizer, model.config().vocab)?;
         let buffers = OwnedBuffers::new(model.device().clone());
         let widths = Widths::of(model.config(), &model.plan().offsets);
-        let windows = super::load::distinct_windows(&model.weights.layers).len() as u64;
+        let windows = model.windows.len() as u64;
         let rows = DecodeRows::new(
             &buffers,
             &widths,
@@ -396,13 +396,10 @@ impl Engine {
                 }
             };
             let mut list = CommandList::new();
-            for l in &self.model.weights.layers {
-                let (src_k, src_v) = self.model.cache_of(l, from);
-                let (dst_k, dst_v) = self.model.cache_of(l, slot);
-                for (src, dst) in [(src_k, dst_k), (src_v, dst_v)] {
-                    list.copy(Slice::new(src.buffer, src.offset, bytes), staging.buffer, 0);
-                    list.copy(Slice::new(staging.buffer, 0, bytes), dst.buffer, dst.offset);
-                }
+            let regions = self.model.cache_regions(from);
+            for (src, dst) in regions.zip(self.model.cache_regions(slot)) {
+                list.copy(Slice::new(src.buffer, src.offset, bytes), staging.buffer, 0);
+                list.copy(Slice::new(staging.buffer, 0, bytes), dst.buffer, dst.offset);
             }
             self.model.device().submit(&list)?;
         }
@@ -470,7 +467,7 @@ impl Engine {
             self.take_tokens(&rows, &results, &mut events)?;
             last = rows.iter().map(|r| r.0).collect();
         }
-        if !ready.is_empty() && ready.len() > capacity {
+        if ready.len() > capacity {
             // Several passes: the GPU's ids are spread over them.
             last.clear();
         }
@@ -704,12 +701,9 @@ impl Engine {
         let dev = self.model.device();
         let bytes = self.position_bytes() * s.cached as u64;
         let mut rows = Vec::new();
-        for l in &self.model.weights.layers {
-            let (k, v) = self.model.cache_of(l, s.slot);
-            for half in [k, v] {
-                if bytes > 0 {
-                    rows.push(dev.read(half.buffer, half.offset, bytes)?);
-                }
+        if bytes > 0 {
+            for half in self.model.cache_regions(s.slot) {
+                rows.push(dev.read(half.buffer, half.offset, bytes)?);
             }
         }
         let saved = saved::Saved {
@@ -771,11 +765,7 @@ impl Engine {
         self.check(&saved.tokens, &options)?;
         let slot = self.free_slot()?;
         let dev = self.model.device().clone();
-        let halves = self.model.weights.layers.iter().flat_map(|l| {
-            let (k, v) = self.model.cache_of(l, slot);
-            [k, v]
-        });
-        for (half, rows) in halves.zip(&saved.rows) {
+        for (half, rows) in self.model.cache_regions(slot).zip(&saved.rows) {
             dev.upload(half.buffer, half.offset, rows)?;
         }
         Ok(self.join(slot, (saved.tokens, saved.cached as usize), options))

@@ -1072,7 +1072,7 @@ impl Model {
     /// would whoever shares the pass. Uploaded now, ahead of the pass's submission.
     fn attention_rows(&self, at: &[SeqAt], table: Slice) -> Result<Vec<WindowRows>> {
         let launch = self.plan.attention.launch();
-        let windows = super::load::distinct_windows(&self.weights.layers);
+        let windows = &self.windows;
         let align = self.device.profile().storage_offset_alignment as u64;
         let block = super::layout::row_table_bytes(1, at.len() as u64, align);
         if windows.len() as u64 * block > table.size {
@@ -1085,7 +1085,7 @@ impl Model {
         }
         let mut bytes = vec![0u8; (windows.len() as u64 * block) as usize];
         let mut out = Vec::new();
-        for (i, window) in windows.into_iter().enumerate() {
+        for (i, &window) in windows.iter().enumerate() {
             let rows = at
                 .iter()
                 .map(|a| launch.row(a.pos, a.seq as u64 * self.cache_positions, window))

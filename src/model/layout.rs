@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::config::Config;
 use crate::device::{BufferUse, DeviceProfile, OwnedBuffers, Slice};
 use crate::kernels::attention::{
-    AttentionLaunch, Partials, ATTENTION_ROW_BYTES, PREFILL_STATE_BYTES,
+    AttentionLaunch, PartBytes, Partials, ATTENTION_ROW_BYTES, PREFILL_STATE_BYTES,
 };
 use crate::kernels::matvec::Q8_GROUP_BYTES;
 use crate::kernels::ops::{ARGMAX_SCRATCH_WORDS, ARGMAX_TOKEN_WORDS};
@@ -198,6 +198,20 @@ pub(super) struct StepBuffers {
     pub argmax_scratch: Slice,
 }
 
+/// Split attention's partials of `bytes`, each buffer made by `storage` and labelled
+/// after `prefix`.
+fn partials(
+    storage: impl Fn(&str, u64) -> Result<Slice>,
+    prefix: &str,
+    bytes: PartBytes,
+) -> Result<Partials> {
+    Ok(Partials {
+        ml: storage(&format!("{prefix}attention partials (m, l)"), bytes.ml)?,
+        acc: storage(&format!("{prefix}attention partials"), bytes.acc)?,
+        counts: storage(&format!("{prefix}attention merge counts"), bytes.counts)?,
+    })
+}
+
 impl StepBuffers {
     pub(super) fn new(
         buffers: &OwnedBuffers,
@@ -213,7 +227,6 @@ impl StepBuffers {
                 bytes,
             ))
         };
-        let part_bytes = attention.part_bytes();
         Ok(StepBuffers {
             rows: Rows::new(
                 buffers,
@@ -221,11 +234,7 @@ impl StepBuffers {
                 1,
                 storage("token", 4 * ARGMAX_TOKEN_WORDS)?,
             )?,
-            parts: Partials {
-                ml: storage("attention partials (m, l)", part_bytes.ml)?,
-                acc: storage("attention partials", part_bytes.acc)?,
-                counts: storage("attention merge counts", part_bytes.counts)?,
-            },
+            parts: partials(storage, "", attention.part_bytes())?,
             att_rows: storage("attention rows", row_table_bytes(windows, 1, align))?,
             logits: storage("logits", 4 * vocab)?,
             argmax_scratch: storage("argmax candidates", 4 * ARGMAX_SCRATCH_WORDS)?,
@@ -273,7 +282,6 @@ impl DecodeRows {
         };
         let align = profile.storage_offset_alignment.max(16) as u64;
         let stride = (4 * vocab).next_multiple_of(align) / 4;
-        let part_bytes = attention.part_bytes_rows(capacity);
         let result_stride = (4 * ARGMAX_TOKEN_WORDS).next_multiple_of(align);
         Ok(DecodeRows {
             rows: Rows::new(
@@ -282,11 +290,11 @@ impl DecodeRows {
                 capacity,
                 storage("decode rows' tokens", 4 * capacity)?,
             )?,
-            parts: Partials {
-                ml: storage("decode rows' attention partials (m, l)", part_bytes.ml)?,
-                acc: storage("decode rows' attention partials", part_bytes.acc)?,
-                counts: storage("decode rows' attention merge counts", part_bytes.counts)?,
-            },
+            parts: partials(
+                storage,
+                "decode rows' ",
+                attention.part_bytes_rows(capacity),
+            )?,
             att_rows: storage(
                 "decode rows' attention rows",
                 row_table_bytes(windows, capacity, align),

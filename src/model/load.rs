@@ -322,12 +322,12 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
         let output_norm = vector("output_norm.weight", dim)?;
         let output = upload(&plan.output)?;
-        let windows = distinct_windows(&layers).len() as u64;
+        let windows = distinct_windows(&layers);
         let step = StepBuffers::new(
             &buffers,
             &widths,
             attention,
-            (config.vocab as u64, windows, align),
+            (config.vocab as u64, windows.len() as u64, align),
         )?;
         file.check_unchanged()?;
         // Every pipeline this model creates: destroyed with the model.
@@ -348,6 +348,7 @@ impl Model {
             n_ctx,
             cache_region,
             cache_positions,
+            windows,
             plan,
             pipelines,
             _buffers: buffers,
@@ -414,7 +415,7 @@ fn upload_dequantized(
 
 /// The distinct attention windows of `layers`, in layer order: a decode pass's row table
 /// has a block of rows for each.
-pub(super) fn distinct_windows(layers: &[Layer]) -> Vec<Option<u64>> {
+fn distinct_windows(layers: &[Layer]) -> Vec<Option<u64>> {
     let mut windows = Vec::new();
     for l in layers {
         if !windows.contains(&l.window) {

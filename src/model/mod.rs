@@ -283,6 +283,9 @@ pub struct Model {
     /// the region to where a binding may start. Sequence s's rows start at row
     /// `s * cache_positions` of the cache.
     cache_positions: u64,
+    /// The layers' distinct attention windows, in layer order: a decode pass's row
+    /// table has a block of rows for each.
+    windows: Vec<Option<u64>>,
     /// Keeps every pipeline the model uses alive and deduplicated, and destroys them
     /// when the model is dropped.
     pipelines: PipelineCache,
@@ -332,6 +335,15 @@ impl Model {
     /// ([`LoadOptions::sequences`]).
     pub fn sequences(&self) -> usize {
         self.plan.sequences
+    }
+
+    /// Sequence `seq`'s cache regions, each layer's K then its V in layer order: what
+    /// a fork copies and a saved sequence holds.
+    fn cache_regions(&self, seq: usize) -> impl Iterator<Item = Slice> + '_ {
+        self.weights.layers.iter().flat_map(move |l| {
+            let (k, v) = self.cache_of(l, seq);
+            [k, v]
+        })
     }
 
     /// Layer `l`'s K and V cache regions of sequence `seq`.

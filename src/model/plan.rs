@@ -344,13 +344,7 @@ fn decode_rows_plan(sequences: usize, layers: &[LayerPlan], output: &PlannedMatr
     }
     let columns = layers
         .iter()
-        .flat_map(|l| {
-            l.qkv
-                .iter()
-                .chain([&l.wo])
-                .chain(&l.gate_up)
-                .chain([&l.down])
-        })
+        .flat_map(LayerPlan::matrices)
         .chain([output])
         .map(|m| m.route.launch().max_columns())
         .min()
