@@ -21,13 +21,13 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::gguf::GgufFile;
 use brass::hub::{FetchOutput, KnownModel, DEFAULT_MODEL};
 use brass::kernels::attention::KvType;
 use brass::model::{Engine, LoadOptions};
 use brass::tokenizer::Tokenizer;
-use axum::serve::ListenerExt;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
