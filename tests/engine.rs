@@ -217,6 +217,55 @@ fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
     }
 }
 
+/// Prompts joining together are processed in the same step while they come to at most
+/// a batch's tokens, each cut as it is alone: short ones all give their first token at
+/// the first step, one that does not fit waits for the next, and each sequence's tokens
+/// and logits are bit for bit what it gets alone.
+#[test]
+fn prompts_joining_together_share_a_step_up_to_a_batch() {
+    let path = model_file(5);
+    let mut rng = common::Rng::new(7);
+    // Prompt tokens before each one's last: 2 + 1 + 0 + 8 = 11 of the batch's 16, then
+    // 16 more, which must wait.
+    let prompts: Vec<Vec<u32>> = [3usize, 2, 1, 9, 17]
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| 3 + (rng.next_u64() % (VOCAB - 3)) as u32)
+                .collect()
+        })
+        .collect();
+    let mut engine = engine_of(&path, &options(prompts.len()));
+    let expected: Vec<Run> = prompts
+        .iter()
+        .map(|p| alone(&mut engine, p, MAX_TOKENS))
+        .collect();
+    let ids: Vec<SequenceId> = prompts
+        .iter()
+        .map(|p| engine.add(p, greedy(MAX_TOKENS)).unwrap())
+        .collect();
+    let mut runs = BTreeMap::new();
+    record(&mut runs, engine.step().unwrap());
+    for (i, id) in ids.iter().enumerate() {
+        // Its first token, or its stop where that token ends it.
+        assert_eq!(
+            runs.contains_key(id),
+            i < 4,
+            "prompt {i} ({} tokens): heard from at the first step",
+            prompts[i].len()
+        );
+    }
+    while engine.running() > 0 {
+        record(&mut runs, engine.step().unwrap());
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert!(
+            runs.remove(id).unwrap_or_default() == expected[i],
+            "prompt {i}: not what it gets alone"
+        );
+    }
+}
+
 /// Greedy sequences that ask for no logits have each step's pass queued ahead of the
 /// host (ids passed on the GPU): the same tokens as each alone, through joins, leaves
 /// and stops.

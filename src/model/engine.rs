@@ -1,8 +1,9 @@
 //! Many sequences on one model, stepped together.
 //!
 //! Each sequence has its own region of every layer's KV cache, its own position, sampler
-//! and stop conditions. A step runs one chunk of one joining prompt (so a long prompt
-//! never stalls the running sequences for more than a batch) and then one decode pass
+//! and stop conditions. A step runs joining prompts' chunks, about a batch's tokens of
+//! them (so a long prompt never stalls the running sequences for more than a batch, and
+//! many short ones join in few steps), and then one decode pass
 //! whose rows are the next tokens of every running sequence: the forward pass of
 //! `forward.rs` with rows placed in several sequences (`Place::Each`), so each layer's
 //! weights are read for all of them at once.
@@ -422,8 +423,8 @@ impl Engine {
         self.model.plan().attention.launch().position_bytes()
     }
 
-    /// One step: a batch of the first joining prompt, then a token for every running
-    /// sequence whose prompt is in. Returns what happened to each, in the order the
+    /// One step: a batch of joining prompts (`prompt_batches`), then a token for every
+    /// running sequence whose prompt is in. Returns what happened to each, in the order the
     /// sequences joined.
     ///
     /// Where every decode row is greedy and asks for no logits, the next step's pass is
@@ -439,7 +440,7 @@ impl Engine {
             served = ahead.rows.iter().map(|r| r.0).collect();
             self.take_tokens(&ahead.rows, &results, &mut events)?;
         }
-        self.prompt_batch()?;
+        self.prompt_batches()?;
         // A sequence asked for no tokens is done once its prompt is in.
         for s in &mut self.sequences {
             if s.done.is_none() && s.pending() == 1 && s.produced >= s.options.max_tokens {
@@ -475,22 +476,35 @@ impl Engine {
         Ok(events)
     }
 
-    /// The next batch of the first sequence still feeding its prompt: all of it but
-    /// the last token, in the plan's batches counted from where it started, as
-    /// [`Model::prefill`] cuts a lone prompt.
-    fn prompt_batch(&mut self) -> Result<()> {
-        let Some(s) = self
+    /// This step's prompt batches: the next batch of each sequence still feeding its
+    /// prompt (all of it but the last token, cut in the plan's batches counted from
+    /// where it started, as [`Model::prefill`] cuts a lone prompt), first come first
+    /// served, while together they come to at most one batch's tokens (the first always
+    /// goes). So no running sequence waits more than about a batch between tokens, and
+    /// short prompts joining together are not each a step apart: each step's decode
+    /// pass would otherwise come between them (32 clients' 128-token prompts: the
+    /// last one's first token 31 prompts and 31 decode passes after its request).
+    fn prompt_batches(&mut self) -> Result<()> {
+        let ubatch = self.model.plan().prefill.ubatch() as usize;
+        let mut budget = ubatch;
+        let joining = self
             .sequences
             .iter_mut()
-            .find(|s| s.done.is_none() && s.pending() > 1)
-        else {
-            return Ok(());
-        };
-        let ubatch = self.model.plan().prefill.ubatch() as usize;
-        let end = (s.cached + ubatch).min(s.tokens.len() - 1);
-        self.model
-            .prefill_chunk(s.slot, &s.tokens[s.cached..end], s.cached)?;
-        s.cached = end;
+            .filter(|s| s.done.is_none() && s.pending() > 1);
+        for (i, s) in joining.enumerate() {
+            let end = (s.cached + ubatch).min(s.tokens.len() - 1);
+            let tokens = end - s.cached;
+            if i > 0 && tokens > budget {
+                break;
+            }
+            self.model
+                .prefill_chunk(s.slot, &s.tokens[s.cached..end], s.cached)?;
+            s.cached = end;
+            budget = budget.saturating_sub(tokens);
+            if budget == 0 {
+                break;
+            }
+        }
         Ok(())
     }
 
