@@ -291,6 +291,23 @@ fn greedy_steps_queued_ahead_give_the_tokens_each_gives_alone() {
             engine.stopped(seq).unwrap().cloned(),
         ));
         engine.remove(seq).unwrap();
+        // Asking for logits keeps every pass waiting for the host: the passes queued
+        // ahead (two in flight) give the same tokens and stop.
+        let waited = alone(&mut engine, p, n);
+        let (queued, stop) = expected.last().unwrap();
+        let waited_ids: Vec<u32> = waited.tokens.iter().map(|t| t.0).collect();
+        assert_eq!(
+            queued[p.len()..],
+            waited_ids[..],
+            "prompt of {} tokens",
+            p.len()
+        );
+        assert_eq!(
+            stop.as_ref(),
+            waited.stop.as_ref(),
+            "prompt of {} tokens",
+            p.len()
+        );
     }
     let mut ids: Vec<Option<SequenceId>> = vec![None; SEQUENCES];
     let mut step = 0;

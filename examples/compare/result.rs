@@ -159,6 +159,10 @@ pub struct ParallelRun {
     /// Tokens per second of all sequences together, and of each.
     pub aggregate_tok_per_s: f64,
     pub per_sequence_tok_per_s: f64,
+    /// One decode pass of all the sequences timed per dispatch (`Engine::profile_pass`):
+    /// (pipeline, ms, dispatches), slowest first. Absent in results written before it.
+    #[serde(default)]
+    pub pass_profile: Vec<(String, f64, usize)>,
 }
 
 /// Prompt processing: `tokens` prompt tokens into an empty cache, timed to the GPU's

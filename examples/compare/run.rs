@@ -371,6 +371,12 @@ pub fn parallel(
             }
         }
         let prompt_seconds = start.elapsed().as_secs_f64();
+        // Where a step's GPU time goes, outside the timed steps (the sequences do not
+        // advance).
+        let profile = match timed {
+            true => engine.profile_pass()?,
+            false => Vec::new(),
+        };
         let (mut steps, start) = (0, Instant::now());
         while engine.running() == sequences {
             engine.step()?;
@@ -390,11 +396,27 @@ pub fn parallel(
                 prompt_seconds * 1e3,
                 decode_seconds * 1e3
             );
+            let total_ns: f64 = profile.iter().map(|p| p.1).sum();
+            let top: Vec<String> = profile
+                .iter()
+                .take(5)
+                .map(|(name, ns, n)| format!("{name} {:.3} ms ({n})", ns / 1e6))
+                .collect();
+            eprintln!(
+                "    one pass of {sequences} rows: {:.3} ms of GPU time; {}",
+                total_ns / 1e6,
+                top.join(", ")
+            );
         }
-        Ok::<_, brass::Error>((prompt_seconds, steps, decode_seconds))
+        let profile = profile
+            .into_iter()
+            .map(|(name, ns, n)| (name, ns / 1e6, n))
+            .collect();
+        Ok::<_, brass::Error>((prompt_seconds, steps, decode_seconds, profile))
     };
     run(&mut engine, prompt.min(8), 3, false)?;
-    let (prompt_seconds, steps, decode_seconds) = run(&mut engine, prompt, generated, true)?;
+    let (prompt_seconds, steps, decode_seconds, pass_profile) =
+        run(&mut engine, prompt, generated, true)?;
     let aggregate = (steps * sequences) as f64 / decode_seconds.max(1e-9);
     eprintln!(
         "  {model_name}: {sequences} sequences: {aggregate:.1} tok/s together, {:.1} each",
@@ -409,5 +431,6 @@ pub fn parallel(
         decode_seconds,
         aggregate_tok_per_s: aggregate,
         per_sequence_tok_per_s: aggregate / sequences as f64,
+        pass_profile,
     })
 }

@@ -9,6 +9,16 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export BRASS_CACHE=/tmp/bc
 mkdir -p "$OUT"
 for b in compare serve; do xz -dc ".bin/serve/$b.xz" >"/tmp/$b"; chmod +x "/tmp/$b"; done
+# The engine's tests (each sequence bit for bit as alone, prompts sharing a step) on
+# the H200, where a test binary was carried.
+if [ -f .bin/serve/engine_test.xz ]; then
+    xz -dc .bin/serve/engine_test.xz >/tmp/engine_test; chmod +x /tmp/engine_test
+    # The hostile-prompt test reads the default model, which this machine cannot fetch
+    # (no network) and the carry cannot hold (98 MB); it runs in CI on lavapipe.
+    BRASS_ADAPTER=NVIDIA /tmp/engine_test --skip a_hostile_prompt 2>&1 |
+        grep -E "^test |test result" >"$OUT/engine_test.log"
+    tail -1 "$OUT/engine_test.log"
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$OUT/gpu.txt"
 python3 --version >>"$OUT/gpu.txt"
 # Writes the synthetic file into $BRASS_CACHE/synthetic, and measures the engine alone.

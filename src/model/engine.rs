@@ -429,13 +429,16 @@ impl Engine {
     ///
     /// Where every decode row is greedy and asks for no logits, the next step's pass is
     /// queued before this one returns (its ids go from each row's argmax to its input
-    /// on the GPU), so the GPU does not wait for the host between steps; a row that
-    /// stops meanwhile has its queued token dropped (the cache slot it wrote is past
-    /// the sequence's end).
+    /// on the GPU), and the one after it before this step waits for its tokens, as
+    /// `Session` queues its steps: the GPU runs pass after pass while the host reads
+    /// one back and records the next. A row that stops meanwhile has its queued tokens
+    /// dropped (the cache slots they wrote are past the sequence's end).
     pub fn step(&mut self) -> Result<Vec<Event>> {
         let mut events = Vec::new();
         let mut served = Vec::new();
+        let mut in_flight = None;
         if let Some(ahead) = self.ahead.take() {
+            in_flight = self.queue_after(&ahead)?;
             let results = self.model.device().finish_read(ahead.ticket)?;
             served = ahead.rows.iter().map(|r| r.0).collect();
             self.take_tokens(&ahead.rows, &results, &mut events)?;
@@ -472,7 +475,11 @@ impl Engine {
             // Several passes: the GPU's ids are spread over them.
             last.clear();
         }
-        self.queue_ahead(&last)?;
+        match in_flight {
+            // The served rows' next pass is queued already.
+            Some(next) => self.ahead = Some(next),
+            None => self.queue_ahead(&last)?,
+        }
         Ok(events)
     }
 
@@ -541,6 +548,42 @@ impl Engine {
         rows: &[(SequenceId, usize)],
         uploaded: bool,
     ) -> Result<crate::device::ReadTicket> {
+        let list = self.pass_list(rows, uploaded)?;
+        let records = Slice::new(
+            self.rows.results.buffer,
+            0,
+            rows.len() as u64 * self.rows.result_stride,
+        );
+        self.model.device().submit_read(&list, records)
+    }
+
+    /// A decode pass over every sequence whose prompt is in (up to a pass's rows), timed
+    /// per dispatch on the GPU: time summed per pipeline (name, ns, dispatches), slowest
+    /// first. Where a step's time goes at a number of sequences (`compare --parallel`).
+    ///
+    /// The sequences do not advance: the pass feeds each its last token at the
+    /// position the next step feeds it, so it writes the cache rows and argmax that
+    /// pass will write, bit for bit (a pass queued ahead already wrote them).
+    pub fn profile_pass(&self) -> Result<Vec<(String, f64, usize)>> {
+        let context = self.model.context();
+        let rows: Vec<(SequenceId, usize)> = self
+            .sequences
+            .iter()
+            .filter(|s| s.done.is_none() && s.pending() == 1 && s.cached < context)
+            .map(|s| (s.id, s.cached))
+            .take(self.rows.rows.capacity as usize)
+            .collect();
+        if rows.is_empty() {
+            return Err(Error::Invalid(
+                "no sequence has its prompt in: no decode pass to profile".into(),
+            ));
+        }
+        let list = self.pass_list(&rows, true)?;
+        self.model.profile_list(&list)
+    }
+
+    /// The commands of a decode pass over `rows` (see `record_pass`).
+    fn pass_list(&self, rows: &[(SequenceId, usize)], uploaded: bool) -> Result<CommandList> {
         let at: Vec<SeqAt> = rows
             .iter()
             .map(|&(id, pos)| {
@@ -591,8 +634,7 @@ impl Engine {
             let id = Slice::new(buffers.results.buffer, r * buffers.result_stride, 4);
             list.copy(id, buffers.rows.tokens.buffer, 4 * r);
         }
-        let records = Slice::new(buffers.results.buffer, 0, n * buffers.result_stride);
-        dev.submit_read(&list, records)
+        Ok(list)
     }
 
     /// A decode pass over `rows` now, its ids uploaded: its argmax records.
@@ -605,36 +647,56 @@ impl Engine {
     /// them goes on greedily with no logits asked, and no other sequence waits to
     /// decode: its ids are already on the GPU.
     fn queue_ahead(&mut self, last: &[SequenceId]) -> Result<()> {
+        if let Some(rows) = self.rows_going_on(last, 0) {
+            let ticket = self.record_pass(&rows, false)?;
+            self.ahead = Some(Ahead { rows, ticket });
+        }
+        Ok(())
+    }
+
+    /// The pass after `ahead`, queued before the host waits for `ahead`'s tokens where
+    /// its rows can go on (as [`queue_ahead`](Self::queue_ahead) asks, one token
+    /// further): the GPU then runs it straight after, taking each row's id from
+    /// `ahead`'s argmax, while the host reads `ahead` back and records the pass after.
+    /// A row that `ahead`'s token ends has this pass's token dropped; it wrote only the
+    /// cache slot past the sequence's end.
+    fn queue_after(&self, ahead: &Ahead) -> Result<Option<Ahead>> {
+        let last: Vec<SequenceId> = ahead.rows.iter().map(|r| r.0).collect();
+        let Some(rows) = self.rows_going_on(&last, 1) else {
+            return Ok(None);
+        };
+        let ticket = self.record_pass(&rows, false)?;
+        Ok(Some(Ahead { rows, ticket }))
+    }
+
+    /// The rows (sequence, position) of a pass over the sequences `last` with `fed`
+    /// tokens of each still in flight, where each goes on with no word from the host:
+    /// greedy on the GPU, no logits asked, room for one more token by its `max_tokens`
+    /// and its context; and no other sequence waits to decode. None otherwise.
+    fn rows_going_on(&self, last: &[SequenceId], fed: usize) -> Option<Vec<(SequenceId, usize)>> {
         if last.is_empty() {
-            return Ok(());
+            return None;
         }
         let context = self.model.context();
         let mut rows = Vec::new();
         for id in last {
-            let Ok(s) = self.get(*id) else {
-                return Ok(());
-            };
+            let s = self.get(*id).ok()?;
             let goes_on = s.done.is_none()
                 && s.pending() == 1
                 && s.gpu_greedy()
                 && !s.options.logits
-                && s.produced < s.options.max_tokens
-                && s.cached < context;
+                && s.produced + fed < s.options.max_tokens
+                && s.cached + fed < context;
             if !goes_on {
-                return Ok(());
+                return None;
             }
-            rows.push((s.id, s.cached));
+            rows.push((s.id, s.cached + fed));
         }
         let others = self
             .sequences
             .iter()
             .any(|s| s.done.is_none() && s.pending() == 1 && !last.contains(&s.id));
-        if others {
-            return Ok(());
-        }
-        let ticket = self.record_pass(&rows, false)?;
-        self.ahead = Some(Ahead { rows, ticket });
-        Ok(())
+        (!others).then_some(rows)
     }
 
     /// Each row's token from a pass's argmax `records`, for the sequences still at that

@@ -1039,9 +1039,15 @@ impl Model {
                 .upload(self.token_buffer().buffer, 0, &id.to_le_bytes())?;
         }
         let list = self.record_step((0, pos as u64), self.step_logits(), &mut Probes::default())?;
+        self.profile_list(&list)
+    }
+
+    /// Runs `list` timed per dispatch: GPU time summed per pipeline (name, ns,
+    /// dispatches), slowest first.
+    pub(super) fn profile_list(&self, list: &CommandList) -> Result<Vec<(String, f64, usize)>> {
         let times = self
             .device
-            .submit_timed(&list, crate::device::Timing::PerDispatch)?;
+            .submit_timed(list, crate::device::Timing::PerDispatch)?;
         let names: std::collections::HashMap<u32, String> = self
             .device
             .ledger()
