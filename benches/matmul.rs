@@ -1,7 +1,8 @@
 //! Every matmul kernel over the synthetic presets' shapes at prompt-sized token counts:
 //! GPU-timestamped, weight copies rotated, reported as median µs, TFLOP/s (2·M·K·N) and
 //! % of the device's own rate for its arithmetic (the compute probes: int8 dot4 for the
-//! kernels over the dot4 matvecs' weights, f32 fma for the fma kernels), beside the
+//! dot4 kernels, the cooperative-matrix probe for the kernels on matrix units, f32 fma
+//! for the fma kernels), beside the
 //! weight bytes' GB/s, as a table and as JSON. Each quant case runs on dot4 and, where
 //! the adapter has them, on cooperative matrices, and on fma over the GGUF rows its
 //! exact route (coop) uploads; F32 and F16 on fma.
@@ -9,7 +10,9 @@
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
 //!     [--tokens 64,512] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
 
-use brass::device::{f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice};
+use brass::device::{
+    coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
+};
 use brass::gguf::synthetic::{SyntheticSpec, PRESETS};
 use brass::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch, MATMUL_KERNELS};
 use brass::kernels::matvec::{self, Family};
@@ -72,7 +75,8 @@ struct Case {
     median_us: f64,
     min_us: f64,
     tflops: f64,
-    /// % of the int8 probe for the int8 kernels, of the f32 probe for the fma ones.
+    /// % of the int8 probe for the dot4 kernels, of the matrix probe for the
+    /// cooperative-matrix ones, of the f32 probe for the fma ones.
     pct_of_probe: f64,
     probe: &'static str,
     weight_gbps: f64,
@@ -96,11 +100,19 @@ fn run(args: &Args) -> brass::Result<()> {
     let probe = int8_compute_probe(&device, 5, 20.0)?;
     let f32_probe = f32_compute_probe(&device, 5, 20.0)?;
     let mut engines = vec![route_matmul_engine(&profile, Some(false))?.engine()];
+    let mut coop_probe = None;
     match route_matmul_engine(&profile, Some(true)) {
-        Ok(coop) => engines.push(coop.engine()),
+        Ok(coop) => {
+            engines.push(coop.engine());
+            coop_probe = Some(coop_compute_probe(&device, 5, 20.0)?);
+        }
         Err(e) => println!("{e}"),
     }
-    println!("{}\n{probe}\n{f32_probe}\n", profile.name);
+    println!("{}\n{probe}\n{f32_probe}", profile.name);
+    if let Some(coop) = &coop_probe {
+        println!("{coop}");
+    }
+    println!();
     if let Some(note) = device.clock().note() {
         println!("note: {note}\n");
     }
@@ -160,11 +172,30 @@ fn run(args: &Args) -> brass::Result<()> {
                 for &engine in engines {
                     let launch = MatmulLaunch::of(&matvec, engine)?;
                     for &n in &args.tokens {
+                        // The bench binds one output for all of the tokens; a model's
+                        // batches are at most its ubatch tokens.
+                        let y_bytes = n * launch.m() * 4;
+                        if y_bytes > profile.max_binding_bytes {
+                            println!(
+                                "{:<40} {:<44} {:>6} skipped: its output ({y_bytes} bytes) is \
+                                 past the largest binding ({} bytes)",
+                                format!("{preset} {matrix} {m}x{k}"),
+                                launch.pipeline_key(),
+                                n,
+                                profile.max_binding_bytes
+                            );
+                            continue;
+                        }
                         let t = time_matmul(&device, &cache, &matvec, &launch, n, effort)?;
                         let tflops = launch.flops(n) as f64 / t.median_us / 1e6;
-                        let (peak, probe_name) = match launch.input() {
-                            MatmulInput::Q8 => (probe.int8_tops, "int8"),
-                            MatmulInput::F32 => (f32_probe.f32_tflops, "f32"),
+                        let (peak, probe_name) = match (launch.engine(), &coop_probe) {
+                            (MatmulEngine::CoopMatrix { .. }, Some(coop)) => {
+                                (coop.tflops, "matrix")
+                            }
+                            _ => match launch.input() {
+                                MatmulInput::Q8 => (probe.int8_tops, "int8"),
+                                MatmulInput::F32 => (f32_probe.f32_tflops, "f32"),
+                            },
                         };
                         let case = Case {
                             shape: format!("{preset} {matrix} {m}x{k}"),
@@ -204,6 +235,7 @@ fn run(args: &Args) -> brass::Result<()> {
             "profile": profile,
             "int8_probe": probe,
             "f32_probe": f32_probe,
+            "matrix_probe": coop_probe,
             "cases": cases,
         });
         let text = serde_json::to_string_pretty(&report).expect("plain values");

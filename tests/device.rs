@@ -4,8 +4,9 @@
 mod common;
 
 use brass::device::{
-    bandwidth_probe, read_f32, Access, BufferId, BufferUse, CommandList, Device, Dispatch,
-    PipelineDesc, PipelineId, Slice, Timing, UPLOAD_CHUNK,
+    bandwidth_probe, coop_compute_probe, f32_compute_probe, int8_compute_probe, read_f32, Access,
+    BufferId, BufferUse, CommandList, Device, Dispatch, PipelineDesc, PipelineId, Slice, Timing,
+    UPLOAD_CHUNK,
 };
 use brass::Error;
 
@@ -191,6 +192,36 @@ fn timestamps_and_the_bandwidth_probe() {
     eprintln!("{probe}");
     assert!(probe.gbps > 0.1 && probe.gbps < 100_000.0, "{probe}");
     assert!(probe.bytes >= 16 << 20);
+}
+
+/// The compute probes measure a rate where the device has the units and timestamps;
+/// the matrix probe says why not where it has no cooperative matrices (lavapipe), and
+/// where it has them (the H200: run with BRASS_ADAPTER=NVIDIA) measures them faster than
+/// the f32 units it does not use.
+#[test]
+fn the_compute_probes_measure_or_say_why_not() {
+    let device = common::gpu();
+    if !device.profile().timestamps {
+        return;
+    }
+    let int8 = int8_compute_probe(&device, 1, 2.0).unwrap();
+    let f32 = f32_compute_probe(&device, 1, 2.0).unwrap();
+    eprintln!("{int8}\n{f32}");
+    assert!(int8.int8_tops > 0.0 && f32.f32_tflops > 0.0);
+    match (
+        device.profile().coop_matrix,
+        coop_compute_probe(&device, 1, 2.0),
+    ) {
+        (None, Err(e)) => assert!(e.to_string().contains("no cooperative matrices"), "{e}"),
+        (Some(_), Ok(matrix)) => {
+            eprintln!("{matrix}");
+            assert!(
+                matrix.tflops.is_finite() && matrix.tflops > f32.f32_tflops,
+                "{matrix}"
+            );
+        }
+        (shape, result) => panic!("cooperative matrices {shape:?}, probe {result:?}"),
+    }
 }
 
 /// CI states what it expects of the adapter as data: `BRASS_EXPECT_SUBGROUP=4` when it

@@ -17,8 +17,8 @@ mod wgpu_device;
 
 pub use ledger::{LedgerEntry, LedgerReport};
 pub use probe::{
-    bandwidth_probe, f32_compute_probe, int8_compute_probe, probe_sources, ComputeProbe,
-    FloatComputeProbe, ProbeResult, StreamRead,
+    bandwidth_probe, coop_compute_probe, coop_probe_source, f32_compute_probe, int8_compute_probe,
+    probe_sources, ComputeProbe, FloatComputeProbe, MatrixComputeProbe, ProbeResult, StreamRead,
 };
 pub use profile::{
     Backend, CoopInput, CoopMatrix, DeviceProfile, Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::{
-    Access, BufferUse, CommandList, Device, Dispatch, OwnedBuffers, PipelineDesc, Slice, Timing,
+    Access, BufferUse, CommandList, CoopMatrix, Device, Dispatch, OwnedBuffers, PipelineDesc,
+    Slice, Timing,
 };
 use crate::Result;
 
@@ -277,6 +278,81 @@ pub fn f32_compute_probe(
     })
 }
 
+/// The device's cooperative-matrix rate, the yardstick the cooperative-matrix matmuls
+/// are held to (the int8 and f32 probes measure units those kernels do not use).
+#[derive(Clone, Debug, Serialize)]
+pub struct MatrixComputeProbe {
+    /// [`DeviceProfile::name`](super::DeviceProfile::name) of the adapter measured.
+    pub adapter: String,
+    /// The matrices multiplied: the profile's (`DeviceProfile::coop_matrix`).
+    pub shape: CoopMatrix,
+    /// Operations per second (a multiply-add is two), in units of 10^12: comparable
+    /// with a matmul's 2 * M * K * N.
+    pub tflops: f64,
+    /// The fastest run, in nanoseconds.
+    pub ns: f64,
+    /// What timed it ([`Clock::label`](super::Clock::label)).
+    pub timer: &'static str,
+}
+
+impl std::fmt::Display for MatrixComputeProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} cooperative matrices on {}: {:.1} TFLOP/s ({:.2} ms, {})",
+            self.shape,
+            self.adapter,
+            self.tflops,
+            self.ns / 1e6,
+            self.timer
+        )
+    }
+}
+
+/// Subgroups of the largest size per workgroup of the matrix probe.
+const COOP_PROBE_SUBGROUPS: u32 = 4;
+
+/// The matrix probe's WGSL for matrices of `shape` (`wgsl/probe/coop_peak.wgsl` with
+/// the enables and aliases the matmuls get).
+pub fn coop_probe_source(shape: CoopMatrix) -> Result<String> {
+    let (enables, consts) = crate::kernels::matmul::coop_preamble(shape);
+    crate::kernels::wgsl::compose("probe/coop_peak.wgsl", &enables, &consts)
+}
+
+/// Measures the cooperative-matrix rate as [`int8_compute_probe`] measures int8's:
+/// eight independent chains of `coopMultiplyAdd` per subgroup on the profile's matrices
+/// (`wgsl/probe/coop_peak.wgsl`), 2 * S^3 operations each. An error where the adapter
+/// has no cooperative matrices.
+pub fn coop_compute_probe(
+    device: &dyn Device,
+    runs: usize,
+    min_ms: f64,
+) -> Result<MatrixComputeProbe> {
+    let profile = device.profile().clone();
+    let shape = profile.coop_matrix.ok_or_else(|| {
+        crate::Error::Device(format!(
+            "{} has no cooperative matrices (VK_KHR_cooperative_matrix, Metal's simdgroup \
+             matrices) for the matrix probe",
+            profile.name
+        ))
+    })?;
+    let wgsl = coop_probe_source(shape)?;
+    // Counted as subgroups of the largest size: where smaller ones run there are more
+    // of them, so more work than counted, and the rate is understated, not inflated.
+    let wg = COOP_PROBE_SUBGROUPS * profile.subgroup_max;
+    let per_step = 2.0 * (shape.size as f64).powi(3);
+    let per_iteration = COOP_PROBE_SUBGROUPS as f64 * 4.0 * 8.0 * per_step;
+    let name = format!("probe/coop_peak_{}x{}", shape.size, shape.size);
+    let (ops, ns) = peak_rate_of(device, (&name, &wgsl), wg, per_iteration, (runs, min_ms))?;
+    Ok(MatrixComputeProbe {
+        adapter: profile.name.clone(),
+        shape,
+        tflops: ops / ns / 1e3,
+        ns,
+        timer: device.clock().label(),
+    })
+}
+
 /// Runs a peak-rate kernel (eight chains of UNROLL = 4 steps per loop iteration, 8
 /// operations a step, as dot4_peak.wgsl and fma_peak.wgsl both count them) with GPU
 /// timestamps, the loop lengthened until a run takes at least `min_ms`: the best of
@@ -287,6 +363,28 @@ fn peak_rate(
     runs: usize,
     min_ms: f64,
 ) -> Result<(f64, f64)> {
+    let wg = 256u32
+        .min(device.profile().max_workgroup_size_x)
+        .min(device.profile().max_invocations_per_workgroup);
+    // Eight chains of UNROLL = 4 steps per loop iteration, 8 operations a step.
+    peak_rate_of(
+        device,
+        (name, wgsl),
+        wg,
+        wg as f64 * 32.0 * 8.0,
+        (runs, min_ms),
+    )
+}
+
+/// Runs a peak-rate kernel of `wg` invocations a workgroup, whose workgroups each do
+/// `ops_per_iteration` operations per loop iteration, as [`peak_rate`] describes.
+fn peak_rate_of(
+    device: &dyn Device,
+    (name, wgsl): (&str, &str),
+    wg: u32,
+    ops_per_iteration: f64,
+    (runs, min_ms): (usize, f64),
+) -> Result<(f64, f64)> {
     let profile = device.profile().clone();
     if !profile.timestamps {
         return Err(crate::Error::Device(format!(
@@ -295,10 +393,9 @@ fn peak_rate(
         )));
     }
     let owned = OwnedBuffers::borrowing(device);
-    let sink = owned.create("probe sink", 16, BufferUse::Storage)?;
-    let wg = 256u32
-        .min(profile.max_workgroup_size_x)
-        .min(profile.max_invocations_per_workgroup);
+    // One float per invocation, where the matrix probe would write (it never does).
+    let sink_bytes = 4 * wg as u64;
+    let sink = owned.create("probe sink", sink_bytes, BufferUse::Storage)?;
     let pipeline = device.create_pipeline(&PipelineDesc {
         name,
         wgsl,
@@ -316,7 +413,7 @@ fn peak_rate(
         list.dispatch(Dispatch {
             pipeline,
             params: vec![iters, 0x5eed_f00d],
-            storage: vec![Slice::new(sink, 0, 16)],
+            storage: vec![Slice::new(sink, 0, sink_bytes)],
             workgroups: [groups, 1, 1],
             bytes_read: 0,
         });
@@ -333,6 +430,6 @@ fn peak_rate(
         .collect::<Result<Vec<f64>>>()?
         .into_iter()
         .fold(ns, f64::min);
-    let ops = groups as f64 * wg as f64 * iters as f64 * 32.0 * 8.0;
+    let ops = groups as f64 * iters as f64 * ops_per_iteration;
     Ok((ops, best))
 }

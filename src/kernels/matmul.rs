@@ -206,6 +206,24 @@ pub fn coop_workgroup_bytes(shape: CoopMatrix, k_groups: u32) -> u64 {
     2 * tile * ld * shape.input.bytes() + COOP_SUBGROUPS as u64 * size * size * 4
 }
 
+/// What every kernel on cooperative matrices of `shape` is composed with (the matmuls,
+/// the matrix probe): its `enable` directives, and S, CT (the multiplied type) and the
+/// matrix types MatA, MatB and MatC (f32 accumulators).
+pub fn coop_preamble(shape: CoopMatrix) -> (Vec<&'static str>, Vec<WgslConst>) {
+    let enables = match shape.input {
+        CoopInput::F16 => vec!["f16", "wgpu_cooperative_matrix"],
+        CoopInput::F32 => vec!["wgpu_cooperative_matrix"],
+    };
+    let consts = vec![
+        WgslConst::u32("S", shape.size),
+        WgslConst::alias("CT", shape.input.wgsl()),
+        WgslConst::alias("MatA", coop_type(shape, 'A')),
+        WgslConst::alias("MatB", coop_type(shape, 'B')),
+        WgslConst::alias("MatC", coop_type(shape, 'C')),
+    ];
+    (enables, consts)
+}
+
 /// `coop_mat<S>x<S><T, role>` for the shapes [`CoopMatrix::pick`] allows.
 fn coop_type(shape: CoopMatrix, role: char) -> &'static str {
     match (shape.size, shape.input, role) {
@@ -367,10 +385,7 @@ impl MatmulLaunch {
     pub fn enables(&self) -> Vec<&'static str> {
         match self.engine {
             MatmulEngine::Dot4 { .. } | MatmulEngine::Fma => vec![],
-            MatmulEngine::CoopMatrix { shape, .. } => match shape.input {
-                CoopInput::F16 => vec!["f16", "wgpu_cooperative_matrix"],
-                CoopInput::F32 => vec!["wgpu_cooperative_matrix"],
-            },
+            MatmulEngine::CoopMatrix { shape, .. } => coop_preamble(shape).0,
         }
     }
 
@@ -382,15 +397,12 @@ impl MatmulLaunch {
                 shape,
                 subgroup_max,
                 k_groups,
-            } => vec![
-                WgslConst::u32("S", shape.size),
-                WgslConst::alias("CT", shape.input.wgsl()),
-                WgslConst::alias("MatA", coop_type(shape, 'A')),
-                WgslConst::alias("MatB", coop_type(shape, 'B')),
-                WgslConst::alias("MatC", coop_type(shape, 'C')),
-                WgslConst::u32("SUBGROUP_MAX", subgroup_max),
-                WgslConst::u32("K_GROUPS", k_groups),
-            ],
+            } => {
+                let mut consts = coop_preamble(shape).1;
+                consts.push(WgslConst::u32("SUBGROUP_MAX", subgroup_max));
+                consts.push(WgslConst::u32("K_GROUPS", k_groups));
+                consts
+            }
             MatmulEngine::Fma => vec![WgslConst::u32("K_STEP", FMA_K_STEP)],
         }
     }
@@ -545,6 +557,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             out.push((format!("{coopmat}_{size}x{size}"), launch(engine).source()?));
         }
     }
+
     Ok(out)
 }
 

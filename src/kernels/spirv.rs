@@ -31,6 +31,15 @@ pub fn catalog() -> Vec<(String, String)> {
     for (name, wgsl) in crate::device::probe_sources() {
         out.push((name.to_string(), wgsl.to_string()));
     }
+    // The matrix probe in the shapes the coop matmuls are given in.
+    for size in [16, 8] {
+        let shape = crate::device::CoopMatrix {
+            size,
+            input: crate::device::CoopInput::F16,
+        };
+        let wgsl = crate::device::coop_probe_source(shape).unwrap_or_else(|e| panic!("{e}"));
+        out.push((format!("probe/coop_peak_{size}x{size}"), wgsl));
+    }
     for (name, wgsl) in super::ops::sources() {
         out.push((name.to_string(), wgsl.to_string()));
     }

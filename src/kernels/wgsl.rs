@@ -154,6 +154,7 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "ops/silu_mul.wgsl",
     "ops/silu_mul_q8.wgsl",
     "ops/write_f32.wgsl",
+    "probe/coop_peak.wgsl",
     "probe/dot4_peak.wgsl",
     "probe/fill.wgsl",
     "probe/fma_peak.wgsl",
