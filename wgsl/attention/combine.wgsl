@@ -33,6 +33,10 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read> att_rows: array<AttRow>;
 
+fn ml_at(slot: u32) -> vec2<f32> {
+    return part_ml[slot];
+}
+
 // Four chunks at value pair p: their maxes (NO_SCORE past the last chunk), sums, and
 // accumulator pairs as x and y over the chunks.
 struct Four {

@@ -40,6 +40,10 @@
 alias QRead = vec4<f32>;
 alias KvRead = vec4<u32>;
 alias OutWord = vec4<f32>;
+// The partials as u32 atomics (`put_ml`, `ml_at`, `put_acc`, `acc_at` in
+// decode_merge.wgsl), so the merging workgroup reads what the others wrote.
+alias PartMl = atomic<u32>;
+alias PartAcc = atomic<u32>;
 
 const NO_SCORE: f32 = -3.0e38;
 const ROWS: u32 = 4u;
@@ -320,10 +324,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let slot = (row_heads + h) * params.part_stride + c;
             let first = (slot * HD + w * WORD_VALUES) / 4u;
             for (var k = 0u; k < WORD_VEC4S; k++) {
-                part_acc[first + k] = vals_part(sum, k);
+                put_acc(first + k, vals_part(sum, k));
             }
             if (w == 0u) {
-                part_ml[slot] = vec2<f32>(big_m, big_l);
+                put_ml(slot, vec2<f32>(big_m, big_l));
             }
         }
     }

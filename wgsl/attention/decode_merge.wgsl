@@ -7,11 +7,11 @@
 // Why the last workgroup sees the others' partials: every workgroup's writes are
 // ordered before its count by a device-scope barrier (SPIR-V: a control barrier with
 // device memory scope and acquire-release semantics), and the last one's reads after
-// its count by another. Caches that are not coherent between compute units could still
-// hold a stale line, but only one that this compute unit loaded earlier in the same
-// dispatch (the barrier between dispatches invalidates the rest); only mergers load
-// partials, and each head's start at a multiple of 256 bytes (`decode_io.wgsl`'s
-// part_stride), so no merger loads a line of another column. Metal's
+// its count by another; and the partials are written and read as atomics, which no
+// compute unit's cache serves stale. Plain loads were not enough: on the H200 the
+// merger of a single column read partials older than the others' writes, in three runs
+// out of three (`decode_attention_matches_the_reference`, f32 2/1x32 over 1,000
+// positions; the windowed f16 and q8_0 cases too; `results/attention_merge`). Metal's
 // threadgroup_barrier orders device memory only within a threadgroup, so the router
 // keeps the combine pass there.
 //
@@ -21,6 +21,31 @@
 // params, part_ml, part_acc, out (16-byte words), HD, WG, NO_SCORE and max4.
 
 #include "attention/merge_ml.wgsl"
+
+// The partials, out and back through atomics (see above): a u32 at a time, bitcast.
+fn put_ml(slot: u32, ml: vec2<f32>) {
+    atomicStore(&part_ml[2u * slot], bitcast<u32>(ml.x));
+    atomicStore(&part_ml[2u * slot + 1u], bitcast<u32>(ml.y));
+}
+
+fn ml_at(slot: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(atomicLoad(&part_ml[2u * slot])),
+                     bitcast<f32>(atomicLoad(&part_ml[2u * slot + 1u])));
+}
+
+// Word i (four values) of the accumulators.
+fn put_acc(i: u32, v: vec4<f32>) {
+    for (var j = 0u; j < 4u; j++) {
+        atomicStore(&part_acc[4u * i + j], bitcast<u32>(v[j]));
+    }
+}
+
+fn acc_at(i: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<f32>(atomicLoad(&part_acc[4u * i])),
+                     bitcast<f32>(atomicLoad(&part_acc[4u * i + 1u])),
+                     bitcast<f32>(atomicLoad(&part_acc[4u * i + 2u])),
+                     bitcast<f32>(atomicLoad(&part_acc[4u * i + 3u])));
+}
 
 // Per column ((row * KV heads + KV head) * head groups + head group): its chunks done in
 // this step. The
@@ -61,8 +86,8 @@ struct Four {
 fn four_chunks(first: u32, c: u32, n: u32, quad: u32) -> Four {
     let ml = four_ml(first, c, n);
     let s = ml.slots;
-    return Four(ml.m, ml.l, part_acc[s.x * QUADS + quad], part_acc[s.y * QUADS + quad],
-                part_acc[s.z * QUADS + quad], part_acc[s.w * QUADS + quad]);
+    return Four(ml.m, ml.l, acc_at(s.x * QUADS + quad), acc_at(s.y * QUADS + quad),
+                acc_at(s.z * QUADS + quad), acc_at(s.w * QUADS + quad));
 }
 
 // The running (m, l, acc) of one quad.

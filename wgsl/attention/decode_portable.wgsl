@@ -15,6 +15,8 @@
 alias QRead = vec2<f32>;
 alias KvRead = KvWord;
 alias OutWord = vec2<f32>;
+alias PartMl = vec2<f32>;
+alias PartAcc = vec2<f32>;
 
 
 var<workgroup> scores: array<f32, G * TILE>;
