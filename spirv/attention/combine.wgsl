@@ -1,6 +1,6 @@
 // What both merges of split decode attention (`attention/combine.wgsl` and
 // `attention/decode_merge.wgsl`) read first of four chunks of a query head. The includer
-// gives part_ml (one vec2 (m, l) per slot) and NO_SCORE; `n` is the row's chunks.
+// gives ml_at(slot), a slot's (m, l), and NO_SCORE; `n` is the row's chunks.
 
 // Chunks c..c + 4 of the head whose first slot is `first`: their maxes (NO_SCORE past
 // the last chunk, so the copies weigh nothing), sums, and the slots read (clamped to
@@ -14,10 +14,10 @@ struct FourMl {
 fn four_ml(first: u32, c: u32, n: u32) -> FourMl {
     let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
     let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
-    let ml0 = part_ml[s.x];
-    let ml1 = part_ml[s.y];
-    let ml2 = part_ml[s.z];
-    let ml3 = part_ml[s.w];
+    let ml0 = ml_at(s.x);
+    let ml1 = ml_at(s.y);
+    let ml2 = ml_at(s.z);
+    let ml3 = ml_at(s.w);
     let real = cs < vec4<u32>(n);
     return FourMl(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
                   vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), s);
@@ -70,6 +70,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read> part_acc: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read> att_rows: array<AttRow>;
+
+fn ml_at(slot: u32) -> vec2<f32> {
+    return part_ml[slot];
+}
 
 // Four chunks at value pair p: their maxes (NO_SCORE past the last chunk), sums, and
 // accumulator pairs as x and y over the chunks.

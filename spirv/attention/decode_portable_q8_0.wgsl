@@ -115,9 +115,11 @@ fn place_of(wid: vec3<u32>) -> Place {
 // Per row r, query head h and chunk c, at (r * heads + h) * part_stride + c: (m, l). A
 // head's slots start 256 bytes apart, so no cache line holds two heads' partials (see
 // decode_merge).
-@group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
+// Elements of PartMl and PartAcc, the kernel's: pairs or words, or u32 atomics where the
+// kernel merges in the dispatch itself (`decode_merge.wgsl`).
+@group(0) @binding(4) var<storage, read_write> part_ml: array<PartMl>;
 // Per row, query head and chunk (a slot, as in part_ml), HD values at slot * HD.
-@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(5) var<storage, read_write> part_acc: array<PartAcc>;
 @group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 @group(0) @binding(7) var<storage, read> att_rows: array<AttRow>;
 
@@ -139,6 +141,8 @@ const HALF: u32 = HD / 2u;
 alias QRead = vec2<f32>;
 alias KvRead = KvWord;
 alias OutWord = vec2<f32>;
+alias PartMl = vec2<f32>;
+alias PartAcc = vec2<f32>;
 
 
 var<workgroup> scores: array<f32, G * TILE>;

@@ -160,16 +160,18 @@ fn place_of(wid: vec3<u32>) -> Place {
 // Per row r, query head h and chunk c, at (r * heads + h) * part_stride + c: (m, l). A
 // head's slots start 256 bytes apart, so no cache line holds two heads' partials (see
 // decode_merge).
-@group(0) @binding(4) var<storage, read_write> part_ml: array<vec2<f32>>;
+// Elements of PartMl and PartAcc, the kernel's: pairs or words, or u32 atomics where the
+// kernel merges in the dispatch itself (`decode_merge.wgsl`).
+@group(0) @binding(4) var<storage, read_write> part_ml: array<PartMl>;
 // Per row, query head and chunk (a slot, as in part_ml), HD values at slot * HD.
-@group(0) @binding(5) var<storage, read_write> part_acc: array<OutWord>;
+@group(0) @binding(5) var<storage, read_write> part_acc: array<PartAcc>;
 @group(0) @binding(6) var<storage, read_write> out: array<OutWord>;
 @group(0) @binding(7) var<storage, read> att_rows: array<AttRow>;
 
 const HALF: u32 = HD / 2u;
 // What both merges of split decode attention (`attention/combine.wgsl` and
 // `attention/decode_merge.wgsl`) read first of four chunks of a query head. The includer
-// gives part_ml (one vec2 (m, l) per slot) and NO_SCORE; `n` is the row's chunks.
+// gives ml_at(slot), a slot's (m, l), and NO_SCORE; `n` is the row's chunks.
 
 // Chunks c..c + 4 of the head whose first slot is `first`: their maxes (NO_SCORE past
 // the last chunk, so the copies weigh nothing), sums, and the slots read (clamped to
@@ -183,10 +185,10 @@ struct FourMl {
 fn four_ml(first: u32, c: u32, n: u32) -> FourMl {
     let cs = vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u);
     let s = vec4<u32>(first) + min(cs, vec4<u32>(n - 1u));
-    let ml0 = part_ml[s.x];
-    let ml1 = part_ml[s.y];
-    let ml2 = part_ml[s.z];
-    let ml3 = part_ml[s.w];
+    let ml0 = ml_at(s.x);
+    let ml1 = ml_at(s.y);
+    let ml2 = ml_at(s.z);
+    let ml3 = ml_at(s.w);
     let real = cs < vec4<u32>(n);
     return FourMl(select(vec4<f32>(NO_SCORE), vec4<f32>(ml0.x, ml1.x, ml2.x, ml3.x), real),
                   vec4<f32>(ml0.y, ml1.y, ml2.y, ml3.y), s);
@@ -200,11 +202,11 @@ fn four_ml(first: u32, c: u32, n: u32) -> FourMl {
 // Why the last workgroup sees the others' partials: every workgroup's writes are
 // ordered before its count by a device-scope barrier (SPIR-V: a control barrier with
 // device memory scope and acquire-release semantics), and the last one's reads after
-// its count by another. Caches that are not coherent between compute units could still
-// hold a stale line, but only one that this compute unit loaded earlier in the same
-// dispatch (the barrier between dispatches invalidates the rest); only mergers load
-// partials, and each head's start at a multiple of 256 bytes (`decode_io.wgsl`'s
-// part_stride), so no merger loads a line of another column. Metal's
+// its count by another; and the partials are written and read as atomics, which no
+// compute unit's cache serves stale. Plain loads were not enough: on the H200 the
+// merger of a single column read partials older than the others' writes, in three runs
+// out of three (`decode_attention_matches_the_reference`, f32 2/1x32 over 1,000
+// positions; the windowed f16 and q8_0 cases too; `results/attention_merge`). Metal's
 // threadgroup_barrier orders device memory only within a threadgroup, so the router
 // keeps the combine pass there.
 //
@@ -213,6 +215,31 @@ fn four_ml(first: u32, c: u32, n: u32) -> FourMl {
 // code, as in `attention/combine.wgsl`). The includer (`attention/decode.wgsl`) gives
 // params, part_ml, part_acc, out (16-byte words), HD, WG, NO_SCORE and max4.
 
+
+// The partials, out and back through atomics (see above): a u32 at a time, bitcast.
+fn put_ml(slot: u32, ml: vec2<f32>) {
+    atomicStore(&part_ml[2u * slot], bitcast<u32>(ml.x));
+    atomicStore(&part_ml[2u * slot + 1u], bitcast<u32>(ml.y));
+}
+
+fn ml_at(slot: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(atomicLoad(&part_ml[2u * slot])),
+                     bitcast<f32>(atomicLoad(&part_ml[2u * slot + 1u])));
+}
+
+// Word i (four values) of the accumulators.
+fn put_acc(i: u32, v: vec4<f32>) {
+    for (var j = 0u; j < 4u; j++) {
+        atomicStore(&part_acc[4u * i + j], bitcast<u32>(v[j]));
+    }
+}
+
+fn acc_at(i: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<f32>(atomicLoad(&part_acc[4u * i])),
+                     bitcast<f32>(atomicLoad(&part_acc[4u * i + 1u])),
+                     bitcast<f32>(atomicLoad(&part_acc[4u * i + 2u])),
+                     bitcast<f32>(atomicLoad(&part_acc[4u * i + 3u])));
+}
 
 // Per column ((row * KV heads + KV head) * head groups + head group): its chunks done in
 // this step. The
@@ -253,8 +280,8 @@ struct Four {
 fn four_chunks(first: u32, c: u32, n: u32, quad: u32) -> Four {
     let ml = four_ml(first, c, n);
     let s = ml.slots;
-    return Four(ml.m, ml.l, part_acc[s.x * QUADS + quad], part_acc[s.y * QUADS + quad],
-                part_acc[s.z * QUADS + quad], part_acc[s.w * QUADS + quad]);
+    return Four(ml.m, ml.l, acc_at(s.x * QUADS + quad), acc_at(s.y * QUADS + quad),
+                acc_at(s.z * QUADS + quad), acc_at(s.w * QUADS + quad));
 }
 
 // The running (m, l, acc) of one quad.
@@ -337,6 +364,10 @@ fn merge_chunks(h0: u32, heads: u32, row_heads: u32, out_at: u32, n: u32, lid: u
 alias QRead = vec4<f32>;
 alias KvRead = vec4<u32>;
 alias OutWord = vec4<f32>;
+// The partials as u32 atomics (`put_ml`, `ml_at`, `put_acc`, `acc_at` in
+// decode_merge.wgsl), so the merging workgroup reads what the others wrote.
+alias PartMl = atomic<u32>;
+alias PartAcc = atomic<u32>;
 
 const NO_SCORE: f32 = -3.0e38;
 const ROWS: u32 = 4u;
@@ -617,10 +648,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let slot = (row_heads + h) * params.part_stride + c;
             let first = (slot * HD + w * WORD_VALUES) / 4u;
             for (var k = 0u; k < WORD_VEC4S; k++) {
-                part_acc[first + k] = vals_part(sum, k);
+                put_acc(first + k, vals_part(sum, k));
             }
             if (w == 0u) {
-                part_ml[slot] = vec2<f32>(big_m, big_l);
+                put_ml(slot, vec2<f32>(big_m, big_l));
             }
         }
     }
