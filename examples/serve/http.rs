@@ -250,7 +250,7 @@ impl App {
             Some(n) if n > room as u64 => {
                 return Err(too_long(format!(
                     "{} tokens ({} in the prompt, {n} in the completion)",
-                    prompt.len() as u64 + n,
+                    (prompt.len() as u64).saturating_add(n),
                     prompt.len()
                 )))
             }
