@@ -438,9 +438,9 @@ impl Engine {
         let mut served = Vec::new();
         let mut in_flight = None;
         if let Some(ahead) = self.ahead.take() {
-            in_flight = self.queue_after(&ahead)?;
-            let results = self.model.device().finish_read(ahead.ticket)?;
             served = ahead.rows.iter().map(|r| r.0).collect();
+            in_flight = self.queue_pass(&served, 1)?;
+            let results = self.model.device().finish_read(ahead.ticket)?;
             self.take_tokens(&ahead.rows, &results, &mut events)?;
         }
         self.prompt_batches()?;
@@ -475,11 +475,11 @@ impl Engine {
             // Several passes: the GPU's ids are spread over them.
             last.clear();
         }
-        match in_flight {
+        self.ahead = match in_flight {
             // The served rows' next pass is queued already.
-            Some(next) => self.ahead = Some(next),
-            None => self.queue_ahead(&last)?,
-        }
+            Some(next) => Some(next),
+            None => self.queue_pass(&last, 0)?,
+        };
         Ok(events)
     }
 
@@ -643,26 +643,16 @@ impl Engine {
         self.model.device().finish_read(ticket)
     }
 
-    /// Queues the next decode pass over the rows of the last one (`last`) where each of
-    /// them goes on greedily with no logits asked, and no other sequence waits to
-    /// decode: its ids are already on the GPU.
-    fn queue_ahead(&mut self, last: &[SequenceId]) -> Result<()> {
-        if let Some(rows) = self.rows_going_on(last, 0) {
-            let ticket = self.record_pass(&rows, false)?;
-            self.ahead = Some(Ahead { rows, ticket });
-        }
-        Ok(())
-    }
-
-    /// The pass after `ahead`, queued before the host waits for `ahead`'s tokens where
-    /// its rows can go on (as [`queue_ahead`](Self::queue_ahead) asks, one token
-    /// further): the GPU then runs it straight after, taking each row's id from
-    /// `ahead`'s argmax, while the host reads `ahead` back and records the pass after.
-    /// A row that `ahead`'s token ends has this pass's token dropped; it wrote only the
-    /// cache slot past the sequence's end.
-    fn queue_after(&self, ahead: &Ahead) -> Result<Option<Ahead>> {
-        let last: Vec<SequenceId> = ahead.rows.iter().map(|r| r.0).collect();
-        let Some(rows) = self.rows_going_on(&last, 1) else {
+    /// Records and submits the next decode pass over the sequences of the last one
+    /// (`last`), with `fed` tokens of each still in flight, where each of them goes on
+    /// greedily with no logits asked and no other sequence waits to decode
+    /// (`rows_going_on`): its ids are already on the GPU, the argmax of the pass
+    /// before. With `fed` = 1 it is queued before the host waits for the pass in
+    /// flight, so the GPU runs it straight after while the host reads that one back and
+    /// records the next; a row that the pass in flight ends has this pass's token
+    /// dropped (it wrote only the cache slot past the sequence's end).
+    fn queue_pass(&self, last: &[SequenceId], fed: usize) -> Result<Option<Ahead>> {
+        let Some(rows) = self.rows_going_on(last, fed) else {
             return Ok(None);
         };
         let ticket = self.record_pass(&rows, false)?;
