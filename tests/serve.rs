@@ -13,7 +13,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,13 @@ fn example(name: &str) -> PathBuf {
     path
 }
 
-fn python() -> String {
+/// The Python with OpenAI's client, checked once per test process.
+fn python() -> &'static str {
+    static PYTHON: OnceLock<String> = OnceLock::new();
+    PYTHON.get_or_init(checked_python)
+}
+
+fn checked_python() -> String {
     let python = std::env::var("BRASS_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python)
         .args(["-c", "import openai, httpx2"])

@@ -24,7 +24,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::openai::{
     parse, refuse_unsupported, stop_strings, ApiError, ChatRequest, CompletionRequest, Endpoint,
-    Prompt, Reply, Sampling,
+    Finish, Prompt, Reply, Sampling, Usage,
 };
 use crate::scheduler::{Job, Load, Update};
 
@@ -342,13 +342,7 @@ impl App {
             match update {
                 Update::Token(t) | Update::Tail(t) => text.push_str(&t),
                 Update::Done { finish, usage } => {
-                    eprintln!(
-                        "{}: {} prompt + {} completion tokens, {}",
-                        reply.id,
-                        usage.prompt_tokens,
-                        usage.completion_tokens,
-                        finish.as_str()
-                    );
+                    log_done(&reply, "", finish, usage);
                     return Json(reply.full(&text, finish, usage)).into_response();
                 }
                 Update::Failed(message) => {
@@ -383,13 +377,7 @@ fn stream_events(
                     (vec![reply.chunk(Some(&t), None, include_usage)], true)
                 }
                 Some(Update::Done { finish, usage }) => {
-                    eprintln!(
-                        "{} (streamed): {} prompt + {} completion tokens, {}",
-                        reply.id,
-                        usage.prompt_tokens,
-                        usage.completion_tokens,
-                        finish.as_str()
-                    );
+                    log_done(&reply, " (streamed)", finish, usage);
                     let mut last = vec![reply.chunk(None, Some(finish), include_usage)];
                     if include_usage {
                         last.push(reply.usage_chunk(usage));
@@ -417,7 +405,19 @@ fn stream_events(
     start.chain(rest.flatten())
 }
 
-fn now() -> u64 {
+/// The server's line for a finished request: its id, token counts and finish reason.
+fn log_done(reply: &Reply, how: &str, finish: Finish, usage: Usage) {
+    eprintln!(
+        "{}{how}: {} prompt + {} completion tokens, {}",
+        reply.id,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        finish.as_str()
+    );
+}
+
+/// Seconds since the Unix epoch, as OpenAI's `created` fields count them.
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

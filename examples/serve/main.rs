@@ -151,9 +151,7 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         sequences: args.sequences,
         queue: args.queue as usize,
         next_id: AtomicU64::new(0),
-        started: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        started: http::now(),
         max_body_bytes: args.max_body_bytes,
     });
 

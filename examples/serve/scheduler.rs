@@ -141,8 +141,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
             .map(|(&seq, _)| seq)
             .collect();
         for seq in gone {
-            active.remove(&seq);
-            let _ = engine.remove(seq);
+            leave(&mut engine, &mut active, seq);
             eprintln!("{seq}: the client left; its sequence is freed");
         }
         load.running.store(active.len(), Ordering::Relaxed);
@@ -154,9 +153,11 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
             Err(e) => {
                 // The step's state is unknown: every running request ends with the error.
                 eprintln!("error: a step failed: {e}");
-                for (seq, a) in active.drain() {
-                    a.send(Update::Failed(format!("the engine's step failed: {e}")));
-                    let _ = engine.remove(seq);
+                let running: Vec<SequenceId> = active.keys().copied().collect();
+                for seq in running {
+                    if let Some(a) = leave(&mut engine, &mut active, seq) {
+                        a.send(Update::Failed(format!("the engine's step failed: {e}")));
+                    }
                 }
                 continue;
             }
@@ -172,8 +173,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                         Ok(piece) => piece,
                         Err(e) => {
                             a.send(Update::Failed(e.to_string()));
-                            active.remove(&seq);
-                            let _ = engine.remove(seq);
+                            leave(&mut engine, &mut active, seq);
                             continue;
                         }
                     };
@@ -184,16 +184,14 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                             finish: Finish::Stop,
                             usage: a.usage,
                         });
-                        active.remove(&seq);
-                        let _ = engine.remove(seq);
+                        leave(&mut engine, &mut active, seq);
                         load.served.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Event::Done { seq, reason } => {
-                    let Some(mut a) = active.remove(&seq) else {
+                    let Some(mut a) = leave(&mut engine, &mut active, seq) else {
                         continue;
                     };
-                    let _ = engine.remove(seq);
                     match reason {
                         StopReason::Stop(_) => a.finish(Finish::Stop),
                         // Requests are sized to their context, so this is max_tokens too.
@@ -208,6 +206,19 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
         }
         load.running.store(active.len(), Ordering::Relaxed);
     }
+}
+
+/// Takes a request out of the running ones and its sequence out of the engine (the two
+/// go together: a sequence left in the engine would keep its cache region and its
+/// row in every step).
+fn leave<'t>(
+    engine: &mut Engine,
+    active: &mut HashMap<SequenceId, Active<'t>>,
+    seq: SequenceId,
+) -> Option<Active<'t>> {
+    // An id the engine no longer holds (a request that left already) is no error here.
+    let _ = engine.remove(seq);
+    active.remove(&seq)
 }
 
 /// Cuts the text at the first stop string, holding back any end of it that may be the
