@@ -50,6 +50,11 @@ struct Args {
     json: Option<String>,
     #[arg(long)]
     adapter: Option<String>,
+    /// Also every decode-columns engine (`matmul/columns.wgsl`) of these row blocks,
+    /// token blocks and groups per K step that the adapter can run, as
+    /// `ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS`.
+    #[arg(long, value_delimiter = ',')]
+    columns: Vec<String>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -107,6 +112,18 @@ fn run(args: &Args) -> brass::Result<()> {
             coop_probe = Some(coop_compute_probe(&device, 5, 20.0)?);
         }
         Err(e) => println!("{e}"),
+    }
+    for spec in &args.columns {
+        let parsed: Vec<u32> = spec.split(':').filter_map(|v| v.parse().ok()).collect();
+        let [row_blocks, token_blocks, k_groups] = parsed[..] else {
+            return Err(brass::Error::Invalid(format!(
+                "--columns {spec}: ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS"
+            )));
+        };
+        match MatmulEngine::coop_columns(&profile, row_blocks, token_blocks, k_groups) {
+            Some(engine) => engines.push(engine),
+            None => println!("decode columns {spec}: cannot run on {}", profile.name),
+        }
     }
     println!("{}\n{probe}\n{f32_probe}", profile.name);
     if let Some(coop) = &coop_probe {
@@ -189,9 +206,10 @@ fn run(args: &Args) -> brass::Result<()> {
                         let t = time_matmul(&device, &cache, &matvec, &launch, n, effort)?;
                         let tflops = launch.flops(n) as f64 / t.median_us / 1e6;
                         let (peak, probe_name) = match (launch.engine(), &coop_probe) {
-                            (MatmulEngine::CoopMatrix { .. }, Some(coop)) => {
-                                (coop.tflops, "matrix")
-                            }
+                            (
+                                MatmulEngine::CoopMatrix { .. } | MatmulEngine::CoopColumns { .. },
+                                Some(coop),
+                            ) => (coop.tflops, "matrix"),
                             _ => match launch.input() {
                                 MatmulInput::Q8 => (probe.int8_tops, "int8"),
                                 MatmulInput::F32 => (f32_probe.f32_tflops, "f32"),

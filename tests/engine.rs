@@ -590,3 +590,87 @@ fn a_hostile_prompt_of_special_tokens_changes_no_other_sequence() {
     assert!(text(&expected[0]).starts_with("The capital of Japan is Tokyo"));
     assert!(text(&expected[2]).starts_with(" Paris."));
 }
+
+/// A decode step of many rows (20 sequences; on an adapter with cooperative matrices,
+/// past `DECODE_MATRIX_UNITS_FROM` rows, the plan's `DecodeRowsOnMatrixUnits`): every
+/// sequence's tokens and logits are its own whoever shares the steps (the same 20
+/// sequences in the opposite order, beside 3 others, give the same bits), and its
+/// logits are those it gets alone within f16's rounding of weights and x (exactly
+/// them where the steps stay on the column matvec).
+#[test]
+fn steps_of_many_rows_keep_each_sequence_its_own() {
+    let path = model_file(11);
+    let mut engine = engine_of(&path, &options(24));
+    let on_units = engine
+        .model()
+        .plan()
+        .decode_rows
+        .iter()
+        .any(|c| matches!(c, brass::router::Clause::DecodeRowsOnMatrixUnits { .. }));
+    let adapter = engine.model().device().profile().name.clone();
+    eprintln!("{adapter}: steps of many rows on the matrix units: {on_units}");
+    let mut rng = common::Rng::new(7);
+    let mut one = || vec![3 + (rng.next_u64() % (VOCAB - 3)) as u32];
+    let prompts: Vec<Vec<u32>> = (0..20).map(|_| one()).collect();
+    let others: Vec<Vec<u32>> = (0..3).map(|_| one()).collect();
+    let opts = || SequenceOptions {
+        stop_at_eog: false,
+        ..greedy(4)
+    };
+    // Every prompt is one token, so all join in the first step and every decode step
+    // has all of them.
+    let mut together = |order: &[&Vec<u32>]| -> Vec<Run> {
+        let ids: Vec<SequenceId> = order
+            .iter()
+            .map(|p| engine.add(p, opts()).unwrap())
+            .collect();
+        let mut runs = BTreeMap::new();
+        while engine.running() > 0 {
+            record(&mut runs, engine.step().unwrap());
+        }
+        ids.iter()
+            .map(|id| {
+                engine.remove(*id).unwrap();
+                runs.remove(id).unwrap()
+            })
+            .collect()
+    };
+    let forward: Vec<&Vec<u32>> = prompts.iter().collect();
+    let first = together(&forward);
+    let backward: Vec<&Vec<u32>> = others.iter().chain(prompts.iter().rev()).collect();
+    let mut second = together(&backward);
+    second.drain(..others.len());
+    second.reverse();
+    for (i, (a, b)) in first.iter().zip(&second).enumerate() {
+        assert_eq!(
+            a, b,
+            "sequence {i}: its bits moved with who shared its steps"
+        );
+    }
+    let mut worst = 0f32;
+    for (i, (prompt, run)) in prompts.iter().zip(&first).enumerate() {
+        let lone = alone(&mut engine, prompt, 4);
+        assert_eq!(lone.tokens.len(), run.tokens.len());
+        for ((_, a), (_, b)) in lone.tokens.iter().zip(&run.tokens) {
+            let a: Vec<f32> = a.iter().map(|&v| f32::from_bits(v)).collect();
+            let b: Vec<f32> = b.iter().map(|&v| f32::from_bits(v)).collect();
+            let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let diff = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            worst = worst.max(diff / scale);
+            if on_units {
+                // f16 keeps 11 bits of each operand; two layers of them leave the
+                // logits within a percent of their largest.
+                assert!(
+                    diff <= 0.01 * scale,
+                    "sequence {i}: {diff} of {scale} from alone"
+                );
+            } else {
+                assert_eq!(a, b, "sequence {i}: not its logits alone");
+            }
+        }
+    }
+    eprintln!("largest difference from alone: {worst:.2e} of the logits' largest");
+}

@@ -144,10 +144,21 @@ fn check(
         MatmulInput::Q8 => {
             let x_q8: Vec<u8> = xs.iter().flat_map(|x| quantize_x_q8(x)).collect();
             let per_token = (k / 32 * Q8_GROUP_BYTES) as usize;
-            let values = (0..n_tokens as usize)
-                .map(|t| matmul::dequantize_x_q8(&x_q8[t * per_token..][..per_token], k as usize))
+            // The decode columns read both int8 planes; the prompt's matmuls the first.
+            let columns = matches!(engine, MatmulEngine::CoopColumns { .. });
+            let values: Vec<Vec<f32>> = (0..n_tokens as usize)
+                .map(|t| {
+                    let q8 = &x_q8[t * per_token..][..per_token];
+                    match columns {
+                        true => matmul::dequantize_x_q8_planes(q8, k as usize),
+                        false => matmul::dequantize_x_q8(q8, k as usize),
+                    }
+                })
                 .collect();
-            let expected = cpu_reference(ty, &w, mk, &x_q8, n_tokens as usize);
+            let expected = match columns {
+                true => cpu_reference_f32x(ty, &w, mk, &values.concat(), n_tokens as usize),
+                false => cpu_reference(ty, &w, mk, &x_q8, n_tokens as usize),
+            };
             (x_q8, values, expected)
         }
         MatmulInput::F32 => {
@@ -217,7 +228,9 @@ fn check(
                 MatmulEngine::Dot4 { .. } => 1e-5 * scale[r] + 1e-6,
                 // Weights and x are rounded to f16 (2^-11 each) before they multiply:
                 // at most 2^-10 of each product's magnitude, plus f32 accumulation.
-                MatmulEngine::CoopMatrix { .. } => 2f64.powi(-10) * scale[r] + 1e-5,
+                MatmulEngine::CoopMatrix { .. } | MatmulEngine::CoopColumns { .. } => {
+                    2f64.powi(-10) * scale[r] + 1e-5
+                }
                 // x is the reference's own, and so is each weight where it is a product
                 // (f16 widens exactly; the quants' scales multiply in ggml's order).
                 // A scaled quant plus an offset the GPU may fuse, rounding once where
@@ -238,6 +251,149 @@ fn check(
             );
         }
     }
+}
+
+/// The decode-columns configurations the tests run where the adapter can, as (row
+/// blocks, token blocks, groups per K step): each row block count and token block
+/// count, with groups per K step the router or the bench may pick.
+const COLUMNS_CONFIGS: [(u32, u32, u32); 7] = [
+    (1, 1, 8),
+    (1, 2, 16),
+    (2, 1, 4),
+    (2, 2, 4),
+    (2, 2, 8),
+    (4, 2, 4),
+    (8, 1, 4),
+];
+
+/// The decode-columns engines of [`COLUMNS_CONFIGS`] the device under test runs (none,
+/// with a note, where it has no cooperative matrices).
+fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
+    let engines: Vec<MatmulEngine> = COLUMNS_CONFIGS
+        .iter()
+        .filter_map(|&(rb, tb, kg)| MatmulEngine::coop_columns(device.profile(), rb, tb, kg))
+        .collect();
+    if engines.is_empty() {
+        eprintln!(
+            "decode-columns matmuls not run on {}: no cooperative matrices",
+            device.profile().name
+        );
+    }
+    engines
+}
+
+#[test]
+fn every_decode_columns_matmul_matches_its_cpu_reference() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    for engine in columns_engines(&device) {
+        for kernel in quant_kernels() {
+            let (m, k) = (70, k_of(kernel.ty));
+            let launch = matvec_launch(device.profile(), kernel.ty, (m, k));
+            for n_tokens in [1, 5, 16, 19, 33] {
+                let case = Case {
+                    ty: kernel.ty,
+                    m,
+                    k,
+                    n_tokens,
+                    y_first: 3,
+                    y_stride: m + 5,
+                };
+                check(&device, &cache, &launch, engine, &case);
+            }
+        }
+        eprintln!("{engine:?}: ok");
+    }
+}
+
+/// A decode step's rows on the matrix units are batch invariant: each token's outputs
+/// are bit for bit those of a dispatch of that token alone, wherever it sits among 19
+/// (in the first token tile or the second).
+#[test]
+fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    for engine in columns_engines(&device) {
+        for kernel in quant_kernels() {
+            let (m, k) = (70, 2 * k_of(kernel.ty));
+            let launch = matvec_launch(device.profile(), kernel.ty, (m, k));
+            let mm = MatmulLaunch::of(&launch, engine).unwrap();
+            let w = random_blocks(kernel.ty, (m * k) as usize / kernel.ty.block_size(), m + k);
+            let parts = launch.upload_weights(&device, "w", &w).unwrap();
+            let mut rng = common::Rng::new(k);
+            let n = 19u64;
+            let xs: Vec<u8> = (0..n)
+                .flat_map(|_| quantize_x_q8(&rng.vec(k as usize)))
+                .collect();
+            let per_token = mm.x_bytes_per_token() as usize;
+            let together = run_matmul(&device, &cache, &mm, &parts, &xs, n);
+            for t in 0..n as usize {
+                let alone = run_matmul(
+                    &device,
+                    &cache,
+                    &mm,
+                    &parts,
+                    &xs[t * per_token..][..per_token],
+                    1,
+                );
+                let column = &together[t * m as usize..][..m as usize];
+                assert!(
+                    alone
+                        .iter()
+                        .zip(column)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{}: token {t} of {n} differs from its dispatch alone",
+                    mm.pipeline_key()
+                );
+            }
+            for p in &parts {
+                device.destroy_buffer(p.buffer).unwrap();
+            }
+        }
+        eprintln!("{engine:?}: ok");
+    }
+}
+
+/// y (tokens after one another, M floats each) = W x for the `n_tokens` tokens of
+/// `x_data` in the matmul's form.
+fn run_matmul(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    mm: &MatmulLaunch,
+    parts: &[brass::device::Slice],
+    x_data: &[u8],
+    n_tokens: u64,
+) -> Vec<f32> {
+    let x_bytes = x_data.len() as u64;
+    let xb = device
+        .create_buffer("x", x_bytes, BufferUse::Storage)
+        .unwrap();
+    device.upload(xb, 0, x_data).unwrap();
+    let y_len = n_tokens * mm.m();
+    let yb = device
+        .create_buffer("y", y_len * 4, BufferUse::Storage)
+        .unwrap();
+    let pipeline = mm.pipeline(device, cache).unwrap();
+    let mut list = CommandList::new();
+    for d in mm
+        .dispatches(
+            pipeline,
+            parts,
+            brass::device::Slice::new(xb, 0, x_bytes),
+            mm.x_bytes_per_token(),
+            brass::device::Slice::new(yb, 0, y_len * 4),
+            (0, mm.m()),
+            n_tokens,
+        )
+        .unwrap()
+    {
+        list.dispatch(d);
+    }
+    device.submit(&list).unwrap();
+    let y = read_f32(device, yb, 0, y_len as usize).unwrap();
+    device.destroy_buffer(xb).unwrap();
+    device.destroy_buffer(yb).unwrap();
+    y
 }
 
 /// K per type: for the 32-weight types 160 (five groups: a partial K step), for the

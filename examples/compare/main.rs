@@ -73,8 +73,9 @@ struct Args {
     /// exact math, at a cost (H200: 12 % of the Llama-3-8B shape's decode speed).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
     x_planes: Option<u32>,
-    /// Whether prefill matmuls multiply on cooperative matrices: true (refused where the
-    /// adapter has none), false for dot4 (default: where the adapter has them).
+    /// Whether prefill matmuls, and the decode steps of many rows, multiply on
+    /// cooperative matrices: true (refused where the adapter has none), false for dot4
+    /// and the column matvec (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
     /// Also decode with this many tokens already in the KV cache (comma-separated),

@@ -133,6 +133,11 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.sequences,
         args.queue
     );
+    // How the steps of many sequences run, as the plan says (the matrix units past a
+    // number of rows, where the adapter has them).
+    for clause in &engine.model().plan().decode_rows {
+        eprintln!("  decode rows: {clause}");
+    }
 
     let (jobs, queue) = std::sync::mpsc::sync_channel(args.queue as usize);
     let load = Arc::new(scheduler::Load::default());

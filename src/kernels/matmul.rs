@@ -66,6 +66,9 @@ pub struct MatmulKernel {
     pub name: &'static str,
     /// `matmul/<type>_coopmat`: the dot4 kernel's weights on cooperative matrices.
     pub coopmat: Option<&'static str>,
+    /// `matmul/<type>_columns`: the same weights on cooperative matrices in a decode
+    /// step's shape (a few tokens, [`MatmulEngine::CoopColumns`]).
+    pub columns: Option<&'static str>,
     /// The dot4 matvec whose uploaded weights it reads; None for the fma kernels, which
     /// read the GGUF rows that every non-dot4 matvec of their type uploads.
     pub matvec: Option<&'static str>,
@@ -79,6 +82,7 @@ macro_rules! matmul {
             ty: GgmlType::$ty,
             name: concat!("matmul/", $stem, "_dot4"),
             coopmat: Some(concat!("matmul/", $stem, "_coopmat")),
+            columns: Some(concat!("matmul/", $stem, "_columns")),
             matvec: Some(concat!("matvec/", $stem, "_dot4")),
             input: MatmulInput::Q8,
         }
@@ -88,6 +92,7 @@ macro_rules! matmul {
             ty: GgmlType::$ty,
             name: concat!("matmul/", $stem, "_fma"),
             coopmat: None,
+            columns: None,
             matvec: None,
             input: MatmulInput::F32,
         }
@@ -138,6 +143,23 @@ pub enum MatmulEngine {
         /// Groups of 32 staged per K step.
         k_groups: u32,
     },
+    /// A decode step's rows (a token per sequence) on the adapter's cooperative matrices
+    /// (`matmul/columns.wgsl`): [`COOP_SUBGROUPS`] subgroups take `row_blocks` blocks
+    /// of S rows by `token_blocks` blocks of S tokens, the K parts summed in a fixed
+    /// order, so that a token's outputs do not depend on the others.
+    CoopColumns {
+        /// The cooperative-matrix shape multiplied on.
+        shape: CoopMatrix,
+        /// Workgroups are [`COOP_SUBGROUPS`] subgroups of this (the adapter's largest) size.
+        subgroup_max: u32,
+        /// Groups of 32 staged per K step.
+        k_groups: u32,
+        /// Blocks of S rows per workgroup: 1, 2, 4 or 8 (the subgroups split K in
+        /// `8 / row_blocks` parts).
+        row_blocks: u32,
+        /// Blocks of S tokens per workgroup: 1 or 2.
+        token_blocks: u32,
+    },
     /// Weights decoded to f32 from GGUF rows and f32 x, f32 multiply-adds over tiles of
     /// [`FMA_TILE`], [`FMA_K_STEP`] per K step: what [`MatmulLaunch::of`] gives every
     /// matrix whose matvec is not dot4, whichever engine was routed for the dot4 ones
@@ -162,12 +184,57 @@ impl MatmulEngine {
         Ok(MatmulEngine::Dot4 { k_groups })
     }
 
-    /// Rows (and tokens) of a workgroup's tile.
+    /// The decode-columns engine of `row_blocks` blocks of rows, `token_blocks` of
+    /// tokens and `k_groups` groups per K step on `profile`, or None where it cannot run
+    /// there: no cooperative matrix shape or subgroups, a workgroup past the invocation
+    /// or memory limits, `row_blocks` not 1, 2, 4 or 8, `token_blocks` not 1 or 2, or K
+    /// parts (`k_groups * 32 / (8 / row_blocks)` values) that are not whole matrices.
+    pub fn coop_columns(
+        profile: &DeviceProfile,
+        row_blocks: u32,
+        token_blocks: u32,
+        k_groups: u32,
+    ) -> Option<MatmulEngine> {
+        let shape = profile.coop_matrix?;
+        let k_parts = COOP_SUBGROUPS.checked_div(row_blocks)?;
+        let fits = profile.subgroups
+            && [1, 2, 4, 8].contains(&row_blocks)
+            && [1, 2].contains(&token_blocks)
+            && k_groups > 0
+            && (32 * k_groups).is_multiple_of(k_parts * shape.size)
+            && COOP_SUBGROUPS * profile.subgroup_max <= profile.max_invocations_per_workgroup
+            && columns_workgroup_bytes(shape, k_groups, row_blocks, token_blocks)
+                <= profile.workgroup_storage_bytes as u64;
+        fits.then_some(MatmulEngine::CoopColumns {
+            shape,
+            subgroup_max: profile.subgroup_max,
+            k_groups,
+            row_blocks,
+            token_blocks,
+        })
+    }
+
+    /// Rows of a workgroup's tile.
     pub fn tile(&self) -> u64 {
         match *self {
             MatmulEngine::Dot4 { .. } => DOT4_TILE,
             MatmulEngine::CoopMatrix { shape, .. } => coop_tile(shape),
+            MatmulEngine::CoopColumns {
+                shape, row_blocks, ..
+            } => row_blocks as u64 * shape.size as u64,
             MatmulEngine::Fma => FMA_TILE,
+        }
+    }
+
+    /// Tokens of a workgroup's tile.
+    pub fn token_tile(&self) -> u64 {
+        match *self {
+            MatmulEngine::CoopColumns {
+                shape,
+                token_blocks,
+                ..
+            } => token_blocks as u64 * shape.size as u64,
+            engine => engine.tile(),
         }
     }
 
@@ -175,7 +242,9 @@ impl MatmulEngine {
     /// ([`FMA_K_STEP`]) is not whole groups.
     pub fn k_groups(&self) -> u32 {
         match *self {
-            MatmulEngine::Dot4 { k_groups } | MatmulEngine::CoopMatrix { k_groups, .. } => k_groups,
+            MatmulEngine::Dot4 { k_groups }
+            | MatmulEngine::CoopMatrix { k_groups, .. }
+            | MatmulEngine::CoopColumns { k_groups, .. } => k_groups,
             MatmulEngine::Fma => 0,
         }
     }
@@ -206,6 +275,21 @@ pub fn coop_workgroup_bytes(shape: CoopMatrix, k_groups: u32) -> u64 {
     2 * tile * ld * shape.input.bytes() + COOP_SUBGROUPS as u64 * size * size * 4
 }
 
+/// A decode-columns workgroup's memory: `row_blocks` blocks of S rows and
+/// `token_blocks` of S tokens staged as the input type (rows padded by 8 elements),
+/// and each subgroup's f32 accumulators going out.
+pub fn columns_workgroup_bytes(
+    shape: CoopMatrix,
+    k_groups: u32,
+    row_blocks: u32,
+    token_blocks: u32,
+) -> u64 {
+    let size = shape.size as u64;
+    let ld = 32 * k_groups as u64 + 8;
+    (row_blocks + token_blocks) as u64 * size * ld * shape.input.bytes()
+        + (COOP_SUBGROUPS * token_blocks) as u64 * size * size * 4
+}
+
 /// What every kernel on cooperative matrices of `shape` is composed with (the matmuls,
 /// the matrix probe): its `enable` directives, and S, CT (the multiplied type) and the
 /// matrix types MatA, MatB and MatC (f32 accumulators).
@@ -222,6 +306,24 @@ pub fn coop_preamble(shape: CoopMatrix) -> (Vec<&'static str>, Vec<WgslConst>) {
         WgslConst::alias("MatC", coop_type(shape, 'C')),
     ];
     (enables, consts)
+}
+
+/// The constants of every matmul on cooperative matrices: the preamble's, its
+/// subgroups' size and its groups per K step.
+fn coop_constants(shape: CoopMatrix, subgroup_max: u32, k_groups: u32) -> Vec<WgslConst> {
+    let mut consts = coop_preamble(shape).1;
+    consts.push(WgslConst::u32("SUBGROUP_MAX", subgroup_max));
+    consts.push(WgslConst::u32("K_GROUPS", k_groups));
+    consts
+}
+
+/// The pipeline key of kernel `name` on cooperative matrices, as far as every such
+/// engine shares it.
+fn coop_key(name: &str, shape: CoopMatrix, subgroup_max: u32, k_groups: u32) -> String {
+    format!(
+        "{name} {shape} wg{} k_groups{k_groups}",
+        COOP_SUBGROUPS * subgroup_max
+    )
 }
 
 /// `coop_mat<S>x<S><T, role>` for the shapes [`CoopMatrix::pick`] allows.
@@ -347,8 +449,9 @@ impl MatmulLaunch {
 
     /// The WGSL file (`matmul/<type>_dot4`, `_coopmat` or `_fma`).
     pub fn kernel_name(&self) -> &'static str {
-        match (self.engine, self.kernel.coopmat) {
-            (MatmulEngine::CoopMatrix { .. }, Some(coopmat)) => coopmat,
+        match (self.engine, self.kernel.coopmat, self.kernel.columns) {
+            (MatmulEngine::CoopMatrix { .. }, Some(coopmat), _) => coopmat,
+            (MatmulEngine::CoopColumns { .. }, _, Some(columns)) => columns,
             // `of` pairs a kernel without cooperative matrices with Fma only.
             _ => self.kernel.name,
         }
@@ -385,7 +488,9 @@ impl MatmulLaunch {
     pub fn enables(&self) -> Vec<&'static str> {
         match self.engine {
             MatmulEngine::Dot4 { .. } | MatmulEngine::Fma => vec![],
-            MatmulEngine::CoopMatrix { shape, .. } => coop_preamble(shape).0,
+            MatmulEngine::CoopMatrix { shape, .. } | MatmulEngine::CoopColumns { shape, .. } => {
+                coop_preamble(shape).0
+            }
         }
     }
 
@@ -397,10 +502,17 @@ impl MatmulLaunch {
                 shape,
                 subgroup_max,
                 k_groups,
+            } => coop_constants(shape, subgroup_max, k_groups),
+            MatmulEngine::CoopColumns {
+                shape,
+                subgroup_max,
+                k_groups,
+                row_blocks,
+                token_blocks,
             } => {
-                let mut consts = coop_preamble(shape).1;
-                consts.push(WgslConst::u32("SUBGROUP_MAX", subgroup_max));
-                consts.push(WgslConst::u32("K_GROUPS", k_groups));
+                let mut consts = coop_constants(shape, subgroup_max, k_groups);
+                consts.push(WgslConst::u32("ROW_BLOCKS", row_blocks));
+                consts.push(WgslConst::u32("TOKEN_BLOCKS", token_blocks));
                 consts
             }
             MatmulEngine::Fma => vec![WgslConst::u32("K_STEP", FMA_K_STEP)],
@@ -416,9 +528,17 @@ impl MatmulLaunch {
                 shape,
                 subgroup_max,
                 k_groups,
+            } => coop_key(name, shape, subgroup_max, k_groups),
+            MatmulEngine::CoopColumns {
+                shape,
+                subgroup_max,
+                k_groups,
+                row_blocks,
+                token_blocks,
             } => format!(
-                "{name} {shape} wg{} k_groups{k_groups}",
-                COOP_SUBGROUPS * subgroup_max
+                "{} rows{row_blocks}x{size} tokens{token_blocks}x{size}",
+                coop_key(name, shape, subgroup_max, k_groups),
+                size = shape.size
             ),
             MatmulEngine::Fma => format!("{name} k_step{FMA_K_STEP}"),
         }
@@ -497,7 +617,7 @@ impl MatmulLaunch {
             u32::try_from(v).map_err(|_| Error::Invalid(format!("matmul {what} {v} exceeds u32")))
         };
         let tile = self.engine.tile();
-        let token_tiles = u32_of(n_tokens.div_ceil(tile), "token tiles")?;
+        let token_tiles = u32_of(n_tokens.div_ceil(self.engine.token_tile()), "token tiles")?;
         self.parts
             .iter()
             .zip(weights)
@@ -525,7 +645,9 @@ impl MatmulLaunch {
 
 /// Every matmul kernel as (name, complete WGSL) in its canonical configurations: dot4
 /// with two groups per K step; cooperative matrices 16x16 f16 (NVIDIA's, as
-/// `<name>_16x16`) and 8x8 f16 (Metal's, `<name>_8x8`) with subgroups of 32; fma.
+/// `<name>_16x16`) and 8x8 f16 (Metal's, `<name>_8x8`) with subgroups of 32, the decode
+/// columns in the same two shapes with 4 groups per K step, 2 row blocks and 2 token
+/// blocks; fma.
 pub fn sources() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for kernel in MATMUL_KERNELS {
@@ -546,15 +668,27 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             launch(MatmulEngine::Dot4 { k_groups: 2 }).source()?,
         ));
         for size in [16, 8] {
+            let shape = CoopMatrix {
+                size,
+                input: CoopInput::F16,
+            };
             let engine = MatmulEngine::CoopMatrix {
-                shape: CoopMatrix {
-                    size,
-                    input: CoopInput::F16,
-                },
+                shape,
                 subgroup_max: 32,
                 k_groups: 2,
             };
             out.push((format!("{coopmat}_{size}x{size}"), launch(engine).source()?));
+            let Some(columns) = kernel.columns else {
+                continue;
+            };
+            let engine = MatmulEngine::CoopColumns {
+                shape,
+                subgroup_max: 32,
+                k_groups: 4,
+                row_blocks: 2,
+                token_blocks: 2,
+            };
+            out.push((format!("{columns}_{size}x{size}"), launch(engine).source()?));
         }
     }
 
@@ -569,6 +703,18 @@ pub fn dequantize_x_q8(q8: &[u8], k: usize) -> Vec<f32> {
         .flat_map(|g| {
             let d = f32::from_le_bytes(g[32..36].try_into().expect("4 bytes"));
             g[..32].iter().map(move |&q| q as i8 as f32 * d)
+        })
+        .collect()
+}
+
+/// x as the decode columns read it (`matmul/columns.wgsl`), back to floats: both int8
+/// planes, each value d * (256 q1 + q2) with d the two planes' scale.
+pub fn dequantize_x_q8_planes(q8: &[u8], k: usize) -> Vec<f32> {
+    let groups = q8.chunks_exact(Q8_GROUP_BYTES as usize).take(k / 32);
+    groups
+        .flat_map(|g| {
+            let d = f32::from_le_bytes(g[80..84].try_into().expect("4 bytes"));
+            (0..32).map(move |i| (256 * (g[i] as i8 as i32) + g[48 + i] as i8 as i32) as f32 * d)
         })
         .collect()
 }

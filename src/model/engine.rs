@@ -11,7 +11,13 @@
 //! A sequence's logits do not depend on who shares its steps: every op of a decode pass
 //! computes each row as it computes a lone decode step's row, with the same pipelines,
 //! the same reduction order and the same attention split, and a prompt is cut into the
-//! same batches whoever else is running. The tests check it bit for bit.
+//! same batches whoever else is running. The tests check it bit for bit. One limit,
+//! stated in the plan (`Clause::DecodeRowsOnMatrixUnits`): on an adapter with
+//! cooperative matrices, a model serving `DECODE_MATRIX_UNITS_FROM` (17) sequences or
+//! more multiplies the steps of that many rows on the matrix units, where weights and x
+//! meet in f16. A row's result there still depends on nothing but the row, so the steps
+//! of many rows give a sequence the same bits whoever shares them, but not the bits of
+//! the steps of few rows.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -13,8 +13,11 @@ use std::sync::OnceLock;
 
 use super::layout::{q8_row, BatchBuffers, Rows, Widths};
 use super::non_finite::Probes;
+use super::plan::DECODE_MATRIX_UNITS_FROM;
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
-use crate::device::{BufferUse, CommandList, Dispatch, OwnedBuffers, ReadTicket, Slice};
+use crate::device::{
+    BufferUse, CommandList, Dispatch, OwnedBuffers, PipelineId, ReadTicket, Slice,
+};
 use crate::kernels::attention::{AttentionLaunch, AttentionRow, Partials, ATTENTION_ROW_BYTES};
 use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
 use crate::kernels::matvec::XForm;
@@ -208,10 +211,21 @@ impl<'m> Pass<'m> {
         Ok(Slice::new(s.buffer, offset, bytes))
     }
 
+    /// The decode columns `m` multiplies this pass's rows with: in a decode step of
+    /// [`DECODE_MATRIX_UNITS_FROM`] rows or more, where the plan gave it them.
+    fn on_matrix_units<'a>(&self, m: &'a Matrix) -> Option<&'a MatmulLaunch> {
+        match self.place {
+            Place::Each(_) if self.n >= DECODE_MATRIX_UNITS_FROM => m.plan.decode_columns.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Whether any of `ms` takes x quantized in this pass: a matvec whose route reads
-    /// x as the op before wrote it quantized (`XForm::Q8`), or a matmul of int8 x.
+    /// x as the op before wrote it quantized (`XForm::Q8`), or a matmul of int8 x
+    /// (the decode columns' included).
     fn takes_q8(&self, ms: &[&Matrix]) -> bool {
         ms.iter().any(|m| match self.kind() {
+            LinearKind::Matvec if self.on_matrix_units(m).is_some() => true,
             LinearKind::Matvec => m.plan.route.launch().x_form() == XForm::Q8,
             LinearKind::Matmul => m
                 .plan
@@ -286,6 +300,12 @@ impl<'m> Pass<'m> {
         let model = self.model;
         let dev = model.device.as_ref();
         for m in ms {
+            if let Some(launch) = self.on_matrix_units(m) {
+                // A step of many rows: its matrices on the matrix units (the plan's
+                // `DecodeRowsOnMatrixUnits`), every row still computed alone.
+                self.matmul(m, launch, &m.columns, x, (y, y_stride))?;
+                continue;
+            }
             match self.kind() {
                 LinearKind::Matvec => {
                     let launch = m.plan.route.launch();
@@ -330,24 +350,40 @@ impl<'m> Pass<'m> {
                             Error::Invalid(format!("`{}` has no matmul planned", m.plan.name()))
                         })?
                         .launch();
-                    let pipeline = once(&m.matmul, || launch.pipeline(dev, &model.pipelines))?;
-                    let (x, x_stride) = match launch.input() {
-                        MatmulInput::F32 => x.f32,
-                        MatmulInput::Q8 => x.q8()?,
-                    };
-                    for d in launch.dispatches(
-                        pipeline,
-                        &m.parts,
-                        x,
-                        x_stride,
-                        y,
-                        (m.plan.out_first, y_stride),
-                        self.n,
-                    )? {
-                        self.list.dispatch(d);
-                    }
+                    self.matmul(m, launch, &m.matmul, x, (y, y_stride))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// y rows = W · x rows by `launch`, a matmul over `m`'s weights (its pipeline made
+    /// once, in `pipeline`).
+    fn matmul(
+        &mut self,
+        m: &Matrix,
+        launch: &MatmulLaunch,
+        pipeline: &OnceLock<PipelineId>,
+        x: X,
+        (y, y_stride): (Slice, u64),
+    ) -> Result<()> {
+        let model = self.model;
+        let dev = model.device.as_ref();
+        let pipeline = once(pipeline, || launch.pipeline(dev, &model.pipelines))?;
+        let (x, x_stride) = match launch.input() {
+            MatmulInput::F32 => x.f32,
+            MatmulInput::Q8 => x.q8()?,
+        };
+        for d in launch.dispatches(
+            pipeline,
+            &m.parts,
+            x,
+            x_stride,
+            y,
+            (m.plan.out_first, y_stride),
+            self.n,
+        )? {
+            self.list.dispatch(d);
         }
         Ok(())
     }
@@ -534,6 +570,7 @@ impl<'m> Pass<'m> {
         let f32_hidden = self.first_rows(self.rows.hidden, 4 * self.w.ffn);
         let q8_hidden = self.first_rows(self.rows.hidden_q8, q8_row(self.w.ffn));
         let glu_inside = self.kind() == LinearKind::Matvec
+            && self.on_matrix_units(&l.down).is_none()
             && matches!(l.down.plan.route.launch().x_form(), XForm::Glu { .. });
         let x = if glu_inside {
             // The down projection's matvec computes act(gate) * up itself.

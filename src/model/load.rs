@@ -116,6 +116,7 @@ impl Model {
                 parts,
                 matvec: OnceLock::new(),
                 matmul: OnceLock::new(),
+                columns: OnceLock::new(),
             })
         };
         let uploads = |planned: &[PlannedMatrix]| -> Result<Vec<Matrix>> {

@@ -179,6 +179,8 @@ struct Matrix {
     queue: Option<Slice>,
     matvec: OnceLock<PipelineId>,
     matmul: OnceLock<PipelineId>,
+    /// The decode columns' (`PlannedMatrix::decode_columns`).
+    columns: OnceLock<PipelineId>,
 }
 
 /// One transformer block's weights and KV cache.

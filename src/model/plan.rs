@@ -13,6 +13,8 @@ use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::KvType;
+use crate::kernels::matmul::{MatmulEngine, MatmulLaunch};
+use crate::kernels::matvec::Family;
 use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
     route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, Clause,
@@ -29,6 +31,20 @@ pub const DEFAULT_UBATCH: usize = 512;
 /// 33 MB) rather than the speed.
 pub const LOGITS_RUN: u64 = 64;
 
+/// Rows a decode step of several sequences needs before its quant matrices multiply
+/// on the matrix units rather than by the column matvec. Measured on the H200
+/// (2026-12-04, `bench matmul --columns 2:2:4` beside `bench matvec --cols`, Q4_K 8B
+/// shapes, µs): at 8 rows the column matvec wins (4,096 x 4,096: 48 against 76; 14,336
+/// x 4,096: 134 against 265), at 16 they tie (87 against 76; 262 against 268), at 32
+/// the matrix units take half the time (165 against 78; 513 against 282; 4,096 x
+/// 14,336: 474 against 246).
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 17;
+
+/// The decode columns' tile: 2 blocks of rows and 2 of tokens (32 x 32 on 16 x 16
+/// matrices), 4 groups of 32 per K step; the fastest of those measured on the 8B
+/// shapes at 32 rows taken together.
+const DECODE_COLUMNS_TILE: (u32, u32, u32) = (2, 2, 4);
+
 /// A weight matrix of the forward pass: one GGUF tensor, or several stacked row-wise
 /// when they share an input and a type (Q, K and V; gate and up), so that one dispatch
 /// computes them all. One token multiplies it by its matvec, a batch by its matmul
@@ -43,6 +59,10 @@ pub struct PlannedMatrix {
     pub route: Route,
     /// Its matmul over the same weights, where prompts are batched.
     pub batch: Option<MatmulRoute>,
+    /// Its decode step's rows on the matrix units, from [`DECODE_MATRIX_UNITS_FROM`]
+    /// rows a step, where the model serves that many sequences and the adapter has
+    /// cooperative matrices (`matmul/columns.wgsl`).
+    pub decode_columns: Option<MatmulLaunch>,
 }
 
 impl PlannedMatrix {
@@ -319,7 +339,8 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         profile,
         options,
     )?;
-    let decode_rows = decode_rows_plan(options.sequences, &layers, &output);
+    let units = decode_columns_plan(profile, options, (&mut layers, &mut output));
+    let decode_rows = decode_rows_plan(options.sequences, &layers, &output, units);
     Ok(Plan {
         decode_rows,
         device: profile.name.clone(),
@@ -337,8 +358,42 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
     })
 }
 
+/// Gives each quant matrix over dot4 weights its decode columns on the matrix units
+/// where the model serves more than [`DECODE_MATRIX_UNITS_FROM`] - 1 sequences, the
+/// adapter has cooperative matrices of a tile that fits, and the run did not turn them
+/// off. Returns the engine, or None.
+fn decode_columns_plan(
+    profile: &DeviceProfile,
+    options: &LoadOptions,
+    (layers, output): (&mut [LayerPlan], &mut PlannedMatrix),
+) -> Option<MatmulEngine> {
+    if (options.sequences as u64) < DECODE_MATRIX_UNITS_FROM
+        || options.routing.coop_matrix == Some(false)
+    {
+        return None;
+    }
+    let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
+    let engine = MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?;
+    let matrices = layers
+        .iter_mut()
+        .flat_map(LayerPlan::matrices_mut)
+        .chain([output]);
+    for m in matrices {
+        let launch = m.route.launch();
+        if launch.family() == Family::Dot4 {
+            m.decode_columns = MatmulLaunch::of(launch, engine).ok();
+        }
+    }
+    Some(engine)
+}
+
 /// The clauses of a decode step over several sequences: none for one.
-fn decode_rows_plan(sequences: usize, layers: &[LayerPlan], output: &PlannedMatrix) -> Vec<Clause> {
+fn decode_rows_plan(
+    sequences: usize,
+    layers: &[LayerPlan],
+    output: &PlannedMatrix,
+    units: Option<MatmulEngine>,
+) -> Vec<Clause> {
     if sequences < 2 {
         return Vec::new();
     }
@@ -349,13 +404,26 @@ fn decode_rows_plan(sequences: usize, layers: &[LayerPlan], output: &PlannedMatr
         .map(|m| m.route.launch().max_columns())
         .min()
         .unwrap_or(1);
-    vec![
-        Clause::DecodeRowsAsColumns {
-            sequences: sequences as u64,
-            columns,
-        },
-        Clause::DecodeAttentionRows,
-    ]
+    let mut clauses = vec![Clause::DecodeRowsAsColumns {
+        sequences: sequences as u64,
+        columns,
+    }];
+    if let Some(engine) = units {
+        let on_units = layers
+            .iter()
+            .flat_map(LayerPlan::matrices)
+            .chain([output])
+            .filter(|m| m.decode_columns.is_some())
+            .count() as u64;
+        clauses.push(Clause::DecodeRowsOnMatrixUnits {
+            from: DECODE_MATRIX_UNITS_FROM,
+            matrices: on_units,
+            rows: engine.tile(),
+            tokens: engine.token_tile(),
+        });
+    }
+    clauses.push(Clause::DecodeAttentionRows);
+    clauses
 }
 
 /// Plans prefill, giving each matrix its matmul: batched where the batch holds two
@@ -530,6 +598,7 @@ impl Planner<'_> {
             out_first: 0,
             route: self.route(name, MatvecQuery { ty: t.ty, m, k, x })?,
             batch: None,
+            decode_columns: None,
         })
     }
 
@@ -581,6 +650,7 @@ impl Planner<'_> {
             out_first: first[0],
             route: self.route(&name, query)?,
             batch: None,
+            decode_columns: None,
         }])
     }
 }

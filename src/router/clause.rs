@@ -330,6 +330,20 @@ pub enum Clause {
         /// Columns one matvec dispatch takes at most.
         columns: u64,
     },
+    /// A decode step of `from` rows or more: the quant matrices (`matrices` of them)
+    /// multiply its rows on the matrix units, `rows` by `tokens` a workgroup. A row's
+    /// result still does not depend on the others, but is not the column matvec's: the
+    /// weights and x are rounded to f16 before they multiply.
+    DecodeRowsOnMatrixUnits {
+        /// Rows a step needs.
+        from: u64,
+        /// Matrices that take them there.
+        matrices: u64,
+        /// Rows of a workgroup's tile.
+        rows: u64,
+        /// Tokens of a workgroup's tile.
+        tokens: u64,
+    },
     /// A decode step of several sequences: RoPE with the cache append, and attention,
     /// are one dispatch each over the step's rows, each row at its own position in its
     /// own sequence's region of the cache, split as its own positions split alone.
@@ -597,6 +611,17 @@ impl std::fmt::Display for Clause {
                 "{sequences} sequences step together: a step's rows are the columns of each \
                  matvec, up to {columns} a dispatch (more take more), each reduced as a lone \
                  row is, so a sequence's logits do not depend on who shares its step"
+            ),
+            Clause::DecodeRowsOnMatrixUnits {
+                from,
+                matrices,
+                rows,
+                tokens,
+            } => write!(
+                f,
+                "steps of {from} rows or more multiply {matrices} quant matrices on the matrix \
+                 units, {rows} x {tokens} a workgroup: still no row depends on another, but \
+                 weights and x meet in f16, so a row's logits are not the column matvec's"
             ),
             Clause::DecodeAttentionRows => write!(
                 f,

@@ -25,6 +25,7 @@
 // must be in uniform control flow, so no subgroup can sit them out) and stored alike.
 
 #include "matmul/io.wgsl"
+#include "matmul/coop_staging.wgsl"
 #include "matvec/q8_x.wgsl"
 
 const SUBGROUPS: u32 = 8u;
@@ -45,19 +46,6 @@ const X0: u32 = TILE * LD;
 var<workgroup> staged: array<CT, 2u * TILE * LD>;
 var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
 
-// 16 staged values from four words of int8 quants: scale * (q + offset) + min.
-fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
-    for (var i = 0u; i < 4u; i++) {
-        let v = vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min;
-        let c = vec4<CT>(v);
-        let o = at + 4u * i;
-        staged[o] = c.x;
-        staged[o + 1u] = c.y;
-        staged[o + 2u] = c.z;
-        staged[o + 3u] = c.w;
-    }
-}
-
 // Item i below TILE * K_GROUPS is a weight group, the rest x groups. Past the matrix's
 // rows, the batch's tokens or K, groups are zero.
 fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
@@ -70,29 +58,22 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
         let r = j / K_GROUPS;
         let kg = j % K_GROUPS;
         let g = g0 + kg;
-        let at = select(X0, 0u, is_w) + r * LD + kg * 32u;
+        if (is_w) {
+            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
+            continue;
+        }
         var lo = vec4<u32>(0u);
         var hi = vec4<u32>(0u);
-        var scale = vec2<f32>(0.0);
-        var offset = 0;
-        var min = 0.0;
-        if (is_w) {
-            if (row0 + r < params.m && g < n_groups) {
-                let q = weight_group((row0 + r) * params.row_bytes, g);
-                lo = q.lo;
-                hi = q.hi;
-                scale = q.scale;
-                offset = q.offset;
-                min = q.min;
-            }
-        } else if (tok0 + r < params.n_tokens && g < n_groups) {
+        var d = 0.0;
+        if (tok0 + r < params.n_tokens && g < n_groups) {
             let base = (tok0 + r) * params.x_stride + Q8_GROUP_VEC4S * g;
             lo = bitcast<vec4<u32>>(x[base]);
             hi = bitcast<vec4<u32>>(x[base + 1u]);
-            scale = vec2<f32>(x[base + 2u].x);
+            d = x[base + 2u].x;
         }
-        put16(at, lo, scale.x, offset, min);
-        put16(at + 16u, hi, scale.y, offset, min);
+        let at = X0 + r * LD + kg * 32u;
+        put16(at, lo, d, 0, 0.0);
+        put16(at + 16u, hi, d, 0, 0.0);
     }
 }
 

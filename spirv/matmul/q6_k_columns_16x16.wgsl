@@ -1,0 +1,359 @@
+enable f16;
+enable wgpu_cooperative_matrix;
+const S: u32 = 16u;
+alias CT = f16;
+alias MatA = coop_mat16x16<f16, A>;
+alias MatB = coop_mat16x16<f16, B>;
+alias MatC = coop_mat16x16<f32, C>;
+const SUBGROUP_MAX: u32 = 32u;
+const K_GROUPS: u32 = 4u;
+const ROW_BLOCKS: u32 = 2u;
+const TOKEN_BLOCKS: u32 = 2u;
+
+// A matmul's bindings and its weight decoders' contract, shared by the drivers
+// (dot4.wgsl, coopmat.wgsl) and the per-type decoders (<type>.wgsl), which define
+//   alias W                   the weight binding's element (u32 or vec4<u32>)
+//   fn weight_group(row_byte: u32, g: u32) -> WGroup
+// group g (weights 32g .. 32g + 32) of the row starting at byte `row_byte`, reading the
+// layout its dot4 matvec uploads (the two share the weight buffers).
+
+struct Params {
+    m: u32,          // rows in this dispatch (its weight part)
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // output element of row 0 of this dispatch within a token's row of y
+    n_tokens: u32,
+    x_stride: u32,   // vec4s per token in x (3 per group of 32)
+    y_stride: u32,   // floats per token in y
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<W>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// 32 weights: int8 quants q (lo: weights 0..16, four per word, hi: 16..32), value
+// scale[h] * (q + offset) + min for the weights of half h. Every type fits this form:
+// Q4_0 and Q5_0 (offset -8, -16), Q4_1 and Q5_1 (min), Q8_0, the K-quants' sub-block
+// scales and minimums, and Q6_K's 16-weight scales (a scale per half, offset -32).
+struct WGroup {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    scale: vec2<f32>,
+    offset: i32,
+    min: f32,
+}
+// Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
+// groups of 32 values written as CT into the includer's `staged` (array<CT>), where
+// the matrix loads read them. The includer also includes its type's decoder
+// (`weight_group`, io.wgsl's contract).
+
+// 16 staged values from four words of int8 quants: scale * (q + offset) + min.
+fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
+    for (var i = 0u; i < 4u; i++) {
+        let c = vec4<CT>(vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min);
+        let o = at + 4u * i;
+        staged[o] = c.x;
+        staged[o + 1u] = c.y;
+        staged[o + 2u] = c.z;
+        staged[o + 3u] = c.w;
+    }
+}
+
+// Weight group g of the dispatch's row `row` at staged[at..at + 32]; zeros where it is
+// not `live` (past the matrix's rows or K).
+fn stage_weights(at: u32, row: u32, g: u32, live: bool) {
+    var q = WGroup(vec4<u32>(0u), vec4<u32>(0u), vec2<f32>(0.0), 0, 0.0);
+    if (live) {
+        q = weight_group(row * params.row_bytes, g);
+    }
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+}
+// x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
+// first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
+// second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's
+// value is d (256 q1 + q2) with d = d1 / 256: 256 times finer than one plane (issue 22:
+// one plane's rounding of groups with an outlier channel gave logit errors twice
+// llama.cpp's at some positions, noise that moved with the summation order). The
+// matvecs multiply both planes (256 * sum(w q1) + sum(w q2), exact in i32); the matmuls
+// of a prompt batch, which are bound by their integer throughput, the first alone.
+//
+// The dot4 matvec driver quantizes f32 x this way while staging it, and the norms and
+// ops/silu_mul_q8 can write it once for every kernel that reads their output
+// (ops/q8_round.wgsl), so that the matvecs copy it or read it in place and the matmuls
+// stage it. All use this arithmetic, so a pre-quantized x is bit for bit the x the
+// matvec would have quantized.
+//
+// In a buffer (array<vec4<f32>>), group g is the six vec4s from 6g: the first plane's
+// first 16 int8 values (4 per word, little-endian) and last 16, its tail (d1, d1 *
+// sum(q1), and the sums of the two halves of q1), then the second plane's two halves,
+// then the two planes' tail (d, d * sum(256 q1 + q2), and the halves' sums of 256 q1 +
+// q2), as `Q8Group` holds them.
+
+// SwiGLU's elementwise part, silu(a) * b: the one formula for the dot4 staging of a
+// `glu` route and ops/silu_mul_q8, so that both quantize the same values.
+fn silu_times(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return a / (1.0 + exp(-a)) * b;
+}
+
+struct Q8Group {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    // d1, d1 * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of q1's values, bitcast)
+    tail: vec4<f32>,
+    lo2: vec4<u32>,
+    hi2: vec4<u32>,
+    // d, d * (sum_lo + sum_hi), sum_lo, sum_hi (the sums of 256 q1 + q2, bitcast)
+    tail2: vec4<f32>,
+}
+
+// Values per buffer group (vec4s).
+const Q8_GROUP_VEC4S: u32 = 6u;
+
+// 1 / the scale, 0 for a group of zeros.
+fn q8_inv(amax: f32) -> f32 {
+    return select(0.0, 1.0 / amax, amax > 0.0);
+}
+
+// The tail of a group with scale d whose halves' int8 values sum to s_lo and s_hi: the
+// one formula for it, so that a tail the norms write is bit for bit a staged one.
+fn q8_tail_of(d: f32, s_lo: i32, s_hi: i32) -> vec4<f32> {
+    return vec4<f32>(d, d * f32(s_lo + s_hi), bitcast<f32>(s_lo), bitcast<f32>(s_hi));
+}
+
+// The sums of a plane's 16-value halves.
+fn q8_half_sums(lo: vec4<u32>, hi: vec4<u32>) -> vec2<i32> {
+    let ones = 0x01010101u;
+    return vec2<i32>(dot4I8Packed(lo.x, ones) + dot4I8Packed(lo.y, ones)
+                   + dot4I8Packed(lo.z, ones) + dot4I8Packed(lo.w, ones),
+                     dot4I8Packed(hi.x, ones) + dot4I8Packed(hi.y, ones)
+                   + dot4I8Packed(hi.z, ones) + dot4I8Packed(hi.w, ones));
+}
+
+// The first plane's packed word of four values v and its residual's: the one formula
+// for both (q8_group, ops/q8_round.wgsl). `inv` is q8_inv(amax): pack4x8snorm rounds
+// clamp(v * inv, -1, 1) * 127 to the nearest integer, q1; the residual v - d1 q1 over
+// d1 / 256 is v * 256 * inv * 127 - 256 q1, which pack4x8snorm takes as that over 127.
+fn q8_planes(v: vec4<f32>, inv: f32) -> vec2<u32> {
+    let p1 = pack4x8snorm(v * inv);
+    let q1 = unpack4x8snorm(p1) * 127.0;
+    return vec2<u32>(p1, pack4x8snorm((v * inv * 127.0 - q1) * 256.0 / 127.0));
+}
+
+// The two planes' tail from their halves' sums: d = amax / (127 * 256).
+fn q8_tail2_of(amax: f32, s1: vec2<i32>, s2: vec2<i32>) -> vec4<f32> {
+    return q8_tail_of(amax / (127.0 * 256.0), 256 * s1.x + s2.x, 256 * s1.y + s2.y);
+}
+
+// One group by one invocation. (ops/q8_round.wgsl spreads a group over eight, with the
+// same arithmetic: q8_inv, q8_planes, d1 = amax / 127.)
+fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
+    let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),
+                max(max(abs(v[4]), abs(v[5])), max(abs(v[6]), abs(v[7]))));
+    let amax = max(max(a.x, a.y), max(a.z, a.w));
+    let inv = q8_inv(amax);
+    let w0 = q8_planes(v[0], inv);
+    let w1 = q8_planes(v[1], inv);
+    let w2 = q8_planes(v[2], inv);
+    let w3 = q8_planes(v[3], inv);
+    let w4 = q8_planes(v[4], inv);
+    let w5 = q8_planes(v[5], inv);
+    let w6 = q8_planes(v[6], inv);
+    let w7 = q8_planes(v[7], inv);
+    let lo = vec4<u32>(w0.x, w1.x, w2.x, w3.x);
+    let hi = vec4<u32>(w4.x, w5.x, w6.x, w7.x);
+    let lo2 = vec4<u32>(w0.y, w1.y, w2.y, w3.y);
+    let hi2 = vec4<u32>(w4.y, w5.y, w6.y, w7.y);
+    let s1 = q8_half_sums(lo, hi);
+    let s2 = q8_half_sums(lo2, hi2);
+    return Q8Group(lo, hi, q8_tail_of(amax / 127.0, s1.x, s1.y), lo2, hi2,
+                   q8_tail2_of(amax, s1, s2));
+}
+// Matmul driver, a decode step's rows on the matrix units: Y[t, row] = dot(W[row, :],
+// X[t, :]) for the tokens of a decode step of many sequences (each token a sequence's
+// row), where the prompt's tiles (coopmat.wgsl, 128 tokens a workgroup) would leave
+// most of the matrix units' columns empty and too few workgroups to read the weights.
+//
+// A workgroup of 8 subgroups takes ROWS = ROW_BLOCKS * S rows by TOKENS = TOKEN_BLOCKS
+// * S tokens. It walks K in rounds of KS = K_GROUPS * 32: each round decodes the rows'
+// weight groups into workgroup memory as CT, and the tokens' x groups from their two
+// int8 planes (the dot4 matvecs' q8 x, q8_x.wgsl: value d * (256 q1 + q2)) as CT too;
+// then subgroup s multiplies row block s % ROW_BLOCKS by every token block over K part
+// s / ROW_BLOCKS of the round (KS / K_PARTS values). At the end the K parts'
+// accumulators are summed in part order.
+//
+// Batch invariance: a token's outputs are the same bits whichever other tokens share
+// the dispatch, and however many. Its x column is multiplied by the same weights in
+// the same rounds, parts and order wherever it sits in the tile (a matrix unit computes
+// each output element from its own row and column alone), tokens past the step's
+// count are zeros, and nothing in the arithmetic depends on params.n_tokens.
+//
+// The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
+// (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
+// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8) and TOKEN_BLOCKS (1 or 2). As
+// there, the workgroup has 8 subgroups of the largest size; where more run, parts are
+// computed twice over and stored alike.
+
+
+const SUBGROUPS: u32 = 8u;
+const K_PARTS: u32 = SUBGROUPS / ROW_BLOCKS;
+const ROWS: u32 = ROW_BLOCKS * S;
+const TOKENS: u32 = TOKEN_BLOCKS * S;
+const WG: u32 = SUBGROUPS * SUBGROUP_MAX;
+const KS: u32 = K_GROUPS * 32u;
+// Values of K per subgroup per round.
+const KP: u32 = KS / K_PARTS;
+// Staged rows are padded by 16 bytes (of f16) so that a matrix load's rows start in
+// different banks.
+const LD: u32 = KS + 8u;
+// An S x S matrix's floats.
+const SS: u32 = S * S;
+
+// Per round: weight w[r][k] at staged[r * LD + k]; token t's x[k] at staged[X0 + t *
+// LD + k]. yc: each subgroup's accumulators (one S x S per token block), token-major
+// as y.
+const X0: u32 = ROWS * LD;
+var<workgroup> staged: array<CT, (ROWS + TOKENS) * LD>;
+var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
+
+// 16 staged x values from the two planes' words: d * (256 q1 + q2).
+fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
+    for (var i = 0u; i < 4u; i++) {
+        let c = vec4<CT>(vec4<f32>(256 * unpack4xI8(q1[i]) + unpack4xI8(q2[i])) * d);
+        let o = at + 4u * i;
+        staged[o] = c.x;
+        staged[o + 1u] = c.y;
+        staged[o + 2u] = c.z;
+        staged[o + 3u] = c.w;
+    }
+}
+
+// Item i below ROWS * K_GROUPS is a weight group, the rest x groups. Past the matrix's
+// rows, the step's tokens or K, groups are zero.
+fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
+    let n_groups = params.k / 32u;
+    let w_items = ROWS * K_GROUPS;
+    for (var i = lid; i < w_items + TOKENS * K_GROUPS; i += WG) {
+        if (i < w_items) {
+            // Neighbouring invocations take neighbouring groups of a row.
+            let r = i / K_GROUPS;
+            let kg = i % K_GROUPS;
+            let g = g0 + kg;
+            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
+        } else {
+            let j = i - w_items;
+            let t = j / K_GROUPS;
+            let kg = j % K_GROUPS;
+            let g = g0 + kg;
+            let at = X0 + t * LD + kg * 32u;
+            let z = vec4<u32>(0u);
+            var lo = z;
+            var hi = z;
+            var lo2 = z;
+            var hi2 = z;
+            var d = 0.0;
+            if (tok0 + t < params.n_tokens && g < n_groups) {
+                let base = (tok0 + t) * params.x_stride + Q8_GROUP_VEC4S * g;
+                lo = bitcast<vec4<u32>>(x[base]);
+                hi = bitcast<vec4<u32>>(x[base + 1u]);
+                lo2 = bitcast<vec4<u32>>(x[base + 3u]);
+                hi2 = bitcast<vec4<u32>>(x[base + 4u]);
+                d = x[base + 5u].x;
+            }
+            put_x(at, lo, lo2, d);
+            put_x(at + 16u, hi, hi2, d);
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sg: u32) {
+    let tok0 = wid.x * TOKENS;
+    let row0 = wid.y * ROWS;
+    let part = sg % SUBGROUPS;
+    let block = part % ROW_BLOCKS;
+    let kpart = part / ROW_BLOCKS;
+    let a_at = block * S * LD + kpart * KP;
+    let b_at = X0 + kpart * KP;
+    let mine = part * TOKEN_BLOCKS * SS;
+    for (var i = lid; i < SUBGROUPS * TOKEN_BLOCKS * SS; i += WG) {
+        yc[i] = 0.0;
+    }
+    workgroupBarrier();
+    var acc0 = coopLoad<MatC>(&yc[mine], S);
+    var acc1 = acc0;
+    for (var g0 = 0u; g0 < params.k / 32u; g0 += K_GROUPS) {
+        workgroupBarrier();
+        stage(row0, tok0, g0, lid);
+        workgroupBarrier();
+        for (var kk = 0u; kk < KP; kk += S) {
+            // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
+            // contiguous (column-major).
+            let a = coopLoadT<MatA>(&staged[a_at + kk], LD);
+            acc0 = coopMultiplyAdd(a, coopLoad<MatB>(&staged[b_at + kk], LD), acc0);
+            if (TOKEN_BLOCKS == 2u) {
+                let b1 = coopLoad<MatB>(&staged[b_at + S * LD + kk], LD);
+                acc1 = coopMultiplyAdd(a, b1, acc1);
+            }
+        }
+    }
+    workgroupBarrier();
+    coopStore(acc0, &yc[mine], S);
+    if (TOKEN_BLOCKS == 2u) {
+        coopStore(acc1, &yc[mine + SS], S);
+    }
+    workgroupBarrier();
+    // Row block b and token block tb's sum over the K parts, in part order; element e
+    // of an S x S is token e / S, row e % S.
+    for (var i = lid; i < ROW_BLOCKS * TOKEN_BLOCKS * SS; i += WG) {
+        let b = i / (TOKEN_BLOCKS * SS);
+        let tb = (i / SS) % TOKEN_BLOCKS;
+        let e = i % SS;
+        var sum = 0.0;
+        for (var p = 0u; p < K_PARTS; p++) {
+            sum += yc[((p * ROW_BLOCKS + b) * TOKEN_BLOCKS + tb) * SS + e];
+        }
+        let t = tok0 + tb * S + e / S;
+        let r = row0 + b * S + e % S;
+        if (r < params.m && t < params.n_tokens) {
+            y[t * params.y_stride + params.y_offset + r] = sum;
+        }
+    }
+}
+
+// Q6_K: 256 weights per 210-byte super-block {ql: [u8; 128], qh: [u8; 64],
+// scales: [i8; 16], d: f16}, as uploaded for matvec/q6_k_dot4
+// (matvec::Layout::BodiesFirst): the 208-byte bodies of all the part's blocks, 13 vec4s
+// each, then every block's d. Weight n = 128 h + 32 r + l takes its low 4 bits from
+// nibble r / 2 of ql[64 h + 32 (r % 2) + l], its top 2 bits from bits 2r..2r+2 of
+// qh[32 h + l], and value d * scales[8 h + 2 r + l / 16] * (q - 32). Group 4h + r of a
+// block is run r of part h: two halves of 16 under two scales.
+
+alias W = vec4<u32>;
+
+fn weight_group(row_byte: u32, g: u32) -> WGroup {
+    // Rows are whole blocks, so row_byte / 210 blocks precede the row.
+    let n = row_byte / 210u + g / 8u;
+    let body = 13u * n;
+    let h = (g % 8u) / 4u;
+    let r = g % 4u;
+    let ql = body + 4u * h + 2u * (r % 2u);
+    let qh = body + 8u + 2u * h;
+    let nib = vec4<u32>(4u * (r / 2u));
+    let top = vec4<u32>(2u * r);
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    let m2 = vec4<u32>(0x03030303u);
+    let lo = ((w[ql] >> nib) & m4) | (((w[qh] >> top) & m2) << vec4<u32>(4u));
+    let hi = ((w[ql + 1u] >> nib) & m4) | (((w[qh + 1u] >> top) & m2) << vec4<u32>(4u));
+    // Scales 8h + 2r and 8h + 2r + 1: bytes 2(r % 2) and + 1 of word 2h + r / 2.
+    let sc = bitcast<i32>(w[body + 12u][2u * h + r / 2u]);
+    let at = 16u * (r % 2u);
+    let dv = w[13u * params.m * (params.k / 256u) + n / 8u];
+    let d = unpack2x16float(dv[(n / 2u) % 4u] >> (16u * (n % 2u))).x;
+    let scale = vec2<f32>(d * f32(extractBits(sc, at, 8u)), d * f32(extractBits(sc, at + 8u, 8u)));
+    return WGroup(lo, hi, scale, -32, 0.0);
+}

@@ -1,0 +1,156 @@
+// Matmul driver, a decode step's rows on the matrix units: Y[t, row] = dot(W[row, :],
+// X[t, :]) for the tokens of a decode step of many sequences (each token a sequence's
+// row), where the prompt's tiles (coopmat.wgsl, 128 tokens a workgroup) would leave
+// most of the matrix units' columns empty and too few workgroups to read the weights.
+//
+// A workgroup of 8 subgroups takes ROWS = ROW_BLOCKS * S rows by TOKENS = TOKEN_BLOCKS
+// * S tokens. It walks K in rounds of KS = K_GROUPS * 32: each round decodes the rows'
+// weight groups into workgroup memory as CT, and the tokens' x groups from their two
+// int8 planes (the dot4 matvecs' q8 x, q8_x.wgsl: value d * (256 q1 + q2)) as CT too;
+// then subgroup s multiplies row block s % ROW_BLOCKS by every token block over K part
+// s / ROW_BLOCKS of the round (KS / K_PARTS values). At the end the K parts'
+// accumulators are summed in part order.
+//
+// Batch invariance: a token's outputs are the same bits whichever other tokens share
+// the dispatch, and however many. Its x column is multiplied by the same weights in
+// the same rounds, parts and order wherever it sits in the tile (a matrix unit computes
+// each output element from its own row and column alone), tokens past the step's
+// count are zeros, and nothing in the arithmetic depends on params.n_tokens.
+//
+// The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
+// (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
+// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8) and TOKEN_BLOCKS (1 or 2). As
+// there, the workgroup has 8 subgroups of the largest size; where more run, parts are
+// computed twice over and stored alike.
+
+#include "matmul/io.wgsl"
+#include "matmul/coop_staging.wgsl"
+#include "matvec/q8_x.wgsl"
+
+const SUBGROUPS: u32 = 8u;
+const K_PARTS: u32 = SUBGROUPS / ROW_BLOCKS;
+const ROWS: u32 = ROW_BLOCKS * S;
+const TOKENS: u32 = TOKEN_BLOCKS * S;
+const WG: u32 = SUBGROUPS * SUBGROUP_MAX;
+const KS: u32 = K_GROUPS * 32u;
+// Values of K per subgroup per round.
+const KP: u32 = KS / K_PARTS;
+// Staged rows are padded by 16 bytes (of f16) so that a matrix load's rows start in
+// different banks.
+const LD: u32 = KS + 8u;
+// An S x S matrix's floats.
+const SS: u32 = S * S;
+
+// Per round: weight w[r][k] at staged[r * LD + k]; token t's x[k] at staged[X0 + t *
+// LD + k]. yc: each subgroup's accumulators (one S x S per token block), token-major
+// as y.
+const X0: u32 = ROWS * LD;
+var<workgroup> staged: array<CT, (ROWS + TOKENS) * LD>;
+var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
+
+// 16 staged x values from the two planes' words: d * (256 q1 + q2).
+fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
+    for (var i = 0u; i < 4u; i++) {
+        let c = vec4<CT>(vec4<f32>(256 * unpack4xI8(q1[i]) + unpack4xI8(q2[i])) * d);
+        let o = at + 4u * i;
+        staged[o] = c.x;
+        staged[o + 1u] = c.y;
+        staged[o + 2u] = c.z;
+        staged[o + 3u] = c.w;
+    }
+}
+
+// Item i below ROWS * K_GROUPS is a weight group, the rest x groups. Past the matrix's
+// rows, the step's tokens or K, groups are zero.
+fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
+    let n_groups = params.k / 32u;
+    let w_items = ROWS * K_GROUPS;
+    for (var i = lid; i < w_items + TOKENS * K_GROUPS; i += WG) {
+        if (i < w_items) {
+            // Neighbouring invocations take neighbouring groups of a row.
+            let r = i / K_GROUPS;
+            let kg = i % K_GROUPS;
+            let g = g0 + kg;
+            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
+        } else {
+            let j = i - w_items;
+            let t = j / K_GROUPS;
+            let kg = j % K_GROUPS;
+            let g = g0 + kg;
+            let at = X0 + t * LD + kg * 32u;
+            let z = vec4<u32>(0u);
+            var lo = z;
+            var hi = z;
+            var lo2 = z;
+            var hi2 = z;
+            var d = 0.0;
+            if (tok0 + t < params.n_tokens && g < n_groups) {
+                let base = (tok0 + t) * params.x_stride + Q8_GROUP_VEC4S * g;
+                lo = bitcast<vec4<u32>>(x[base]);
+                hi = bitcast<vec4<u32>>(x[base + 1u]);
+                lo2 = bitcast<vec4<u32>>(x[base + 3u]);
+                hi2 = bitcast<vec4<u32>>(x[base + 4u]);
+                d = x[base + 5u].x;
+            }
+            put_x(at, lo, lo2, d);
+            put_x(at + 16u, hi, hi2, d);
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sg: u32) {
+    let tok0 = wid.x * TOKENS;
+    let row0 = wid.y * ROWS;
+    let part = sg % SUBGROUPS;
+    let block = part % ROW_BLOCKS;
+    let kpart = part / ROW_BLOCKS;
+    let a_at = block * S * LD + kpart * KP;
+    let b_at = X0 + kpart * KP;
+    let mine = part * TOKEN_BLOCKS * SS;
+    for (var i = lid; i < SUBGROUPS * TOKEN_BLOCKS * SS; i += WG) {
+        yc[i] = 0.0;
+    }
+    workgroupBarrier();
+    var acc0 = coopLoad<MatC>(&yc[mine], S);
+    var acc1 = acc0;
+    for (var g0 = 0u; g0 < params.k / 32u; g0 += K_GROUPS) {
+        workgroupBarrier();
+        stage(row0, tok0, g0, lid);
+        workgroupBarrier();
+        for (var kk = 0u; kk < KP; kk += S) {
+            // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
+            // contiguous (column-major).
+            let a = coopLoadT<MatA>(&staged[a_at + kk], LD);
+            acc0 = coopMultiplyAdd(a, coopLoad<MatB>(&staged[b_at + kk], LD), acc0);
+            if (TOKEN_BLOCKS == 2u) {
+                let b1 = coopLoad<MatB>(&staged[b_at + S * LD + kk], LD);
+                acc1 = coopMultiplyAdd(a, b1, acc1);
+            }
+        }
+    }
+    workgroupBarrier();
+    coopStore(acc0, &yc[mine], S);
+    if (TOKEN_BLOCKS == 2u) {
+        coopStore(acc1, &yc[mine + SS], S);
+    }
+    workgroupBarrier();
+    // Row block b and token block tb's sum over the K parts, in part order; element e
+    // of an S x S is token e / S, row e % S.
+    for (var i = lid; i < ROW_BLOCKS * TOKEN_BLOCKS * SS; i += WG) {
+        let b = i / (TOKEN_BLOCKS * SS);
+        let tb = (i / SS) % TOKEN_BLOCKS;
+        let e = i % SS;
+        var sum = 0.0;
+        for (var p = 0u; p < K_PARTS; p++) {
+            sum += yc[((p * ROW_BLOCKS + b) * TOKEN_BLOCKS + tb) * SS + e];
+        }
+        let t = tok0 + tb * S + e / S;
+        let r = row0 + b * S + e % S;
+        if (r < params.m && t < params.n_tokens) {
+            y[t * params.y_stride + params.y_offset + r] = sum;
+        }
+    }
+}

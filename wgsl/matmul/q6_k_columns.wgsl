@@ -1,0 +1,2 @@
+#include "matmul/columns.wgsl"
+#include "matmul/q6_k.wgsl"
