@@ -34,10 +34,11 @@ pub const LOGITS_RUN: u64 = 64;
 /// Rows a decode step of several sequences needs before its quant matrices multiply
 /// on the matrix units rather than by the column matvec. Measured on the H200
 /// (2026-12-04, `bench matmul --columns 2:2:4` beside `bench matvec --cols`, Q4_K 8B
-/// shapes, µs): at 8 rows the column matvec wins (4,096 x 4,096: 48 against 76; 14,336
-/// x 4,096: 134 against 265), at 16 they tie (87 against 76; 262 against 268), at 32
-/// the matrix units take half the time (165 against 78; 513 against 282; 4,096 x
-/// 14,336: 474 against 246).
+/// shapes, median µs, `results/parallel/h200_2026-12-04_columns/`): at 8 rows the
+/// column matvec wins (4,096 x 4,096: 48 against 71; 14,336 x 4,096: 134 against 265;
+/// 4,096 x 14,336: 126 against 227), at 16 they are even (87 against 72; 262 against
+/// 268; 240 against 234), at 32 the matrix units take about half the time (165 against
+/// 77; 513 against 282; 472 against 246).
 pub const DECODE_MATRIX_UNITS_FROM: u64 = 17;
 
 /// The decode columns' tile: 2 blocks of rows and 2 of tokens (32 x 32 on 16 x 16
@@ -59,7 +60,7 @@ pub struct PlannedMatrix {
     pub route: Route,
     /// Its matmul over the same weights, where prompts are batched.
     pub batch: Option<MatmulRoute>,
-    /// Its decode step's rows on the matrix units, from [`DECODE_MATRIX_UNITS_FROM`]
+    /// Its decode step's rows on the matrix units, from `DECODE_MATRIX_UNITS_FROM`
     /// rows a step, where the model serves that many sequences and the adapter has
     /// cooperative matrices (`matmul/columns.wgsl`).
     pub decode_columns: Option<MatmulLaunch>,
