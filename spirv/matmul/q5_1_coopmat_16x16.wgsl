@@ -42,33 +42,6 @@ struct WGroup {
     offset: i32,
     min: f32,
 }
-// Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
-// groups of 32 values written as CT into the includer's `staged` (array<CT>), where
-// the matrix loads read them. The includer also includes its type's decoder
-// (`weight_group`, io.wgsl's contract).
-
-// 16 staged values from four words of int8 quants: scale * (q + offset) + min.
-fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
-    for (var i = 0u; i < 4u; i++) {
-        let c = vec4<CT>(vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min);
-        let o = at + 4u * i;
-        staged[o] = c.x;
-        staged[o + 1u] = c.y;
-        staged[o + 2u] = c.z;
-        staged[o + 3u] = c.w;
-    }
-}
-
-// Weight group g of the dispatch's row `row` at staged[at..at + 32]; zeros where it is
-// not `live` (past the matrix's rows or K).
-fn stage_weights(at: u32, row: u32, g: u32, live: bool) {
-    var q = WGroup(vec4<u32>(0u), vec4<u32>(0u), vec2<f32>(0.0), 0, 0.0);
-    if (live) {
-        q = weight_group(row * params.row_bytes, g);
-    }
-    put16(at, q.lo, q.scale.x, q.offset, q.min);
-    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
-}
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
 // first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
 // second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's
@@ -169,6 +142,22 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
     return Q8Group(lo, hi, q8_tail_of(amax / 127.0, s1.x, s1.y), lo2, hi2,
                    q8_tail2_of(amax, s1, s2));
 }
+// Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
+// groups of 32 values written as CT into the includer's `staged` (array<CT>), where
+// the matrix loads read them.
+
+// 16 staged values from four words of int8 quants: scale * (q + offset) + min.
+fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
+    for (var i = 0u; i < 4u; i++) {
+        let v = vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min;
+        let c = vec4<CT>(v);
+        let o = at + 4u * i;
+        staged[o] = c.x;
+        staged[o + 1u] = c.y;
+        staged[o + 2u] = c.z;
+        staged[o + 3u] = c.w;
+    }
+}
 // Matmul driver, cooperative-matrix family: Y[t, row] = dot(W[row, :], X[t, :]) on the
 // adapter's matrix units (NVIDIA's tensor cores through VK_KHR_cooperative_matrix,
 // Apple's simdgroup matrices), where dot4.wgsl multiplies on dot4I8Packed.
@@ -214,6 +203,7 @@ const X0: u32 = TILE * LD;
 var<workgroup> staged: array<CT, 2u * TILE * LD>;
 var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
 
+
 // Item i below TILE * K_GROUPS is a weight group, the rest x groups. Past the matrix's
 // rows, the batch's tokens or K, groups are zero.
 fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
@@ -226,22 +216,29 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
         let r = j / K_GROUPS;
         let kg = j % K_GROUPS;
         let g = g0 + kg;
-        if (is_w) {
-            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
-            continue;
-        }
+        let at = select(X0, 0u, is_w) + r * LD + kg * 32u;
         var lo = vec4<u32>(0u);
         var hi = vec4<u32>(0u);
-        var d = 0.0;
-        if (tok0 + r < params.n_tokens && g < n_groups) {
+        var scale = vec2<f32>(0.0);
+        var offset = 0;
+        var min = 0.0;
+        if (is_w) {
+            if (row0 + r < params.m && g < n_groups) {
+                let q = weight_group((row0 + r) * params.row_bytes, g);
+                lo = q.lo;
+                hi = q.hi;
+                scale = q.scale;
+                offset = q.offset;
+                min = q.min;
+            }
+        } else if (tok0 + r < params.n_tokens && g < n_groups) {
             let base = (tok0 + r) * params.x_stride + Q8_GROUP_VEC4S * g;
             lo = bitcast<vec4<u32>>(x[base]);
             hi = bitcast<vec4<u32>>(x[base + 1u]);
-            d = x[base + 2u].x;
+            scale = vec2<f32>(x[base + 2u].x);
         }
-        let at = X0 + r * LD + kg * 32u;
-        put16(at, lo, d, 0, 0.0);
-        put16(at + 16u, hi, d, 0, 0.0);
+        put16(at, lo, scale.x, offset, min);
+        put16(at + 16u, hi, scale.y, offset, min);
     }
 }
 

@@ -60,6 +60,17 @@ fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     }
 }
 
+// Weight group g of the dispatch's row `row` at staged[at..at + 32]; zeros where it is
+// not `live` (past the matrix's rows or K).
+fn stage_weights(at: u32, row: u32, g: u32, live: bool) {
+    var q = WGroup(vec4<u32>(0u), vec4<u32>(0u), vec2<f32>(0.0), 0, 0.0);
+    if (live) {
+        q = weight_group(row * params.row_bytes, g);
+    }
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+}
+
 // Item i below ROWS * K_GROUPS is a weight group, the rest x groups. Past the matrix's
 // rows, the step's tokens or K, groups are zero.
 fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {

@@ -25,7 +25,6 @@
 // must be in uniform control flow, so no subgroup can sit them out) and stored alike.
 
 #include "matmul/io.wgsl"
-#include "matmul/coop_staging.wgsl"
 #include "matvec/q8_x.wgsl"
 
 const SUBGROUPS: u32 = 8u;
@@ -46,6 +45,8 @@ const X0: u32 = TILE * LD;
 var<workgroup> staged: array<CT, 2u * TILE * LD>;
 var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
 
+#include "matmul/coop_staging.wgsl"
+
 // Item i below TILE * K_GROUPS is a weight group, the rest x groups. Past the matrix's
 // rows, the batch's tokens or K, groups are zero.
 fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
@@ -58,22 +59,29 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
         let r = j / K_GROUPS;
         let kg = j % K_GROUPS;
         let g = g0 + kg;
-        if (is_w) {
-            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
-            continue;
-        }
+        let at = select(X0, 0u, is_w) + r * LD + kg * 32u;
         var lo = vec4<u32>(0u);
         var hi = vec4<u32>(0u);
-        var d = 0.0;
-        if (tok0 + r < params.n_tokens && g < n_groups) {
+        var scale = vec2<f32>(0.0);
+        var offset = 0;
+        var min = 0.0;
+        if (is_w) {
+            if (row0 + r < params.m && g < n_groups) {
+                let q = weight_group((row0 + r) * params.row_bytes, g);
+                lo = q.lo;
+                hi = q.hi;
+                scale = q.scale;
+                offset = q.offset;
+                min = q.min;
+            }
+        } else if (tok0 + r < params.n_tokens && g < n_groups) {
             let base = (tok0 + r) * params.x_stride + Q8_GROUP_VEC4S * g;
             lo = bitcast<vec4<u32>>(x[base]);
             hi = bitcast<vec4<u32>>(x[base + 1u]);
-            d = x[base + 2u].x;
+            scale = vec2<f32>(x[base + 2u].x);
         }
-        let at = X0 + r * LD + kg * 32u;
-        put16(at, lo, d, 0, 0.0);
-        put16(at + 16u, hi, d, 0, 0.0);
+        put16(at, lo, scale.x, offset, min);
+        put16(at + 16u, hi, scale.y, offset, min);
     }
 }
 
