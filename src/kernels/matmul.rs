@@ -447,7 +447,7 @@ impl MatmulLaunch {
         self.engine
     }
 
-    /// The WGSL file (`matmul/<type>_dot4`, `_coopmat` or `_fma`).
+    /// The WGSL file (`matmul/<type>_dot4`, `_coopmat`, `_columns` or `_fma`).
     pub fn kernel_name(&self) -> &'static str {
         match (self.engine, self.kernel.coopmat, self.kernel.columns) {
             (MatmulEngine::CoopMatrix { .. }, Some(coopmat), _) => coopmat,
