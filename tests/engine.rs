@@ -591,8 +591,9 @@ fn a_hostile_prompt_of_special_tokens_changes_no_other_sequence() {
     assert!(text(&expected[2]).starts_with(" Paris."));
 }
 
-/// A decode step of many rows (20 sequences; on an adapter with cooperative matrices,
-/// past `DECODE_MATRIX_UNITS_FROM` rows, the plan's `DecodeRowsOnMatrixUnits`): every
+/// A decode step of many rows (20 sequences, and 23: on an adapter with cooperative
+/// matrices, `DECODE_MATRIX_UNITS_FROM` rows or more, the plan's
+/// `DecodeRowsOnMatrixUnits`; every prompt is one token, so every step has all): every
 /// sequence's tokens and logits are its own whoever shares the steps (the same 20
 /// sequences in the opposite order, beside 3 others, give the same bits), and its
 /// logits are those it gets alone within f16's rounding of weights and x (exactly
@@ -617,8 +618,8 @@ fn steps_of_many_rows_keep_each_sequence_its_own() {
         stop_at_eog: false,
         ..greedy(4)
     };
-    // Every prompt is one token, so all join in the first step and every decode step
-    // has all of them.
+    // Every prompt is one token, the decode row of its first step, so every decode
+    // pass has all of them.
     let mut together = |order: &[&Vec<u32>]| -> Vec<Run> {
         let ids: Vec<SequenceId> = order
             .iter()

@@ -158,10 +158,10 @@ fn a_plan_the_device_cannot_run_is_refused() {
     assert_eq!(device.memory_in_use(), before);
 }
 
-/// Where the steps of many sequences go to the matrix units: a model serving 17
+/// Where the steps of many sequences go to the matrix units: a model serving 20
 /// sequences or more on an adapter with cooperative matrices (the H200 preset), each
 /// quant matrix over dot4 weights with its decode columns and the plan saying so; not
-/// at 16 sequences, not with cooperative matrices turned off, not on lavapipe.
+/// at 19 sequences, not with cooperative matrices turned off, not on lavapipe.
 #[test]
 fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
     let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
@@ -186,22 +186,22 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
         let with_columns = p.matrices().filter(|m| m.decode_columns.is_some()).count();
         (clause, with_columns as u64)
     };
-    let many = plan(&file, &h200, &with(17, None)).unwrap();
+    let many = plan(&file, &h200, &with(20, None)).unwrap();
     let (clause, with_columns) = on_units(&many);
     let dot4 = many
         .matrices()
         .filter(|m| m.route.launch().family() == brass::kernels::matvec::Family::Dot4)
         .count() as u64;
     assert!(dot4 > 0);
-    assert_eq!(clause, Some((17, dot4)), "{many}");
+    assert_eq!(clause, Some((20, dot4)), "{many}");
     assert_eq!(with_columns, dot4);
     assert!(
         many.to_string()
-            .contains("steps of 17 rows or more multiply"),
+            .contains("steps of 20 rows or more multiply"),
         "{many}"
     );
     for (profile, options) in [
-        (&h200, with(16, None)),
+        (&h200, with(19, None)),
         (&h200, with(32, Some(false))),
         (&lavapipe, with(32, None)),
     ] {

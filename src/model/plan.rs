@@ -38,8 +38,12 @@ pub const LOGITS_RUN: u64 = 64;
 /// column matvec wins (4,096 x 4,096: 48 against 71; 14,336 x 4,096: 134 against 265;
 /// 4,096 x 14,336: 126 against 227), at 16 they are even (87 against 72; 262 against
 /// 268; 240 against 234), at 32 the matrix units take about half the time (165 against
-/// 77; 513 against 282; 472 against 246).
-pub const DECODE_MATRIX_UNITS_FROM: u64 = 17;
+/// 77; 513 against 282; 472 against 246). A whole step of the 8B shape (`compare
+/// --parallel 16,17,24 --coop-matrix true|false`, same lease): a step on the matrix
+/// units costs about the same from 17 rows to 32 (one tile of 32 tokens), 37 ms, and
+/// the column matvec's about 1.93 ms a row, so they cross near 19 rows: at 17 the
+/// matrix units lost (479.6 against 499.9 tok/s), at 24 they won (655.9 against 507.2).
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 20;
 
 /// The decode columns' tile: 2 blocks of rows and 2 of tokens (32 x 32 on 16 x 16
 /// matrices), 4 groups of 32 per K step; the fastest of those measured on the 8B
