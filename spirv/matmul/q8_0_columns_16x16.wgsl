@@ -179,6 +179,12 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
 // each output element from its own row and column alone), tokens past the step's
 // count are zeros, and nothing in the arithmetic depends on params.n_tokens.
 //
+// What bounds it is the staging, not the matrix units: on the H200 a round's decode,
+// scalar f16 stores and two barriers are about two thirds of its time, and 32 tokens of
+// 14,336 x 4,096 Q4_K run at 3 % of the read probe and 2 % of the matrix probe
+// (results/parallel/h200_2026-12-04_columns). Splitting K over more workgroups, the
+// last summing the spans through atomics, was slower.
+//
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
 // SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8) and TOKEN_BLOCKS (1 or 2). As
