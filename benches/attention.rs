@@ -3,15 +3,19 @@
 //! last-level cache, reported as µs, GB/s of K and V read and % of the device's
 //! streaming-read bandwidth (the probe), beside a pure read of the same bytes. Then
 //! prefill attention: one layer's causal attention for a prompt of `--prefill-tokens`
-//! tokens from position `--prefill-start`, as µs, GB/s of K and V the workgroups read
-//! and TFLOP/s.
+//! tokens (512, 2,048 and 8,192 unless told) from position `--prefill-start`, as µs,
+//! GB/s of K and V the workgroups read, TFLOP/s, and that as a % of the device's f32
+//! multiply-add probe (what the kernel multiplies on) and of its matrix probe (what a
+//! kernel on its matrix units could reach), where it has matrix units.
 //!
 //! cargo bench --bench attention -- [--shapes llama3-8b,smollm2] [--n-pos 512,4096,32768]
 //!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128]
 //!     [--merge last-workgroup,combine] [--portable] [--iters 30] [--adapter INDEX|NAME]
-//!     [--prefill-tokens 512] [--prefill-start 0] [--no-decode] [--no-prefill]
+//!     [--prefill-tokens 512,2048,8192] [--prefill-start 0] [--no-decode] [--no-prefill]
 
-use brass::device::{bandwidth_probe, AdapterChoice, Device, WgpuDevice};
+use brass::device::{
+    bandwidth_probe, coop_compute_probe, f32_compute_probe, AdapterChoice, Device, WgpuDevice,
+};
 use brass::gguf::synthetic::SyntheticSpec;
 use brass::kernels::attention::{
     AttentionLaunch, Heads, KvType, Merge, PrefillAttention, RopeStyle,
@@ -65,7 +69,7 @@ struct Args {
     #[arg(long)]
     adapter: Option<String>,
     /// Prompt lengths to time prefill attention at.
-    #[arg(long, value_delimiter = ',', default_values_t = [512u64])]
+    #[arg(long, value_delimiter = ',', default_values_t = [512u64, 2048, 8192])]
     prefill_tokens: Vec<u64>,
     /// Positions already in the cache before the prompt.
     #[arg(long, value_delimiter = ',', default_values_t = [0u64])]
@@ -257,8 +261,24 @@ fn prefill(
     shapes: &[(String, Heads)],
     effort: Effort,
 ) -> brass::Result<()> {
+    let f32_probe = f32_compute_probe(device, 5, 20.0)?;
+    println!("\n{f32_probe}");
+    let matrix_probe = match device.profile().coop_matrix {
+        Some(_) => {
+            let probe = coop_compute_probe(device, 5, 20.0)?;
+            println!("{probe}");
+            Some(probe.tflops)
+        }
+        None => {
+            println!(
+                "no matrix probe: {} has no matrix units",
+                device.profile().name
+            );
+            None
+        }
+    };
     println!(
-        "\n{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "\n{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8}",
         "shape",
         "kv",
         "prefill kernel",
@@ -268,11 +288,14 @@ fn prefill(
         "median µs",
         "chain µs",
         "GB/s",
-        "TFLOP/s"
+        "TFLOP/s",
+        "% f32",
+        "% matrix"
     );
     println!(
         "(per layer; GB/s: K and V bytes the workgroups read over the chained time; TFLOP/s: \
-         the causal attention's q·k and weight·v, two per multiply-add)"
+         the causal attention's q·k and weight·v, two per multiply-add; % of the f32 and \
+         matrix probes)"
     );
     for (name, heads) in shapes {
         let heads = *heads;
@@ -285,8 +308,12 @@ fn prefill(
                         time_prefill_attention(device, cache, &launch, start, n_tokens, effort)?;
                     let bytes = launch.kv_bytes_read(start, n_tokens, None);
                     let flops = launch.flops(start, n_tokens);
+                    let tflops = flops as f64 / (t.chained_us * 1e6);
+                    let of_matrix = matrix_probe
+                        .map_or("-".to_string(), |p| format!("{:.1}%", 100.0 * tflops / p));
                     println!(
-                        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2}",
+                        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2} \
+                         {:>6.1}% {:>8}",
                         name,
                         kv.name(),
                         launch.pipeline_key(),
@@ -296,7 +323,9 @@ fn prefill(
                         t.median_us,
                         t.chained_us,
                         bytes as f64 / (t.chained_us * 1e3),
-                        flops as f64 / (t.chained_us * 1e6),
+                        tflops,
+                        100.0 * tflops / f32_probe.f32_tflops,
+                        of_matrix,
                     );
                 }
             }

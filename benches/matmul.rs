@@ -5,10 +5,12 @@
 //! for the fma kernels), beside the
 //! weight bytes' GB/s, as a table and as JSON. Each quant case runs on dot4 and, where
 //! the adapter has them, on cooperative matrices, and on fma over the GGUF rows its
-//! exact route (coop) uploads; F32 and F16 on fma.
+//! exact route (coop) uploads; F32 and F16 on fma. `--columns` adds the decode steps'
+//! kernel on the matrix units (`matmul/columns.wgsl`) in the tiles named.
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
-//!     [--tokens 64,512] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
+//!     [--tokens 64,512,2048,8192] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
+//!     [--columns 2:2:4]
 
 use brass::device::{
     coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -37,8 +39,9 @@ struct Args {
     /// all of the types').
     #[arg(long, value_delimiter = ',')]
     kernels: Vec<String>,
-    /// Tokens per matmul (llama-bench's pp sizes).
-    #[arg(long, value_delimiter = ',', default_values_t = [64u64, 512])]
+    /// Tokens per matmul (llama-bench's pp sizes; 2,048 and 8,192 to see that long
+    /// prompts run at the pace of short ones).
+    #[arg(long, value_delimiter = ',', default_values_t = [64u64, 512, 2048, 8192])]
     tokens: Vec<u64>,
     #[arg(long, default_value_t = 10)]
     iters: usize,
