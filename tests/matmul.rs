@@ -170,42 +170,18 @@ fn check(
     let expected = expected.unwrap_or_else(|e| panic!("{what}: {e}"));
 
     let parts = launch.upload_weights(device, "w", &w).unwrap();
-    let x_bytes = x_data.len() as u64;
-    let xb = device
-        .create_buffer("x", x_bytes, BufferUse::Storage)
-        .unwrap();
-    device.upload(xb, 0, &x_data).unwrap();
-    let y_len = n_tokens * y_stride;
-    let yb = device
-        .create_buffer("y", y_len * 4, BufferUse::Storage)
-        .unwrap();
-    let sentinel = f32::NAN;
-    device
-        .upload(yb, 0, bytemuck::cast_slice(&vec![sentinel; y_len as usize]))
-        .unwrap();
-    let pipeline = mm.pipeline(device, cache).unwrap();
-    let mut list = CommandList::new();
-    for d in mm
-        .dispatches(
-            pipeline,
-            &parts,
-            brass::device::Slice::new(xb, 0, x_bytes),
-            mm.x_bytes_per_token(),
-            brass::device::Slice::new(yb, 0, y_len * 4),
-            (y_first, y_stride),
-            n_tokens,
-        )
-        .unwrap()
-    {
-        list.dispatch(d);
-    }
-    device.submit(&list).unwrap();
-    let y = read_f32(device, yb, 0, y_len as usize).unwrap();
+    let y = run_matmul(
+        device,
+        cache,
+        &mm,
+        &parts,
+        &x_data,
+        n_tokens,
+        (y_first, y_stride),
+    );
     for p in &parts {
         device.destroy_buffer(p.buffer).unwrap();
     }
-    device.destroy_buffer(xb).unwrap();
-    device.destroy_buffer(yb).unwrap();
 
     let offsets = offsets_only(ty, &w);
     for (t, x) in x_values.iter().enumerate() {
@@ -326,7 +302,8 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
                 .flat_map(|_| quantize_x_q8(&rng.vec(k as usize)))
                 .collect();
             let per_token = mm.x_bytes_per_token() as usize;
-            let together = run_matmul(&device, &cache, &mm, &parts, &xs, n);
+            let ys = (0, m);
+            let together = run_matmul(&device, &cache, &mm, &parts, &xs, n, ys);
             for t in 0..n as usize {
                 let alone = run_matmul(
                     &device,
@@ -335,6 +312,7 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
                     &parts,
                     &xs[t * per_token..][..per_token],
                     1,
+                    ys,
                 );
                 let column = &together[t * m as usize..][..m as usize];
                 assert!(
@@ -354,8 +332,9 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
     }
 }
 
-/// y (tokens after one another, M floats each) = W x for the `n_tokens` tokens of
-/// `x_data` in the matmul's form.
+/// y = W x for the `n_tokens` tokens of `x_data` in the matmul's form: token t's
+/// outputs at `t * y_stride + y_first`, every other element of y left NaN (so that a
+/// stray write shows).
 fn run_matmul(
     device: &dyn Device,
     cache: &PipelineCache,
@@ -363,15 +342,19 @@ fn run_matmul(
     parts: &[brass::device::Slice],
     x_data: &[u8],
     n_tokens: u64,
+    (y_first, y_stride): (u64, u64),
 ) -> Vec<f32> {
     let x_bytes = x_data.len() as u64;
     let xb = device
         .create_buffer("x", x_bytes, BufferUse::Storage)
         .unwrap();
     device.upload(xb, 0, x_data).unwrap();
-    let y_len = n_tokens * mm.m();
+    let y_len = n_tokens * y_stride;
     let yb = device
         .create_buffer("y", y_len * 4, BufferUse::Storage)
+        .unwrap();
+    device
+        .upload(yb, 0, bytemuck::cast_slice(&vec![f32::NAN; y_len as usize]))
         .unwrap();
     let pipeline = mm.pipeline(device, cache).unwrap();
     let mut list = CommandList::new();
@@ -382,7 +365,7 @@ fn run_matmul(
             brass::device::Slice::new(xb, 0, x_bytes),
             mm.x_bytes_per_token(),
             brass::device::Slice::new(yb, 0, y_len * 4),
-            (0, mm.m()),
+            (y_first, y_stride),
             n_tokens,
         )
         .unwrap()
