@@ -402,10 +402,8 @@ fn decode_rows_plan(
     if sequences < 2 {
         return Vec::new();
     }
-    let columns = layers
-        .iter()
-        .flat_map(LayerPlan::matrices)
-        .chain([output])
+    let matrices = || layers.iter().flat_map(LayerPlan::matrices).chain([output]);
+    let columns = matrices()
         .map(|m| m.route.launch().max_columns())
         .min()
         .unwrap_or(1);
@@ -414,12 +412,7 @@ fn decode_rows_plan(
         columns,
     }];
     if let Some(engine) = units {
-        let on_units = layers
-            .iter()
-            .flat_map(LayerPlan::matrices)
-            .chain([output])
-            .filter(|m| m.decode_columns.is_some())
-            .count() as u64;
+        let on_units = matrices().filter(|m| m.decode_columns.is_some()).count() as u64;
         clauses.push(Clause::DecodeRowsOnMatrixUnits {
             from: DECODE_MATRIX_UNITS_FROM,
             matrices: on_units,
