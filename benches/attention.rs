@@ -3,7 +3,8 @@
 //! last-level cache, reported as µs, GB/s of K and V read and % of the device's
 //! streaming-read bandwidth (the probe), beside a pure read of the same bytes. Then
 //! prefill attention: one layer's causal attention for a prompt of `--prefill-tokens`
-//! tokens (512, 2,048 and 8,192 unless told) from position `--prefill-start`, as µs,
+//! tokens (512, 2,048 and 8,192 unless told) from position `--prefill-start`, by the
+//! scalar kernel and, where the adapter has matrix units, by `attention/flash`, as µs,
 //! GB/s of K and V the workgroups read, TFLOP/s, and that as a % of the device's f32
 //! multiply-add probe (what the kernel multiplies on) and of its matrix probe (what a
 //! kernel on its matrix units could reach), where it has matrix units.
@@ -164,7 +165,7 @@ fn decode(
 ) -> brass::Result<()> {
     let profile = device.profile();
     println!(
-        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7}",
+        "{:<14} {:<4} {:<72} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7}",
         "shape",
         "kv",
         "kernel",
@@ -226,7 +227,7 @@ fn decode(
                     let read = time_stream_read(device, bytes, effort)?;
                     let gbps = bytes as f64 / (t.chained_us * 1e3);
                     println!(
-                        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>6.1}% {:>6.1}%",
+                        "{:<14} {:<4} {:<72} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>6.1}% {:>6.1}%",
                         name,
                         kv.name(),
                         launch.pipeline_key(),
@@ -278,7 +279,7 @@ fn prefill(
         }
     };
     println!(
-        "\n{:<14} {:<4} {:<58} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8}",
+        "\n{:<14} {:<4} {:<72} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8}",
         "shape",
         "kv",
         "prefill kernel",
@@ -300,19 +301,24 @@ fn prefill(
     for (name, heads) in shapes {
         let heads = *heads;
         for &kv in &args.kv {
-            let launch = PrefillAttention::new(heads, kv, device.profile())?;
-            launch.check(device.profile())?;
-            for &start in &args.prefill_start {
-                for &n_tokens in &args.prefill_tokens {
-                    let t =
-                        time_prefill_attention(device, cache, &launch, start, n_tokens, effort)?;
-                    let bytes = launch.kv_bytes_read(start, n_tokens, None);
-                    let flops = launch.flops(start, n_tokens);
-                    let tflops = flops as f64 / (t.chained_us * 1e6);
-                    let of_matrix = matrix_probe
-                        .map_or("-".to_string(), |p| format!("{:.1}%", 100.0 * tflops / p));
-                    println!(
-                        "{:<14} {:<4} {:<58} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2} \
+            let mut launches = vec![PrefillAttention::new(heads, kv, device.profile())?];
+            match PrefillAttention::on_matrix_units(heads, kv, device.profile())? {
+                Ok(matrix) => launches.push(matrix),
+                Err(why) => println!("{name} {}: no matrix kernel: {why}", kv.name()),
+            }
+            for launch in &launches {
+                launch.check(device.profile())?;
+                for &start in &args.prefill_start {
+                    for &n_tokens in &args.prefill_tokens {
+                        let t =
+                            time_prefill_attention(device, cache, launch, start, n_tokens, effort)?;
+                        let bytes = launch.kv_bytes_read(start, n_tokens, None);
+                        let flops = launch.flops(start, n_tokens);
+                        let tflops = flops as f64 / (t.chained_us * 1e6);
+                        let of_matrix = matrix_probe
+                            .map_or("-".to_string(), |p| format!("{:.1}%", 100.0 * tflops / p));
+                        println!(
+                        "{:<14} {:<4} {:<72} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2} \
                          {:>6.1}% {:>8}",
                         name,
                         kv.name(),
@@ -327,6 +333,7 @@ fn prefill(
                         100.0 * tflops / f32_probe.f32_tflops,
                         of_matrix,
                     );
+                    }
                 }
             }
         }

@@ -99,6 +99,11 @@ struct Args {
     /// adapter has none), false for dot4 (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
+    /// Whether prompts' attention runs on the matrix units (attention/flash): true
+    /// where the adapter can run it, false for the scalar kernel (default: the scalar
+    /// kernel, until the matrix kernel's whole test has passed on such a device).
+    #[arg(long)]
+    matrix_attention: Option<bool>,
     /// KV-cache positions, at least 1 and at most the model's trained context, checked
     /// against the device's memory up front (default: the trained context where it
     /// fits, else the largest that does). A generation that reaches its end stops there.
@@ -291,6 +296,7 @@ fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
             glu_q8: args.glu_q8,
             x_planes: args.x_planes,
             coop_matrix: args.coop_matrix,
+            matrix_attention: args.matrix_attention,
             ..Overrides::default()
         },
         ubatch: args.ubatch,

@@ -969,6 +969,112 @@ fn prefill_attention_matches_the_reference() {
     assert!(cases >= 2 * 2 * 12, "{cases} cases");
 }
 
+/// Prefill attention on the matrix units (`attention/flash.wgsl`) against the f64
+/// reference: head sizes 64, 80 (not a multiple of 16), 128 and 256; GQA ratios 1, 4 and
+/// 7; 1 to 300 tokens from the start of the cache and after a thousand rows; a local
+/// layer's window; each cache format. The last case makes each token's scores grow
+/// with its keys' positions, so that rows' maxima pass their reference by more than
+/// the kernel lets P grow and the accumulators are rescaled. The operands meet in f16
+/// (q scaled, K, P and V), so the bound is f16's: a few 2^-11 of each term. Lavapipe has
+/// no matrix units: there the test says so and checks nothing; it runs on the H200.
+#[test]
+fn prefill_attention_on_matrix_units_matches_the_reference() {
+    let g = Gpu::new();
+    let profile = g.device.profile();
+    let mut cases = 0;
+    let mut worst = 0f32;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd, token_counts, window, growth) in [
+            (
+                4usize,
+                4usize,
+                64usize,
+                &[1usize, 2, 7, 64, 300][..],
+                None,
+                0.0f32,
+            ),
+            (32, 8, 128, &[1, 17, 300][..], None, 0.0),
+            (8, 2, 128, &[64][..], Some(24u64), 0.0),
+            (7, 1, 256, &[2, 33][..], None, 0.0),
+            (14, 2, 80, &[7, 64][..], None, 0.0),
+            (8, 2, 128, &[300][..], None, 0.05),
+        ] {
+            let h = heads(n_heads, n_kv, hd, hd);
+            if kv.check_head_dim(h.head_dim).is_err() {
+                continue;
+            }
+            let launch = match PrefillAttention::on_matrix_units(h, kv, profile).unwrap() {
+                Ok(l) => l,
+                Err(why) => {
+                    eprintln!(
+                        "{}: no prefill attention on matrix units: {why}",
+                        profile.name
+                    );
+                    return;
+                }
+            };
+            launch.check(profile).unwrap();
+            let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+            let q_stride = q_dim + 2 * kv_dim;
+            for &n_tokens in token_counts {
+                for start in [0usize, 1000] {
+                    let n_pos = start + n_tokens;
+                    let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
+                    let k: Vec<f32> = rng
+                        .vec(n_pos * kv_dim)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| x * (1.0 + growth * (i / kv_dim) as f32))
+                        .collect();
+                    let v = rng.vec(n_pos * kv_dim);
+                    let q: Vec<f32> = rng
+                        .vec(n_tokens * q_stride)
+                        .iter()
+                        .map(|x| x * 2.0)
+                        .collect();
+                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+                    let heads = (n_heads, n_kv, hd);
+                    let window_ref = window.map(|w| w as usize);
+                    let expected = prefill_ref(
+                        (&q, q_stride),
+                        (&ks, &vs),
+                        heads,
+                        (start, n_tokens),
+                        window_ref,
+                    );
+                    let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
+                    eprintln!("{kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}");
+                    let (actual, _) =
+                        g.prefill(&launch, (start, n_tokens), (qb, q_stride), kc, vc, window);
+                    // f16 operands: scores off by about 2^-11 of |q| |k|, weights by as much
+                    // relative, the output by that much of the values it averages.
+                    let score_scale = if growth > 0.0 {
+                        1.0 + growth * n_pos as f32
+                    } else {
+                        1.0
+                    };
+                    let tol = 4e-3 * score_scale.max(1.0);
+                    let err = max_error(&expected, &actual);
+                    worst = worst.max(err / score_scale);
+                    let ctx = format!(
+                        "{} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, window \
+                         {window:?}, growth {growth}",
+                        launch.pipeline_key()
+                    );
+                    assert!(
+                        actual.iter().all(|x| x.is_finite()),
+                        "{ctx}: a row not written"
+                    );
+                    assert!(err <= tol, "{ctx}: {err} from the reference (bound {tol})");
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases >= 3 * 20, "{cases} cases");
+    eprintln!("{cases} cases; largest error {worst} (per unit of score scale)");
+}
+
 /// Prefill attention over more keys than one invocation may walk where the device cuts
 /// its loops short (lavapipe: 65,535 iterations, all loops together; issue 45), and
 /// around the boundaries of the passes that split them: 32 tokens from position 6,000

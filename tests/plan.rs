@@ -211,3 +211,61 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
         );
     }
 }
+
+/// Where prompts' attention goes to the matrix units: asked for (`matrix_attention`) on
+/// the H200 preset (cooperative matrices, no loop limit), the plan routes
+/// `attention/flash` and says so; by default (not yet verified), with it or cooperative
+/// matrices turned off, and on lavapipe (no matrix units), the scalar kernel, with the
+/// clause that says why.
+#[test]
+fn prompt_attention_goes_to_the_matrix_units_where_planned() {
+    use brass::kernels::attention::{NoMatrixAttention, PrefillEngine};
+    use brass::model::PrefillPlan;
+    use brass::router::Clause;
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let attention = |profile: &DeviceProfile, coop_matrix, matrix_attention| {
+        let options = LoadOptions {
+            context: Some(64),
+            routing: Overrides {
+                coop_matrix,
+                matrix_attention,
+                ..Overrides::default()
+            },
+            ..Default::default()
+        };
+        let p = plan(&file, profile, &options).unwrap();
+        let PrefillPlan::Batched(b) = &p.prefill else {
+            panic!("prompts not batched: {p}");
+        };
+        (b.attention.clone(), p.to_string())
+    };
+    let (on_units, text) = attention(&h200, None, Some(true));
+    assert!(
+        matches!(on_units.launch().engine(), PrefillEngine::Matrix { .. }),
+        "{text}"
+    );
+    assert!(matches!(
+        on_units.clauses(),
+        [Clause::PrefillAttentionOnMatrixUnits { .. }]
+    ));
+    assert!(
+        text.contains("causal flash attention on 16x16 f16 matrix units"),
+        "{text}"
+    );
+    for (profile, coop, matrix, why) in [
+        (&h200, None, None, NoMatrixAttention::NotYetVerified),
+        (&h200, Some(false), Some(true), NoMatrixAttention::Asked),
+        (&h200, None, Some(false), NoMatrixAttention::Asked),
+        (&lavapipe, None, Some(true), NoMatrixAttention::NoShape),
+    ] {
+        let (route, text) = attention(profile, coop, matrix);
+        assert_eq!(route.launch().engine(), PrefillEngine::Scalar, "{text}");
+        assert_eq!(
+            route.clauses().first(),
+            Some(&Clause::PrefillAttentionScalar { why }),
+            "{text}"
+        );
+    }
+}

@@ -78,6 +78,11 @@ struct Args {
     /// and the column matvec (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
+    /// Whether prompts' attention runs on the matrix units (attention/flash): true
+    /// where the adapter can run it, false for the scalar kernel (default: the scalar
+    /// kernel, until the matrix kernel's whole test has passed on such a device).
+    #[arg(long)]
+    matrix_attention: Option<bool>,
     /// Also decode with this many tokens already in the KV cache (comma-separated),
     /// as llama-bench's `-d`.
     #[arg(long, value_delimiter = ',')]
@@ -335,6 +340,7 @@ fn measure_device(
             attention_invocations: args.attention_invocations,
             attention_merge: args.attention_merge,
             coop_matrix: args.coop_matrix,
+            matrix_attention: args.matrix_attention,
             ..Overrides::default()
         },
         ubatch: args.ubatch,

@@ -34,6 +34,52 @@ fn v_pair(row: u32, p: u32) -> vec2<f32> {
     let first = row * KV_ROW;
     return q8_pair(v_cache[first + p / 2u], p, bitcast<f32>(v_cache[first + HD / 4u + p / 16u]));
 }
+// What the prompt attention kernels (prefill.wgsl, flash.wgsl) share: their parameters
+// and bindings, and where a (token, query head) row's token sits, which keys it sees and
+// where its values are. The includer sets HD; the format include gives KvWord.
+
+struct Params {
+    n_kv_heads: u32,
+    group: u32,       // query heads per KV head
+    start: u32,       // position of the first token
+    n_tokens: u32,
+    q_stride: u32,    // elements from one token's q to the next's
+    out_stride: u32,  // elements from one token's output to the next's
+    scale: f32,       // what q is multiplied by before its dot products
+    block_first: u32, // first row block of this dispatch (the grid's x is limited)
+    key_first: u32,   // the first key position of this pass
+    key_end: u32,     // the pass's keys end before this position
+    n_heads: u32,     // query heads: a token's rows of `state`
+    window: u32,      // keys a row sees, its own included (0: all up to its own)
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
+@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+// (running max, running sum) of each (token, query head) row between passes.
+@group(0) @binding(5) var<storage, read_write> state: array<vec2<f32>>;
+
+// The position of row `row`'s token.
+fn row_pos(row: u32) -> u32 {
+    return params.start + row / params.group;
+}
+
+// The first key a row at `pos` sees: 0, or the start of its window.
+fn first_key(pos: u32) -> u32 {
+    if (params.window == 0u || pos < params.window) {
+        return 0u;
+    }
+    return pos + 1u - params.window;
+}
+
+// Where value d of row `row` (of KV head kvh) is in a buffer of `stride` elements per
+// token.
+fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
+    let head = kvh * params.group + row % params.group;
+    return (row / params.group) * stride + head * HD + d;
+}
 // Causal attention for a prompt's tokens (prefill), flash-attention style. Token t of
 // n_tokens sits at position start + t and attends to cache positions 0..=start + t;
 // its q rows are at q[t * q_stride + head * HD ..], its output rows at
@@ -69,28 +115,6 @@ fn v_pair(row: u32, p: u32) -> vec2<f32> {
 // the workgroup memory they take is the host's `PrefillAttention::workgroup_bytes`.
 // The format includes give KvWord, k_pair and v_pair.
 
-struct Params {
-    n_kv_heads: u32,
-    group: u32,       // query heads per KV head
-    start: u32,       // position of the first token
-    n_tokens: u32,
-    q_stride: u32,    // elements from one token's q to the next's
-    out_stride: u32,  // elements from one token's output to the next's
-    scale: f32,       // what q is multiplied by before its dot products
-    block_first: u32, // first row block of this dispatch (the grid's x is limited)
-    key_first: u32,   // the first key position of this pass
-    key_end: u32,     // the pass's keys end before this position
-    n_heads: u32,     // query heads: a token's rows of `state`
-    window: u32,      // keys a row sees, its own included (0: all up to its own)
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<KvWord>;
-@group(0) @binding(3) var<storage, read> v_cache: array<KvWord>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-// (running max, running sum) of each (token, query head) row between passes.
-@group(0) @binding(5) var<storage, read_write> state: array<vec2<f32>>;
 
 const HALF: u32 = HD / 2u;
 // A row of the K/V tile is one pair longer than a chunk, so the positions that
@@ -108,26 +132,6 @@ var<workgroup> run_max: array<f32, ROWS>;
 var<workgroup> run_sum: array<f32, ROWS>;
 var<workgroup> rescale: array<f32, ROWS>;
 
-// The position of row `row`'s token.
-fn row_pos(row: u32) -> u32 {
-    return params.start + row / params.group;
-}
-
-// The first key a row at `pos` sees: 0, or the start of its window.
-fn first_key(pos: u32) -> u32 {
-    if (params.window == 0u || pos < params.window) {
-        return 0u;
-    }
-    return pos + 1u - params.window;
-}
-
-// Where pair p of row `row` (of KV head kvh) starts in a buffer of `stride` elements
-// per token.
-fn row_element(row: u32, kvh: u32, p: u32, stride: u32) -> u32 {
-    let head = kvh * params.group + row % params.group;
-    return (row / params.group) * stride + head * HD + 2u * p;
-}
-
 // The state slot of row `row` (of KV head kvh): its token's, its query head's.
 fn state_slot(row: u32, kvh: u32) -> u32 {
     return (row / params.group) * params.n_heads + kvh * params.group + row % params.group;
@@ -141,7 +145,7 @@ fn stage_q(r0: u32, rows: u32, kvh: u32, c0: u32, nc: u32, lid: u32) {
         let p = i % nc;
         var v = vec2<f32>(0.0);
         if (r < rows) {
-            let j = row_element(r0 + r, kvh, c0 + p, params.q_stride);
+            let j = row_element(r0 + r, kvh, 2u * (c0 + p), params.q_stride);
             v = vec2<f32>(q[j], q[j + 1u]) * params.scale;
         }
         q_tile[r * CHUNK + p] = v;
@@ -174,7 +178,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let p = i % SLICE;
         var a = vec2<f32>(0.0);
         if (resumed && r < rows && p < width && row_pos(r0 + r) >= params.key_first) {
-            let j = row_element(r0 + r, kvh, s0 + p, params.out_stride);
+            let j = row_element(r0 + r, kvh, 2u * (s0 + p), params.out_stride);
             a = vec2<f32>(out[j], out[j + 1u]);
         }
         acc[i] = a;
@@ -279,7 +283,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (pos < params.key_first) {
             continue;
         }
-        let j = row_element(r0 + r, kvh, s0 + p, params.out_stride);
+        let j = row_element(r0 + r, kvh, 2u * (s0 + p), params.out_stride);
         var v = acc[r * SLICE + p];
         if (pos < params.key_end) {
             v /= run_sum[r];

@@ -36,8 +36,8 @@ use super::{PipelineCache, PipelineTemplate};
 
 mod prefill;
 pub use prefill::{
-    PrefillAttention, PrefillPipelines, PREFILL_CHUNK, PREFILL_STATE_BYTES, PREFILL_WG,
-    PREFILL_WORKGROUP_BYTES,
+    NoMatrixAttention, PrefillAttention, PrefillEngine, PrefillPipelines, FLASH_SUBGROUPS,
+    PREFILL_CHUNK, PREFILL_STATE_BYTES, PREFILL_WG, PREFILL_WORKGROUP_BYTES,
 };
 
 /// The attention heads of a layer, as RoPE and the KV cache see them.

@@ -453,7 +453,12 @@ fn plan_prefill(
     };
     let coop = options.routing.coop_matrix;
     let engine = route_matmul_engine(profile, coop)?;
-    let Ok(attention) = route_prefill_attention(profile, config.heads(), kv) else {
+    let Ok(attention) = route_prefill_attention(
+        profile,
+        config.heads(),
+        kv,
+        (coop, options.routing.matrix_attention),
+    ) else {
         return token_at_a_time(Clause::NoPrefillAttention);
     };
     let mut routed = Vec::new();

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::prefill::NoCoopMatrix;
 use crate::device::{Backend, CoopMatrix};
-use crate::kernels::attention::{KvType, Merge};
+use crate::kernels::attention::{KvType, Merge, NoMatrixAttention};
 use crate::kernels::matvec::{Batches, Family, XStage};
 use crate::quant::GgmlType;
 
@@ -283,6 +283,28 @@ pub enum Clause {
         bytes: u64,
         /// Workgroup memory the device has.
         budget: u64,
+    },
+    /// Prefill attention on the matrix units (`attention/flash.wgsl`): Q Kᵀ and P V on
+    /// `shape` matrices, `rows` (token, query head) rows by `key_tile` keys a tile.
+    PrefillAttentionOnMatrixUnits {
+        /// The matrices.
+        shape: CoopMatrix,
+        /// (token, query head) rows per workgroup.
+        rows: u32,
+        /// Key positions per tile.
+        key_tile: u32,
+        /// Slices a head's output is computed in.
+        slices: u64,
+        /// Workgroup memory a workgroup takes.
+        bytes: u64,
+        /// Workgroup memory the device has.
+        budget: u64,
+    },
+    /// Prefill attention on scalar f32 FMAs (`attention/prefill.wgsl`), and why not on
+    /// the matrix units.
+    PrefillAttentionScalar {
+        /// Why not.
+        why: NoMatrixAttention,
     },
     /// The device ends an invocation's loops after `limit` iterations: a dispatch walks
     /// at most `keys` key positions.
@@ -582,6 +604,22 @@ impl std::fmt::Display for Clause {
                  a tile, {slices} slice(s) of the head ({bytes} of {budget} bytes of \
                  workgroup memory)"
             ),
+            Clause::PrefillAttentionOnMatrixUnits {
+                shape,
+                rows,
+                key_tile,
+                slices,
+                bytes,
+                budget,
+            } => write!(
+                f,
+                "causal flash attention on {shape} matrix units, {rows} (token, query head) \
+                 rows by {key_tile} keys a tile, {slices} slice(s) of the head ({bytes} of \
+                 {budget} bytes of workgroup memory); q, K, P and V meet in f16"
+            ),
+            Clause::PrefillAttentionScalar { why } => {
+                write!(f, "prefill attention on scalar f32 FMAs: {why}")
+            }
             Clause::PrefillKeyPasses { limit, keys } => write!(
                 f,
                 "the device stops an invocation's loops after {limit} iterations: passes \

@@ -135,6 +135,13 @@ pub struct Overrides {
     /// adapter has none), no (dot4), or (None) where the adapter has them
     /// ([`route_matmul_engine`]).
     pub coop_matrix: Option<bool>,
+    /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
+    /// where the adapter can run it (else the scalar kernel, and the clause says why),
+    /// no, or (None) not yet: the kernel has not passed its whole test on a device with
+    /// matrix units ([`NoMatrixAttention::NotYetVerified`]).
+    ///
+    /// [`NoMatrixAttention::NotYetVerified`]: crate::kernels::attention::NoMatrixAttention::NotYetVerified
+    pub matrix_attention: Option<bool>,
 }
 
 /// A matvec's launch and why.

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use super::Clause;
 use crate::device::DeviceProfile;
-use crate::kernels::attention::{Heads, KvType, PrefillAttention, PREFILL_WORKGROUP_BYTES};
+use crate::kernels::attention::{
+    Heads, KvType, NoMatrixAttention, PrefillAttention, PREFILL_WORKGROUP_BYTES,
+};
 use crate::kernels::matmul::{
     coop_workgroup_bytes, MatmulEngine, MatmulInput, MatmulLaunch, COOP_SUBGROUPS,
 };
@@ -243,24 +245,50 @@ impl PrefillAttentionRoute {
     }
 }
 
-/// Routes the prefill attention: the most (token, query head) rows and the longest
-/// key tile that fit the workgroup memory (up to [`PREFILL_WORKGROUP_BYTES`]), the head
-/// sliced where one row does not fit, and the keys in passes where the device ends an
-/// invocation's loops after a count.
+/// Routes the prefill attention: on the matrix units where `matrix` asks for them, the
+/// adapter has them and `coop` does not turn them off
+/// ([`PrefillAttention::on_matrix_units`]: the tile that computes the head in the fewest
+/// slices, then the most rows; not yet by default, [`NoMatrixAttention::NotYetVerified`]);
+/// else the scalar kernel
+/// with the most (token, query head) rows and the longest key tile that fit the
+/// workgroup memory (up to [`PREFILL_WORKGROUP_BYTES`]), the head sliced where one row
+/// does not fit, and the keys in passes where the device ends an invocation's loops
+/// after a count.
 pub fn route_prefill_attention(
     profile: &DeviceProfile,
     heads: Heads,
     kv: KvType,
+    (coop, matrix): (Option<bool>, Option<bool>),
 ) -> Result<PrefillAttentionRoute> {
+    let why = match (coop, matrix) {
+        (Some(false), _) | (_, Some(false)) => NoMatrixAttention::Asked,
+        (_, None) => NoMatrixAttention::NotYetVerified,
+        (_, Some(true)) => match PrefillAttention::on_matrix_units(heads, kv, profile)? {
+            Ok(launch) => {
+                launch.check(profile)?;
+                let clauses = vec![Clause::PrefillAttentionOnMatrixUnits {
+                    shape: profile.coop_matrix.expect("a matrix launch has a shape"),
+                    rows: launch.rows(),
+                    key_tile: launch.key_tile(),
+                    slices: launch.n_slices(),
+                    bytes: launch.workgroup_bytes(),
+                    budget: profile.workgroup_storage_bytes as u64,
+                }];
+                return Ok(PrefillAttentionRoute { launch, clauses });
+            }
+            Err(why) => why,
+        },
+    };
     let launch = PrefillAttention::new(heads, kv, profile)?;
     launch.check(profile)?;
-    let mut clauses = vec![Clause::PrefillAttentionTiles {
+    let mut clauses = vec![Clause::PrefillAttentionScalar { why }];
+    clauses.push(Clause::PrefillAttentionTiles {
         rows: launch.rows(),
         key_tile: launch.key_tile(),
         slices: launch.n_slices(),
         bytes: launch.workgroup_bytes(),
         budget: (profile.workgroup_storage_bytes as u64).min(PREFILL_WORKGROUP_BYTES),
-    }];
+    });
     if let (Some(limit), Some(keys)) = (profile.loop_iterations, launch.keys_per_pass()) {
         clauses.push(Clause::PrefillKeyPasses { limit, keys });
     }

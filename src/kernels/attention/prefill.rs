@@ -5,7 +5,10 @@
 //! - `prefill`: causal attention of many query tokens over the cache, flash-attention
 //!   style (key tiles staged in workgroup memory once for a block of (token, query
 //!   head) rows of one KV head, an online softmax), with no cap on the head size or the
-//!   token count.
+//!   token count, in scalar f32;
+//! - `flash`: the same on the adapter's matrix units (Q Kᵀ and P V on cooperative
+//!   matrices, the accumulators in them across the whole walk), where it has them
+//!   ([`PrefillAttention::on_matrix_units`]).
 //!
 //! A [`PrefillAttention`] is a typed value made by a pure function of the heads, the
 //! cache format and the device's limits. The CPU reference is decode's, per token:
@@ -14,9 +17,10 @@
 
 use serde::Serialize;
 
-use crate::device::{Access, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::device::{Access, CoopMatrix, Device, DeviceProfile, Dispatch, PipelineId, Slice};
 use crate::{Error, Result};
 
+use super::super::matmul::coop_preamble;
 use super::super::wgsl::{compose, WgslConst, WgslValue};
 use super::super::PipelineCache;
 use super::{
@@ -50,6 +54,107 @@ const SHAPES: [(u32, u32); 13] = [
 ];
 /// Invocations of a `rope_kv_batch` workgroup (the WGSL's WG).
 const ROPE_WG: u64 = 64;
+/// Subgroups of a workgroup of `attention/flash.wgsl`.
+pub const FLASH_SUBGROUPS: u32 = 8;
+/// (rows, key tile) of `attention/flash.wgsl` in order of preference: most rows first
+/// (each staged K and V tile serves every row), then longer key tiles.
+const FLASH_SHAPES: [(u32, u32); 8] = [
+    (64, 32),
+    (32, 64),
+    (32, 32),
+    (16, 64),
+    (16, 32),
+    (8, 64),
+    (8, 32),
+    (8, 16),
+];
+
+/// How prefill attention multiplies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillEngine {
+    /// `attention/prefill.wgsl`: f32 FMAs out of workgroup memory, no subgroups.
+    Scalar,
+    /// `attention/flash.wgsl`: Q Kᵀ and P V on cooperative matrices of `shape`.
+    Matrix {
+        /// The matrices the adapter offers.
+        shape: CoopMatrix,
+        /// The adapter's largest subgroup (the workgroup has [`FLASH_SUBGROUPS`]).
+        subgroup_max: u32,
+        /// Output matrices each subgroup accumulates.
+        out_blocks: u32,
+        /// Invocations that take one row's softmax step together.
+        team: u32,
+    },
+}
+
+/// Why prefill attention does not run on the matrix units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum NoMatrixAttention {
+    /// The run turned cooperative matrices, or the matrix attention, off.
+    Asked,
+    /// The run did not ask for it, and it is not yet the default: its test
+    /// (`prefill_attention_on_matrix_units_matches_the_reference`) has passed on the
+    /// H200 only for one head of 64 values over up to 40 tokens, not yet in whole.
+    NotYetVerified,
+    /// The adapter offers no shape brass stages (f16 or f32 in, f32 out).
+    NoShape,
+    /// The adapter has no subgroups, or lanes too few for a softmax team.
+    NoSubgroups,
+    /// The device ends an invocation's loops after a count: the keys would need
+    /// passes, which only the scalar kernel takes.
+    LoopLimit,
+    /// [`FLASH_SUBGROUPS`] subgroups of the adapter's largest size exceed a workgroup.
+    TooManyInvocations {
+        /// Invocations such a workgroup has.
+        invocations: u32,
+        /// The device's invocations per workgroup.
+        limit: u32,
+    },
+    /// Not even the smallest tile of the head fits the workgroup memory.
+    TileTooBig {
+        /// Workgroup memory the smallest tile takes.
+        bytes: u64,
+        /// The device's workgroup memory.
+        limit: u32,
+    },
+}
+
+impl std::fmt::Display for NoMatrixAttention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoMatrixAttention::Asked => {
+                write!(
+                    f,
+                    "the run turned cooperative matrices or matrix attention off"
+                )
+            }
+            NoMatrixAttention::NotYetVerified => write!(
+                f,
+                "the matrix kernel (attention/flash) is not yet the default, its whole test \
+                 not yet passed on a device with matrix units (--matrix-attention true runs it)"
+            ),
+            NoMatrixAttention::NoShape => write!(f, "the adapter has no cooperative matrices"),
+            NoMatrixAttention::NoSubgroups => {
+                write!(f, "the adapter has no subgroups of at least 4 lanes")
+            }
+            NoMatrixAttention::LoopLimit => write!(
+                f,
+                "the device stops an invocation's loops after a count, so the keys go in \
+                 passes, which the scalar kernel takes"
+            ),
+            NoMatrixAttention::TooManyInvocations { invocations, limit } => write!(
+                f,
+                "{invocations} invocations a workgroup, past the device's {limit}"
+            ),
+            NoMatrixAttention::TileTooBig { bytes, limit } => write!(
+                f,
+                "the smallest tile takes {bytes} bytes of workgroup memory, past the \
+                 device's {limit}"
+            ),
+        }
+    }
+}
 
 /// Prefill attention for a model's heads and KV format on one device: the tiling of
 /// `attention/prefill.wgsl`, fixed when the model is planned.
@@ -57,12 +162,14 @@ const ROPE_WG: u64 = 64;
 pub struct PrefillAttention {
     heads: Heads,
     kv: KvType,
+    engine: PrefillEngine,
     wg: u32,
     /// (token, query head) rows per workgroup.
     rows: u32,
     /// Key positions per tile.
     key_tile: u32,
-    /// Pairs of a head staged at once.
+    /// Pairs of a head staged at once (the scalar kernel's; the matrix kernel stages
+    /// whole rows).
     chunk: u32,
     /// Output pairs per workgroup: the whole head unless its accumulators do not fit.
     slice: u32,
@@ -195,6 +302,7 @@ impl PrefillAttention {
                 return Ok(PrefillAttention {
                     heads,
                     kv,
+                    engine: PrefillEngine::Scalar,
                     wg: PREFILL_WG,
                     rows,
                     key_tile,
@@ -215,6 +323,107 @@ impl PrefillAttention {
         }
     }
 
+    /// The launch of `attention/flash.wgsl` on `profile`'s matrix units: of the tiles
+    /// that fit its workgroup memory, the one that computes the head in the fewest
+    /// slices, then the one with the most rows, then the longest key tile. An error
+    /// says why the adapter cannot run it.
+    pub fn on_matrix_units(
+        heads: Heads,
+        kv: KvType,
+        profile: &DeviceProfile,
+    ) -> Result<std::result::Result<PrefillAttention, NoMatrixAttention>> {
+        AttentionLaunch::check_heads(heads, kv)?;
+        let Some(shape) = profile.coop_matrix else {
+            return Ok(Err(NoMatrixAttention::NoShape));
+        };
+        if !profile.subgroups || profile.subgroup_min < 4 {
+            return Ok(Err(NoMatrixAttention::NoSubgroups));
+        }
+        if profile.loop_iterations.is_some() {
+            return Ok(Err(NoMatrixAttention::LoopLimit));
+        }
+        let subgroup_max = profile.subgroup_max;
+        let wg = FLASH_SUBGROUPS * subgroup_max;
+        let limit = profile
+            .max_invocations_per_workgroup
+            .min(profile.max_workgroup_size_x);
+        if wg > limit {
+            return Ok(Err(NoMatrixAttention::TooManyInvocations {
+                invocations: wg,
+                limit,
+            }));
+        }
+        Ok(Self::matrix_with_budget(
+            heads,
+            kv,
+            (shape, subgroup_max, profile.subgroup_min),
+            profile.workgroup_storage_bytes,
+            profile.max_workgroups_per_dim,
+        ))
+    }
+
+    /// [`Self::on_matrix_units`] for matrices of `shape`, subgroups of `subgroup_max`
+    /// lanes at most and `subgroup_min` at least, `workgroup_bytes` of workgroup memory.
+    fn matrix_with_budget(
+        heads: Heads,
+        kv: KvType,
+        (shape, subgroup_max, subgroup_min): (CoopMatrix, u32, u32),
+        workgroup_bytes: u32,
+        max_workgroups_per_dim: u32,
+    ) -> std::result::Result<PrefillAttention, NoMatrixAttention> {
+        let s = shape.size;
+        let wg = FLASH_SUBGROUPS * subgroup_max;
+        let blocks = (heads.head_dim as u32).div_ceil(s);
+        let candidates = FLASH_SHAPES.iter().filter_map(|&(rows, key_tile)| {
+            let row_blocks = rows / s;
+            let fits_grid = rows.is_multiple_of(s)
+                && row_blocks > 0
+                && FLASH_SUBGROUPS.is_multiple_of(row_blocks)
+                && key_tile.is_multiple_of(s);
+            if !fits_grid {
+                return None;
+            }
+            let col_groups = FLASH_SUBGROUPS / row_blocks;
+            let out_blocks = blocks.div_ceil(col_groups).min(4);
+            let team = (wg / rows).clamp(1, 4).min(subgroup_min);
+            Some(PrefillAttention {
+                heads,
+                kv,
+                engine: PrefillEngine::Matrix {
+                    shape,
+                    subgroup_max,
+                    out_blocks,
+                    team,
+                },
+                wg,
+                rows,
+                key_tile,
+                chunk: 0,
+                slice: col_groups * out_blocks * s / 2,
+                max_workgroups_per_dim: max_workgroups_per_dim.max(1),
+                keys_per_pass: None,
+            })
+        });
+        let (fitting, too_big): (Vec<_>, Vec<_>) =
+            candidates.partition(|l| l.workgroup_bytes() <= workgroup_bytes as u64);
+        fitting
+            .into_iter()
+            .min_by_key(PrefillAttention::n_slices)
+            .ok_or(NoMatrixAttention::TileTooBig {
+                bytes: too_big
+                    .iter()
+                    .map(PrefillAttention::workgroup_bytes)
+                    .min()
+                    .unwrap_or(u64::MAX),
+                limit: workgroup_bytes,
+            })
+    }
+
+    /// How it multiplies.
+    pub fn engine(&self) -> PrefillEngine {
+        self.engine
+    }
+
     fn bytes_of(rows: u32, key_tile: u32, chunk: u32, slice: u32) -> u64 {
         let (rows, key_tile, chunk, slice) =
             (rows as u64, key_tile as u64, chunk as u64, slice as u64);
@@ -229,7 +438,53 @@ impl PrefillAttention {
 
     /// Workgroup memory a workgroup takes.
     pub fn workgroup_bytes(&self) -> u64 {
-        Self::bytes_of(self.rows, self.key_tile, self.chunk, self.slice)
+        match self.engine {
+            PrefillEngine::Scalar => {
+                Self::bytes_of(self.rows, self.key_tile, self.chunk, self.slice)
+            }
+            PrefillEngine::Matrix { shape, .. } => {
+                let (rows, kt) = (self.rows as u64, self.key_tile as u64);
+                let ct = shape.input.bytes();
+                // q rows, padded by 8; the K or V tile; the scores (or each
+                // subgroup's S x S); P, [row][key] padded by 8; a factor and a sum per
+                // row and the flag of a rescale.
+                rows * self.padded_head() * ct
+                    + self.kv_len() * ct
+                    + 4 * self.score_len()
+                    + rows * (kt + 8) * ct
+                    + 8 * rows
+                    + 16
+            }
+        }
+    }
+
+    /// The matrix kernel's staged row: the head rounded up to the matrix size, and 8
+    /// elements of padding.
+    fn padded_head(&self) -> u64 {
+        match self.engine {
+            PrefillEngine::Scalar => self.heads.head_dim,
+            PrefillEngine::Matrix { shape, .. } => {
+                self.heads.head_dim.next_multiple_of(shape.size as u64) + 8
+            }
+        }
+    }
+
+    /// Elements of the matrix kernel's K/V tile: K [key][d] with rows of the padded
+    /// head, or V [d][key] with rows of the key tile and 8 of padding.
+    fn kv_len(&self) -> u64 {
+        let kt = self.key_tile as u64;
+        let padded = self.padded_head();
+        (kt * padded).max((padded - 8) * (kt + 8))
+    }
+
+    /// Elements of the matrix kernel's scores: a tile's, or each subgroup's S x S
+    /// where that is more.
+    fn score_len(&self) -> u64 {
+        match self.engine {
+            PrefillEngine::Scalar => self.rows as u64 * self.key_tile as u64,
+            PrefillEngine::Matrix { shape, .. } => (self.rows as u64 * self.key_tile as u64)
+                .max(FLASH_SUBGROUPS as u64 * (shape.size as u64).pow(2)),
+        }
     }
 
     /// The heads it attends over.
@@ -270,6 +525,26 @@ impl PrefillAttention {
     /// Whether `profile` can run this launch.
     pub fn check(&self, profile: &DeviceProfile) -> Result<()> {
         let fail = |what: String| Err(Error::Invalid(format!("prefill attention: {what}")));
+        if let PrefillEngine::Matrix {
+            shape,
+            subgroup_max,
+            team,
+            ..
+        } = self.engine
+        {
+            if profile.coop_matrix != Some(shape) || profile.subgroup_max != subgroup_max {
+                return fail(format!(
+                    "{shape} matrices and subgroups of {subgroup_max}: not what {} offers",
+                    profile.name
+                ));
+            }
+            if !profile.subgroups || profile.subgroup_min < team {
+                return fail(format!("softmax teams of {team} lanes"));
+            }
+            if profile.loop_iterations.is_some() {
+                return fail(format!("{} stops an invocation's loops", profile.name));
+            }
+        }
         if self.wg
             > profile
                 .max_invocations_per_workgroup
@@ -296,10 +571,13 @@ impl PrefillAttention {
     }
 
     fn root(&self) -> &'static str {
-        match self.kv {
-            KvType::F32 => "attention/prefill_f32.wgsl",
-            KvType::F16 => "attention/prefill_f16.wgsl",
-            KvType::Q8_0 => "attention/prefill_q8_0.wgsl",
+        match (self.engine, self.kv) {
+            (PrefillEngine::Scalar, KvType::F32) => "attention/prefill_f32.wgsl",
+            (PrefillEngine::Scalar, KvType::F16) => "attention/prefill_f16.wgsl",
+            (PrefillEngine::Scalar, KvType::Q8_0) => "attention/prefill_q8_0.wgsl",
+            (PrefillEngine::Matrix { .. }, KvType::F32) => "attention/flash_f32.wgsl",
+            (PrefillEngine::Matrix { .. }, KvType::F16) => "attention/flash_f16.wgsl",
+            (PrefillEngine::Matrix { .. }, KvType::Q8_0) => "attention/flash_q8_0.wgsl",
         }
     }
 
@@ -315,6 +593,28 @@ impl PrefillAttention {
     /// The constants of the prefill kernel's WGSL.
     pub fn constants(&self) -> Vec<WgslConst> {
         let u = WgslConst::u32;
+        if let PrefillEngine::Matrix {
+            shape,
+            subgroup_max,
+            out_blocks,
+            team,
+        } = self.engine
+        {
+            let mut consts = coop_preamble(shape).1;
+            consts.extend([
+                u("SUBGROUP_MAX", subgroup_max),
+                u("HD", self.heads.head_dim as u32),
+                u("HDP", (self.padded_head() - 8) as u32),
+                u("KV_ROW", self.kv.row_words(self.heads.head_dim) as u32),
+                u("ROWS", self.rows),
+                u("KT", self.key_tile),
+                u("OUT_BLOCKS", out_blocks),
+                u("TEAM", team),
+                u("SC_LEN", self.score_len() as u32),
+                u("KV_LEN", self.kv_len() as u32),
+            ]);
+            return consts;
+        }
         vec![
             u("WG", self.wg),
             u("HD", self.heads.head_dim as u32),
@@ -329,6 +629,9 @@ impl PrefillAttention {
     /// The prefill pipeline's ledger name: its root and every constant.
     pub fn pipeline_key(&self) -> String {
         let mut key = self.root().trim_end_matches(".wgsl").to_string();
+        if let PrefillEngine::Matrix { shape, .. } = self.engine {
+            key += &format!(" {shape}");
+        }
         for c in self.constants() {
             if let WgslValue::U32(v) = c.value {
                 key += &format!(" {}{v}", c.name.to_lowercase());
@@ -339,7 +642,11 @@ impl PrefillAttention {
 
     /// The prefill kernel's complete WGSL, its constants declared.
     pub fn source(&self) -> Result<String> {
-        compose(self.root(), &[], &self.constants())
+        let enables = match self.engine {
+            PrefillEngine::Scalar => Vec::new(),
+            PrefillEngine::Matrix { shape, .. } => coop_preamble(shape).0,
+        };
+        compose(self.root(), &enables, &self.constants())
     }
 
     /// Creates the batched append and the prefill pipelines.
@@ -567,6 +874,10 @@ impl PrefillAttention {
             .expect("the canonical heads are valid")
     }
 
+    /// Every prefill kernel as (name, complete WGSL): the scalar kernel's
+    /// [`Self::canonical`] launch, and the matrix kernel's for the same heads on 16x16
+    /// f16 matrices (NVIDIA's, as `flash_<format>_16x16`) and 8x8 f16 (Metal's,
+    /// `_8x8`), subgroups of 32 and 48 KiB of workgroup memory.
     pub(super) fn sources() -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         for kv in KvType::ALL {
@@ -575,6 +886,19 @@ impl PrefillAttention {
                 launch.root().trim_end_matches(".wgsl").to_string(),
                 launch.source()?,
             ));
+            for size in [16, 8] {
+                let shape = CoopMatrix {
+                    size,
+                    input: crate::device::CoopInput::F16,
+                };
+                let flash =
+                    Self::matrix_with_budget(launch.heads, kv, (shape, 32, 32), 48 << 10, 65535)
+                        .map_err(|why| Error::Invalid(format!("prefill attention: {why}")))?;
+                out.push((
+                    format!("{}_{size}x{size}", flash.root().trim_end_matches(".wgsl")),
+                    flash.source()?,
+                ));
+            }
             out.push(super::rope_kv_source(
                 launch.rope_kv_batch_root(),
                 RopeStyle::Normal,

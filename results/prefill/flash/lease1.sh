@@ -1,0 +1,33 @@
+#!/bin/bash
+# H200 lease for prefill attention on the matrix units (issue 41): the matrix kernel's
+# whole test (it runs only where there are matrix units), the prompt and family tests
+# end to end with it, the attention bench (scalar and matrix kernels at 512 / 2,048 /
+# 8,192 tokens), and pp512 / pp2048 / tg32 of the 8B and SmolLM2 shapes with the matrix
+# attention asked for and not (same binary, alternated). Run from the checkout's root
+# with carry [.gl, .bin/$BIN] (compare, attention_test, prefill_test, families_test,
+# attention_bench, stripped and xz'd). The prompt and family tests take the default
+# route, which is the scalar kernel until this test passes; run them with the default
+# flipped to exercise the matrix kernel end to end.
+set -u
+BIN=${BIN:-flash2}
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export BRASS_CACHE=/tmp/bc BRASS_ADAPTER=NVIDIA
+mkdir -p /work && ln -sfn "$PWD" /work/main
+for b in compare attention_test prefill_test families_test attention_bench; do
+    xz -dc ".bin/$BIN/$b.xz" >"/tmp/$b"; chmod +x "/tmp/$b"; done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$OUT/gpu.txt"
+timeout 240 /tmp/attention_test prefill_attention_on_matrix_units --nocapture >"$OUT/attention_flash_test.log" 2>&1
+rc=$?; echo "flash test exited $rc" | tee -a "$OUT/attention_flash_test.log"; tail -3 "$OUT/attention_flash_test.log"
+timeout 200 /tmp/attention_bench --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 >"$OUT/attention_bench.log" 2>&1
+echo "bench exited $?" >>"$OUT/attention_bench.log"; grep -E "llama3|smollm2|probe" "$OUT/attention_bench.log" | cut -c1-220
+for round in 1 2; do for m in true false; do
+  for s in llama3-8b smollm2-135m; do
+    timeout 90 /tmp/compare --adapter NVIDIA --synthetic $s --skip-matvec --pp 512,2048 -n 32 \
+      --matrix-attention $m 2>&1 | grep -E "prompt of|decode at" | sed "s/^/matrix-attention $m $s: /" |
+      tee -a "$OUT/pp.log" | sed 's/ (batches.*//'
+  done; done; done
+timeout 150 /tmp/prefill_test --skip default_model >"$OUT/prefill_test.log" 2>&1; echo "prefill tests exited $?" | tee -a "$OUT/prefill_test.log"
+timeout 150 /tmp/families_test >"$OUT/families_test.log" 2>&1; echo "families tests exited $?" | tee -a "$OUT/families_test.log"
+timeout 100 /tmp/attention_test >"$OUT/attention_test.log" 2>&1; echo "attention tests exited $?" | tee -a "$OUT/attention_test.log"
+grep -E "test result|FAILED|panicked" "$OUT"/*_test.log | head -20
