@@ -4,14 +4,16 @@
 //! for prompts (rope_kv_batch, causal prefill attention).
 
 mod common;
+#[path = "common/coop_emulation.rs"]
+mod coop_emulation;
 
 use brass::device::{
     read_f32, BufferUse, CommandList, Device, DeviceProfile, Dispatch, PipelineId, Slice, PRESETS,
 };
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
-    AttentionRow, DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, RopeStyle,
-    PREFILL_STATE_BYTES,
+    AttentionRow, DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, PrefillPipelines,
+    RopeStyle, PREFILL_STATE_BYTES,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -1073,6 +1075,148 @@ fn prefill_attention_on_matrix_units_matches_the_reference() {
     }
     assert!(cases >= 3 * 20, "{cases} cases");
     eprintln!("{cases} cases; largest error {worst} (per unit of score scale)");
+}
+
+/// `attention/flash.wgsl` with its cooperative matrices emulated on subgroups
+/// (`coop_emulation`), against the f64 reference, on any adapter with subgroups of at
+/// most 16 lanes (lavapipe at 4, 8 and 16): 8 x 8 matrices (Metal's size) at 4 and 8
+/// lanes, 16 x 16 at 16. Everything in the kernel runs but the matrix instructions
+/// themselves: the tiles, the causal and window masks, the GQA rows, the online softmax
+/// and its rescales, head sizes that are not whole matrices, the three cache formats.
+/// The cases stay within lavapipe's loop limit (an emulated multiply-add is a few
+/// hundred loop iterations).
+#[test]
+fn prefill_attention_with_emulated_matrices_matches_the_reference() {
+    use brass::device::{Access, CoopInput, CoopMatrix};
+    use brass::kernels::PipelineTemplate;
+    const STORAGE: &[Access] = &[
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::ReadWrite,
+        Access::ReadWrite,
+    ];
+    let g = Gpu::new();
+    let profile = g.device.profile();
+    let lanes = profile.subgroup_max;
+    if !profile.subgroups || profile.subgroup_min != lanes || !(4..=16).contains(&lanes) {
+        eprintln!(
+            "{}: no emulation for subgroups of {}..{lanes}",
+            profile.name, profile.subgroup_min
+        );
+        return;
+    }
+    let size = lanes.max(8);
+    let shape = CoopMatrix {
+        size,
+        input: CoopInput::F32,
+    };
+    let budget = profile.workgroup_storage_bytes;
+    let mut cases = 0;
+    let mut worst = 0f32;
+    for kv in KvType::ALL {
+        for (n_heads, n_kv, hd, token_counts, window, growth) in [
+            (4usize, 4usize, 64usize, &[1usize, 7, 40][..], None, 0.0f32),
+            (8, 2, 64, &[24][..], Some(9u64), 0.0),
+            (7, 1, 32, &[3, 20][..], None, 0.0),
+            (6, 2, 40, &[9][..], None, 0.0),
+            (4, 1, 64, &[48][..], None, 0.4),
+        ] {
+            let h = heads(n_heads, n_kv, hd, hd);
+            if kv.check_head_dim(h.head_dim).is_err() {
+                continue;
+            }
+            let launch = PrefillAttention::matrix_with_budget(
+                h,
+                kv,
+                (shape, lanes, lanes),
+                budget,
+                profile.max_workgroups_per_dim,
+            )
+            .unwrap();
+            let source = coop_emulation::emulate(
+                &launch.source().unwrap(),
+                size,
+                lanes,
+                &["q_s", "kv_s", "sc", "p_s"],
+            );
+            let key = format!("{} emulated on {lanes} lanes", launch.pipeline_key());
+            let id = g
+                .cache
+                .get_or_create(&g.device, &key, || {
+                    Ok((
+                        source.clone(),
+                        PipelineTemplate {
+                            params_bytes: 48,
+                            storage: STORAGE,
+                            fallback_reason: None,
+                        },
+                    ))
+                })
+                .unwrap();
+            // Only the attention dispatches run here.
+            let pipelines = PrefillPipelines {
+                rope_kv_batch: id,
+                prefill: id,
+            };
+            let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
+            let q_stride = q_dim + 2 * kv_dim;
+            for &n_tokens in token_counts {
+                for start in [0usize, 5] {
+                    let n_pos = start + n_tokens;
+                    let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
+                    let k: Vec<f32> = rng
+                        .vec(n_pos * kv_dim)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| x * (1.0 + growth * (i / kv_dim) as f32))
+                        .collect();
+                    let v = rng.vec(n_pos * kv_dim);
+                    let q: Vec<f32> = rng
+                        .vec(n_tokens * q_stride)
+                        .iter()
+                        .map(|x| x * 2.0)
+                        .collect();
+                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
+                    let heads = (n_heads, n_kv, hd);
+                    let expected = prefill_ref(
+                        (&q, q_stride),
+                        (&ks, &vs),
+                        heads,
+                        (start, n_tokens),
+                        window.map(|w| w as usize),
+                    );
+                    let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
+                    let ds = launch
+                        .dispatches(
+                            &pipelines,
+                            start as u64,
+                            n_tokens as u64,
+                            (g.buf(&q), q_stride as u64),
+                            g.cache(kv, &k, hd),
+                            g.cache(kv, &v, hd),
+                            (out, q_dim as u64),
+                            g.zeros(prefill_state_bytes(h, n_tokens)),
+                            window,
+                        )
+                        .unwrap();
+                    g.run(ds);
+                    let actual = g.get(out);
+                    let ctx = format!(
+                        "{key} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, \
+                         window {window:?}, growth {growth}"
+                    );
+                    // f32 operands here: the kernel's arithmetic, not f16's rounding.
+                    let err = max_error(&expected, &actual);
+                    worst = worst.max(err);
+                    assert!(err <= 1e-4, "{ctx}: {err} from the reference");
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases >= 3 * 12, "{cases} cases");
+    eprintln!("{cases} cases on {lanes} lanes; largest error {worst}");
 }
 
 /// Prefill attention over more keys than one invocation may walk where the device cuts

@@ -93,9 +93,10 @@ pub enum PrefillEngine {
 pub enum NoMatrixAttention {
     /// The run turned cooperative matrices, or the matrix attention, off.
     Asked,
-    /// The run did not ask for it, and it is not yet the default: its test
-    /// (`prefill_attention_on_matrix_units_matches_the_reference`) has passed on the
-    /// H200 only for one head of 64 values over up to 40 tokens, not yet in whole.
+    /// The run did not ask for it, and it is not yet the default: on matrix units its
+    /// test (`prefill_attention_on_matrix_units_matches_the_reference`) has passed on
+    /// the H200 only for one head of 64 values over up to 40 tokens, not yet in whole
+    /// (with the matrices emulated on subgroups, its logic passes on lavapipe).
     NotYetVerified,
     /// The adapter offers no shape brass stages (f16 or f32 in, f32 out).
     NoShape,
@@ -363,8 +364,10 @@ impl PrefillAttention {
     }
 
     /// [`Self::on_matrix_units`] for matrices of `shape`, subgroups of `subgroup_max`
-    /// lanes at most and `subgroup_min` at least, `workgroup_bytes` of workgroup memory.
-    fn matrix_with_budget(
+    /// lanes at most and `subgroup_min` at least, `workgroup_bytes` of workgroup memory,
+    /// whatever the device under test offers (the kernel catalog's canonical launches,
+    /// and the tests that run the kernel with its matrix operations emulated).
+    pub fn matrix_with_budget(
         heads: Heads,
         kv: KvType,
         (shape, subgroup_max, subgroup_min): (CoopMatrix, u32, u32),
