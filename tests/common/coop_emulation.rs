@@ -13,8 +13,8 @@
 /// The kernel `source` (composed for matrices of `size` x `size` f32, as
 /// `PrefillAttention::matrix_with_budget` makes them) with its matrices emulated on
 /// subgroups of `lanes` lanes; `arrays` names the workgroup arrays it loads matrices
-/// from and stores them to.
-pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[&str]) -> String {
+/// from and stores them to, each with its element type.
+pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> String {
     assert!(
         lanes <= size && size.is_multiple_of(lanes),
         "lanes {lanes}, matrices {size}"
@@ -33,7 +33,7 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[&str]) -> String {
         out += line;
         out.push('\n');
     }
-    for array in arrays {
+    for (array, _) in arrays {
         for (call, row_major) in [("coopLoadT", true), ("coopLoad", false)] {
             for mat in ["MatA", "MatB", "MatC"] {
                 out = replace_calls(
@@ -61,8 +61,10 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[&str]) -> String {
         size * size / lanes
     );
     out += MMA;
-    for array in arrays {
-        out += &LOAD_STORE.replace("ARRAY", array);
+    for (array, element) in arrays {
+        out += &LOAD_STORE
+            .replace("ARRAY", array)
+            .replace("ELEMENT", element);
     }
     out
 }
@@ -147,7 +149,7 @@ fn emu_store_ARRAY(m: MatC, base: u32, stride: u32) {
     for (var jc = 0u; jc < S / EMU_L; jc++) {
         let j = emu_lane + EMU_L * jc;
         for (var i = 0u; i < S; i++) {
-            ARRAY[base + j * stride + i] = mv[i + S * jc];
+            ARRAY[base + j * stride + i] = ELEMENT(mv[i + S * jc]);
         }
     }
 }
