@@ -13,6 +13,7 @@
 //!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128]
 //!     [--merge last-workgroup,combine] [--portable] [--iters 30] [--adapter INDEX|NAME]
 //!     [--prefill-tokens 512,2048,8192] [--prefill-start 0] [--no-decode] [--no-prefill]
+//!     [--flash-tiles 64:32,32:64]
 
 use brass::device::{
     bandwidth_probe, coop_compute_probe, f32_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -81,6 +82,10 @@ struct Args {
     /// Leave out prefill attention.
     #[arg(long)]
     no_prefill: bool,
+    /// Also time the matrix kernel at these tiles, ROWS:KEYS each (comma-separated),
+    /// beside the one the router picks, where they fit the workgroup memory.
+    #[arg(long, value_delimiter = ',')]
+    flash_tiles: Vec<String>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -140,6 +145,43 @@ fn run(args: &Args) -> brass::Result<()> {
 }
 
 /// QUERY/KVxHEAD_DIM, e.g. 32/8x128.
+/// The matrix kernel at each of `--flash-tiles` that suits the adapter's matrices and
+/// fits its workgroup memory (the others said and left out).
+fn flash_tiles(
+    args: &Args,
+    profile: &brass::device::DeviceProfile,
+    heads: Heads,
+    kv: KvType,
+) -> brass::Result<Vec<PrefillAttention>> {
+    let Some(shape) = profile.coop_matrix else {
+        return Ok(Vec::new());
+    };
+    let mut launches = Vec::new();
+    for spec in &args.flash_tiles {
+        let tile = spec
+            .split_once(':')
+            .and_then(|(r, k)| Some((r.parse().ok()?, k.parse().ok()?)))
+            .ok_or_else(|| {
+                brass::Error::Invalid(format!("--flash-tiles {spec}: expected ROWS:KEYS"))
+            })?;
+        let sizes = (shape, profile.subgroup_max, profile.subgroup_min);
+        let launch =
+            PrefillAttention::matrix_tiles(heads, kv, sizes, tile, profile.max_workgroups_per_dim);
+        match launch {
+            Some(l) if l.workgroup_bytes() <= profile.workgroup_storage_bytes as u64 => {
+                launches.push(l)
+            }
+            Some(l) => println!(
+                "flash tile {spec}: {} bytes of workgroup memory, past {}",
+                l.workgroup_bytes(),
+                profile.workgroup_storage_bytes
+            ),
+            None => println!("flash tile {spec}: does not suit {shape} matrices"),
+        }
+    }
+    Ok(launches)
+}
+
 fn parse_heads(spec: &str) -> brass::Result<Heads> {
     let bad = || brass::Error::Invalid(format!("--heads {spec}: QUERY/KVxHEAD_DIM, e.g. 32/8x128"));
     let (q, rest) = spec.split_once('/').ok_or_else(bad)?;
@@ -303,7 +345,14 @@ fn prefill(
         for &kv in &args.kv {
             let mut launches = vec![PrefillAttention::new(heads, kv, device.profile())?];
             match PrefillAttention::on_matrix_units(heads, kv, device.profile())? {
-                Ok(matrix) => launches.push(matrix),
+                Ok(matrix) => {
+                    launches.push(matrix);
+                    for tile in flash_tiles(args, device.profile(), heads, kv)? {
+                        if !launches.contains(&tile) {
+                            launches.push(tile);
+                        }
+                    }
+                }
                 Err(why) => println!("{name} {}: no matrix kernel: {why}", kv.name()),
             }
             for launch in &launches {

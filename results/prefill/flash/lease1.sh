@@ -19,7 +19,7 @@ for b in compare attention_test prefill_test families_test attention_bench; do
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$OUT/gpu.txt"
 timeout 240 /tmp/attention_test prefill_attention_on_matrix_units --nocapture >"$OUT/attention_flash_test.log" 2>&1
 rc=$?; echo "flash test exited $rc" | tee -a "$OUT/attention_flash_test.log"; tail -3 "$OUT/attention_flash_test.log"
-timeout 200 /tmp/attention_bench --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 >"$OUT/attention_bench.log" 2>&1
+timeout 200 /tmp/attention_bench --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 --flash-tiles 64:32,32:64,32:32,16:64,16:128 >"$OUT/attention_bench.log" 2>&1
 echo "bench exited $?" >>"$OUT/attention_bench.log"; grep -E "llama3|smollm2|probe" "$OUT/attention_bench.log" | cut -c1-220
 for round in 1 2; do for m in true false; do
   for s in llama3-8b smollm2-135m; do

@@ -374,38 +374,14 @@ impl PrefillAttention {
         workgroup_bytes: u32,
         max_workgroups_per_dim: u32,
     ) -> std::result::Result<PrefillAttention, NoMatrixAttention> {
-        let s = shape.size;
-        let wg = FLASH_SUBGROUPS * subgroup_max;
-        let blocks = (heads.head_dim as u32).div_ceil(s);
-        let candidates = FLASH_SHAPES.iter().filter_map(|&(rows, key_tile)| {
-            let row_blocks = rows / s;
-            let fits_grid = rows.is_multiple_of(s)
-                && row_blocks > 0
-                && FLASH_SUBGROUPS.is_multiple_of(row_blocks)
-                && key_tile.is_multiple_of(s);
-            if !fits_grid {
-                return None;
-            }
-            let col_groups = FLASH_SUBGROUPS / row_blocks;
-            let out_blocks = blocks.div_ceil(col_groups).min(4);
-            let team = (wg / rows).clamp(1, 4).min(subgroup_min);
-            Some(PrefillAttention {
+        let candidates = FLASH_SHAPES.iter().filter_map(|&tile| {
+            Self::matrix_tiles(
                 heads,
                 kv,
-                engine: PrefillEngine::Matrix {
-                    shape,
-                    subgroup_max,
-                    out_blocks,
-                    team,
-                },
-                wg,
-                rows,
-                key_tile,
-                chunk: 0,
-                slice: col_groups * out_blocks * s / 2,
-                max_workgroups_per_dim: max_workgroups_per_dim.max(1),
-                keys_per_pass: None,
-            })
+                (shape, subgroup_max, subgroup_min),
+                tile,
+                max_workgroups_per_dim,
+            )
         });
         let (fitting, too_big): (Vec<_>, Vec<_>) =
             candidates.partition(|l| l.workgroup_bytes() <= workgroup_bytes as u64);
@@ -420,6 +396,53 @@ impl PrefillAttention {
                     .unwrap_or(u64::MAX),
                 limit: workgroup_bytes,
             })
+    }
+
+    /// The matrix kernel's launch with `rows` (token, query head) rows by `key_tile` keys
+    /// a tile, whatever its workgroup memory (which [`Self::workgroup_bytes`] says), for
+    /// matrices of `shape` and subgroups of `subgroup_max` lanes at most and
+    /// `subgroup_min` at least: None where the tile does not suit the matrices (rows a
+    /// multiple of their size whose row blocks divide the 8 subgroups, keys a multiple).
+    /// [`Self::on_matrix_units`] picks among these; the bench times any of them.
+    pub fn matrix_tiles(
+        heads: Heads,
+        kv: KvType,
+        (shape, subgroup_max, subgroup_min): (CoopMatrix, u32, u32),
+        (rows, key_tile): (u32, u32),
+        max_workgroups_per_dim: u32,
+    ) -> Option<PrefillAttention> {
+        let s = shape.size;
+        let wg = FLASH_SUBGROUPS * subgroup_max;
+        let row_blocks = rows / s;
+        let fits_grid = rows.is_multiple_of(s)
+            && row_blocks > 0
+            && FLASH_SUBGROUPS.is_multiple_of(row_blocks)
+            && key_tile.is_multiple_of(s)
+            && key_tile > 0;
+        if !fits_grid {
+            return None;
+        }
+        let col_groups = FLASH_SUBGROUPS / row_blocks;
+        let blocks = (heads.head_dim as u32).div_ceil(s);
+        let out_blocks = blocks.div_ceil(col_groups).min(4);
+        let team = (wg / rows).clamp(1, 4).min(subgroup_min);
+        Some(PrefillAttention {
+            heads,
+            kv,
+            engine: PrefillEngine::Matrix {
+                shape,
+                subgroup_max,
+                out_blocks,
+                team,
+            },
+            wg,
+            rows,
+            key_tile,
+            chunk: 0,
+            slice: col_groups * out_blocks * s / 2,
+            max_workgroups_per_dim: max_workgroups_per_dim.max(1),
+            keys_per_pass: None,
+        })
     }
 
     /// How it multiplies.
