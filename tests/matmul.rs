@@ -2,17 +2,23 @@
 //! at subgroup sizes 4, 8 and 16 via LP_NATIVE_VECTOR_WIDTH): token counts 1, 2, 7, 64
 //! and 300 (partial tiles of tokens), rows that leave a partial tile, K steps that
 //! leave a partial step, weights split across bindings, and outputs written side by
-//! side into a wider y. The cooperative-matrix kernels run the same cases
-//! where the adapter has cooperative matrices (the H200 here; lavapipe has none, and
-//! says so in the output), and are translated to SPIR-V and MSL by tests/spirv.rs.
+//! side into a wider y. The cooperative-matrix kernels run the same cases: on the
+//! adapter's matrix units where it has them (the H200 here), else with their matrices
+//! emulated on subgroups (`common/coop_emulation.rs`: lavapipe, 8 x 8 matrices at 4 and
+//! 8 lanes, 16 x 16 at 16, operands in f32 and f16), which runs everything in them but
+//! the matrix instructions; and they are translated to SPIR-V and MSL by tests/spirv.rs.
 //! The fma kernels (every type over GGUF rows, f32 x) run the same cases over the
 //! weights of each of their type's coop and scalar matvecs, with K that leaves a
 //! partial K step (F32, F16), odd K for F16 and, for the quant types, blocks of 18, 22,
 //! 34 and 210 bytes (rows only 2-byte aligned).
 
 mod common;
+#[path = "common/coop_emulation.rs"]
+mod coop_emulation;
 
-use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile};
+use brass::device::{
+    read_f32, BufferUse, CommandList, CoopInput, CoopMatrix, Device, DeviceProfile, PipelineId,
+};
 use brass::kernels::matmul::{
     self, cpu_reference, cpu_reference_f32x, MatmulEngine, MatmulInput, MatmulKernel, MatmulLaunch,
     MATMUL_KERNELS,
@@ -99,17 +105,31 @@ struct Case {
     y_stride: u64,
 }
 
-/// The engine `coop` asks for on the device under test, or None (with a note) where it
-/// has no cooperative matrices.
-fn engine(device: &dyn Device, coop: bool) -> Option<MatmulEngine> {
+/// The engines to test on the device under test: dot4, or (`coop`) cooperative
+/// matrices: the routed engine where the adapter has them, else the emulated ones
+/// (`emulated_engines`, with two groups per K step where they fit, else one), with a
+/// note.
+fn engines(device: &dyn Device, coop: bool) -> Vec<MatmulEngine> {
     match route_matmul_engine(device.profile(), Some(coop)) {
-        Ok(routed) => Some(routed.engine()),
+        Ok(routed) => vec![routed.engine()],
         Err(e) if coop => {
             eprintln!(
-                "cooperative-matrix matmuls not run on {}: {e}",
+                "cooperative-matrix matmuls on {}: {e}; their matrices emulated",
                 device.profile().name
             );
-            None
+            let budget = device.profile().workgroup_storage_bytes as u64;
+            emulated_engines(device, |shape, lanes| {
+                let k_groups = match matmul::coop_workgroup_bytes(shape, 2) <= budget {
+                    true => 2,
+                    false => 1,
+                };
+                let engine = MatmulEngine::CoopMatrix {
+                    shape,
+                    subgroup_max: lanes,
+                    k_groups,
+                };
+                vec![(engine, matmul::coop_workgroup_bytes(shape, k_groups))]
+            })
         }
         Err(e) => panic!("{e}"),
     }
@@ -242,20 +262,38 @@ const COLUMNS_CONFIGS: [(u32, u32, u32); 7] = [
     (8, 1, 4),
 ];
 
-/// The decode-columns engines of [`COLUMNS_CONFIGS`] the device under test runs (none,
-/// with a note, where it has no cooperative matrices).
+/// The decode-columns engines of [`COLUMNS_CONFIGS`] the device under test runs; where
+/// it has no cooperative matrices, the routed tile and the smallest, emulated (with a
+/// note: each emulated pipeline takes lavapipe seconds to compile).
 fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
     let engines: Vec<MatmulEngine> = COLUMNS_CONFIGS
         .iter()
         .filter_map(|&(rb, tb, kg)| MatmulEngine::coop_columns(device.profile(), rb, tb, kg))
         .collect();
-    if engines.is_empty() {
-        eprintln!(
-            "decode-columns matmuls not run on {}: no cooperative matrices",
-            device.profile().name
-        );
+    if !engines.is_empty() {
+        return engines;
     }
-    engines
+    eprintln!(
+        "decode-columns matmuls on {}: no cooperative matrices; their matrices emulated",
+        device.profile().name
+    );
+    emulated_engines(device, |shape, lanes| {
+        [(2, 2, 4), (1, 1, 8)]
+            .iter()
+            .map(|&(row_blocks, token_blocks, k_groups)| {
+                let engine = MatmulEngine::CoopColumns {
+                    shape,
+                    subgroup_max: lanes,
+                    k_groups,
+                    row_blocks,
+                    token_blocks,
+                };
+                let bytes =
+                    matmul::columns_workgroup_bytes(shape, k_groups, row_blocks, token_blocks);
+                (engine, bytes)
+            })
+            .collect()
+    })
 }
 
 #[test]
@@ -356,7 +394,7 @@ fn run_matmul(
     device
         .upload(yb, 0, bytemuck::cast_slice(&vec![f32::NAN; y_len as usize]))
         .unwrap();
-    let pipeline = mm.pipeline(device, cache).unwrap();
+    let pipeline = pipeline_of(device, cache, mm);
     let mut list = CommandList::new();
     for d in mm
         .dispatches(
@@ -377,6 +415,74 @@ fn run_matmul(
     device.destroy_buffer(xb).unwrap();
     device.destroy_buffer(yb).unwrap();
     y
+}
+
+/// The matmul's pipeline; on an adapter without cooperative matrices, a kernel on them
+/// with its matrices emulated on subgroups (`coop_emulation`).
+fn pipeline_of(device: &dyn Device, cache: &PipelineCache, mm: &MatmulLaunch) -> PipelineId {
+    let (shape, lanes) = match mm.engine() {
+        MatmulEngine::CoopMatrix {
+            shape,
+            subgroup_max,
+            ..
+        }
+        | MatmulEngine::CoopColumns {
+            shape,
+            subgroup_max,
+            ..
+        } if device.profile().coop_matrix.is_none() => (shape, subgroup_max),
+        _ => return mm.pipeline(device, cache).unwrap(),
+    };
+    let key = format!("{} emulated", mm.pipeline_key());
+    cache
+        .get_or_create(device, &key, || {
+            let source = coop_emulation::emulate(
+                &mm.source()?,
+                shape.size,
+                lanes,
+                &[("staged", "CT"), ("yc", "f32")],
+            );
+            Ok((source, mm.template()))
+        })
+        .unwrap()
+}
+
+/// Engines on cooperative matrices to run emulated on the device under test, with its
+/// subgroup size and the matrices the emulation takes there (8 x 8 up to 8 lanes, else
+/// 16 x 16), operands in f32 and, where it has f16, in f16: `make` builds each from
+/// (shape, lanes), and those that fit its workgroup memory (`bytes`) are kept. None
+/// where the adapter has matrix units (the real ones run there) or subgroups this
+/// emulation does not take.
+fn emulated_engines(
+    device: &dyn Device,
+    make: impl Fn(CoopMatrix, u32) -> Vec<(MatmulEngine, u64)>,
+) -> Vec<MatmulEngine> {
+    let p = device.profile();
+    let lanes = p.subgroup_max;
+    if p.coop_matrix.is_some()
+        || !p.subgroups
+        || p.subgroup_min != lanes
+        || !(4..=16).contains(&lanes)
+    {
+        eprintln!("no emulated matrices on {}", p.name);
+        return Vec::new();
+    }
+    let mut inputs = vec![CoopInput::F32];
+    if p.f16 {
+        inputs.push(CoopInput::F16);
+    }
+    inputs
+        .into_iter()
+        .flat_map(|input| {
+            let shape = CoopMatrix {
+                size: lanes.max(8),
+                input,
+            };
+            make(shape, lanes)
+        })
+        .filter(|&(_, bytes)| bytes <= p.workgroup_storage_bytes as u64)
+        .map(|(engine, _)| engine)
+        .collect()
 }
 
 /// K per type: for the 32-weight types 160 (five groups: a partial K step), for the
@@ -401,10 +507,13 @@ fn every_coop_matrix_matmul_matches_its_cpu_reference() {
 
 fn every_kernel_matches(coop: bool) {
     let device = common::gpu();
-    let Some(engine) = engine(&device, coop) else {
-        return;
-    };
     let cache = PipelineCache::new();
+    for engine in engines(&device, coop) {
+        every_kernel_matches_on(&device, &cache, engine);
+    }
+}
+
+fn every_kernel_matches_on(device: &dyn Device, cache: &PipelineCache, engine: MatmulEngine) {
     for kernel in quant_kernels() {
         let (m, k) = (70, k_of(kernel.ty));
         let launch = matvec_launch(device.profile(), kernel.ty, (m, k));
@@ -417,9 +526,9 @@ fn every_kernel_matches(coop: bool) {
                 y_first: 0,
                 y_stride: m,
             };
-            check(&device, &cache, &launch, engine, &case);
+            check(device, cache, &launch, engine, &case);
         }
-        eprintln!("{}: ok", kernel.name);
+        eprintln!("{} on {engine:?}: ok", kernel.name);
     }
 }
 
@@ -429,8 +538,8 @@ fn every_kernel_matches(coop: bool) {
 fn matmul_over_split_weights_writes_side_by_side() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let engines = [engine(&device, false), engine(&device, true)];
-    for (kernel, engine) in quant_kernels().zip(engines.iter().flatten().cycle()) {
+    let engines = [engines(&device, false), engines(&device, true)].concat();
+    for (kernel, engine) in quant_kernels().zip(engines.iter().cycle()) {
         let (m, k) = (45, k_of(kernel.ty));
         let mut profile = device.profile().clone();
         profile.max_binding_bytes = 16 * kernel.ty.bytes_for(k).unwrap() + 8;
@@ -477,7 +586,7 @@ fn fma_ks(ty: GgmlType) -> &'static [u64] {
 #[test]
 fn every_fma_matmul_matches_its_cpu_reference() {
     let device = common::gpu();
-    let routed = engine(&device, false).unwrap();
+    let routed = engines(&device, false)[0];
     let cache = PipelineCache::new();
     for kernel in fma_kernels() {
         for family in [Family::Coop, Family::Scalar] {
@@ -508,7 +617,7 @@ fn every_fma_matmul_matches_its_cpu_reference() {
 fn fma_matmul_over_split_weights_writes_side_by_side() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let routed = engine(&device, false).unwrap();
+    let routed = engines(&device, false)[0];
     for kernel in fma_kernels() {
         let ty = kernel.ty;
         for &k in fma_ks(ty) {

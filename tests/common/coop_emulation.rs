@@ -46,12 +46,24 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
         out = replace_store(&out, array);
     }
     out = out.replace("coopMultiplyAdd(", "emu_mma(");
-    let entry = "@builtin(subgroup_size) lanes: u32) {";
-    assert!(
-        out.contains(entry),
-        "the kernel's entry point names its lanes"
-    );
-    out = out.replacen(entry, &format!("{entry}\n    emu_lane = lane;"), 1);
+    // The entry point's lane index, added where it takes none.
+    let lane = match out.find("@builtin(subgroup_invocation_id) ") {
+        Some(at) => {
+            let name = &out[at + "@builtin(subgroup_invocation_id) ".len()..];
+            name[..name.find(':').unwrap()].to_string()
+        }
+        None => {
+            out = out.replacen(
+                "fn main(",
+                "fn main(@builtin(subgroup_invocation_id) emu_lane_in: u32, ",
+                1,
+            );
+            "emu_lane_in".to_string()
+        }
+    };
+    let main = out.find("fn main(").expect("an entry point");
+    let body = main + out[main..].find('{').unwrap() + 1;
+    out.insert_str(body, &format!("\n    emu_lane = {lane};"));
     let left = out
         .lines()
         .find(|l| l.contains("coop") && !l.trim_start().starts_with("//"));
@@ -60,13 +72,52 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
         "\nconst EMU_L: u32 = {lanes}u;\nconst EMU_SLOTS: u32 = {}u;\nvar<private> emu_lane: u32;\n",
         size * size / lanes
     );
-    out += MMA;
+    out += &mma(size, lanes);
     for (array, element) in arrays {
-        out += &LOAD_STORE
-            .replace("ARRAY", array)
-            .replace("ELEMENT", element);
+        out += &load_store(array, element, size, lanes);
     }
     out
+}
+
+/// The emulated multiply-add, written out whole: lavapipe ends an invocation's loops
+/// after 65,535 iterations, so the emulation adds none.
+fn mma(size: u32, lanes: u32) -> String {
+    let mut f = String::from(
+        "\nfn emu_mma(a: MatA, b: MatB, c: MatC) -> MatC {\n    var r = c;\n    var aik: f32;\n",
+    );
+    for k in 0..size {
+        for i in 0..size {
+            let slot = i + size * (k / lanes);
+            f += &format!("    aik = subgroupShuffle(a[{slot}], {}u);\n", k % lanes);
+            for jc in 0..size / lanes {
+                f += &format!("    r[{}] += aik * b[{}];\n", i + size * jc, k + size * jc);
+            }
+        }
+    }
+    f + "    return r;\n}\n"
+}
+
+/// Loads (column-major, or row-major where asked) and column-major stores of `array`,
+/// whose elements are `element`, written out whole.
+fn load_store(array: &str, element: &str, size: u32, lanes: u32) -> String {
+    let mut load = format!(
+        "\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) -> MatC {{\n    \
+         var m: MatC;\n    let step = select(vec2<u32>(stride, 1u), vec2<u32>(1u, stride), \
+         row_major);\n"
+    );
+    let mut store = format!("\nfn emu_store_{array}(m: MatC, base: u32, stride: u32) {{\n");
+    for jc in 0..size / lanes {
+        load += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
+        store += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
+        for i in 0..size {
+            let slot = i + size * jc;
+            load +=
+                &format!("    m[{slot}] = f32({array}[base + j{jc} * step.x + {i}u * step.y]);\n");
+            store +=
+                &format!("    {array}[base + j{jc} * stride + {i}u] = {element}(m[{slot}]);\n");
+        }
+    }
+    load + "    return m;\n}\n" + &store + "}\n"
 }
 
 /// `prefix` + `index], stride)` calls, each made `make(index, stride)`.
@@ -114,43 +165,3 @@ fn replace_store(text: &str, array: &str) -> String {
     }
     out + rest
 }
-
-const MMA: &str = "
-fn emu_mma(a: MatA, b: MatB, c: MatC) -> MatC {
-    var av = a;
-    var bv = b;
-    var r = c;
-    for (var k = 0u; k < S; k++) {
-        for (var i = 0u; i < S; i++) {
-            let aik = subgroupShuffle(av[i + S * (k / EMU_L)], k % EMU_L);
-            for (var jc = 0u; jc < S / EMU_L; jc++) {
-                r[i + S * jc] += aik * bv[k + S * jc];
-            }
-        }
-    }
-    return r;
-}
-";
-
-const LOAD_STORE: &str = "
-fn emu_load_ARRAY(base: u32, stride: u32, row_major: bool) -> MatC {
-    var m: MatC;
-    for (var jc = 0u; jc < S / EMU_L; jc++) {
-        let j = emu_lane + EMU_L * jc;
-        for (var i = 0u; i < S; i++) {
-            m[i + S * jc] = f32(ARRAY[select(base + j * stride + i, base + i * stride + j, row_major)]);
-        }
-    }
-    return m;
-}
-
-fn emu_store_ARRAY(m: MatC, base: u32, stride: u32) {
-    var mv = m;
-    for (var jc = 0u; jc < S / EMU_L; jc++) {
-        let j = emu_lane + EMU_L * jc;
-        for (var i = 0u; i < S; i++) {
-            ARRAY[base + j * stride + i] = ELEMENT(mv[i + S * jc]);
-        }
-    }
-}
-";
