@@ -2,10 +2,13 @@
 # H200 lease for prefill attention on the matrix units (issue 41): the matrix kernel's
 # whole test (it runs only where there are matrix units), the prompt and family tests
 # end to end with it, the attention bench (scalar and matrix kernels at 512 / 2,048 /
-# 8,192 tokens), and pp512 / pp2048 / tg32 of the 8B and SmolLM2 shapes with the matrix
-# attention asked for and not (same binary, alternated). Run from the checkout's root
-# with carry [.gl, .bin/$BIN] (compare, attention_test, prefill_test, families_test,
-# attention_bench, stripped and xz'd). The prompt and family tests take the default
+# 8,192 tokens, and the matrix kernel at other tiles), pp512 / pp2048 / tg32 of the 8B
+# and SmolLM2 shapes with the matrix attention asked for and not (same binary,
+# alternated), pp2048 of the 8B shape in batches of 1,024 and 2,048 (issue 41, item 3),
+# and llama.cpp CUDA's `llama-bench -fa 1 -p 512,2048 -n 32` on the same files, built
+# while brass measures. Run from the checkout's root with carry [.gl, .anchors,
+# .bin/$BIN] (compare, attention_test, prefill_test, families_test, attention_bench,
+# stripped and xz'd). The prompt and family tests take the default
 # route, which is the scalar kernel until this test passes; run them with the default
 # flipped to exercise the matrix kernel end to end.
 set -u
@@ -14,6 +17,9 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export BRASS_CACHE=/tmp/bc BRASS_ADAPTER=NVIDIA
 mkdir -p /work && ln -sfn "$PWD" /work/main
+# llama.cpp CUDA builds on the host's cores while brass measures (brass's GPU work is
+# unaffected; its host recording shares the cores with the build).
+(setsid nohup bash .anchors/build-on-device.sh cuda >"$OUT/llama_build.log" 2>&1 &)
 for b in compare attention_test prefill_test families_test attention_bench; do
     xz -dc ".bin/$BIN/$b.xz" >"/tmp/$b"; chmod +x "/tmp/$b"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$OUT/gpu.txt"
@@ -27,7 +33,18 @@ for round in 1 2; do for m in true false; do
       --matrix-attention $m 2>&1 | grep -E "prompt of|decode at" | sed "s/^/matrix-attention $m $s: /" |
       tee -a "$OUT/pp.log" | sed 's/ (batches.*//'
   done; done; done
+for ub in 1024 2048; do
+  timeout 90 /tmp/compare --adapter NVIDIA --synthetic llama3-8b --skip-matvec --pp 2048 -n 4 \
+    --ubatch $ub --matrix-attention true 2>&1 | grep -E "prompt of" | sed "s/^/ubatch $ub: /" |
+    tee -a "$OUT/ubatch.log" | sed 's/ (batches.*//'
+done
 timeout 150 /tmp/prefill_test --skip default_model >"$OUT/prefill_test.log" 2>&1; echo "prefill tests exited $?" | tee -a "$OUT/prefill_test.log"
 timeout 150 /tmp/families_test >"$OUT/families_test.log" 2>&1; echo "families tests exited $?" | tee -a "$OUT/families_test.log"
 timeout 100 /tmp/attention_test >"$OUT/attention_test.log" 2>&1; echo "attention tests exited $?" | tee -a "$OUT/attention_test.log"
 grep -E "test result|FAILED|panicked" "$OUT"/*_test.log | head -20
+for _ in $(seq 1 100); do grep -q "^built" "$OUT/llama_build.log" && break; sleep 3; done
+tail -2 "$OUT/llama_build.log"
+for f in /tmp/bc/synthetic/*.gguf; do
+  timeout 200 /tmp/anchors/build-cuda/bin/llama-bench -m "$f" -ngl 99 -fa 1 -r 3 -p 512,2048 -n 32 \
+    2>&1 | tee -a "$OUT/llama_cuda.md" | grep -E "pp|tg"
+done
