@@ -615,7 +615,8 @@ impl std::fmt::Display for Clause {
                 f,
                 "causal flash attention on {shape} matrix units, {rows} (token, query head) \
                  rows by {key_tile} keys a tile, {slices} slice(s) of the head ({bytes} of \
-                 {budget} bytes of workgroup memory); q, K, P and V meet in f16"
+                 {budget} bytes of workgroup memory); q, K, P and V meet in {}",
+                shape.input.wgsl()
             ),
             Clause::PrefillAttentionScalar { why } => {
                 write!(f, "prefill attention on scalar f32 FMAs: {why}")

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::Clause;
 use crate::device::DeviceProfile;
 use crate::kernels::attention::{
-    Heads, KvType, NoMatrixAttention, PrefillAttention, PREFILL_WORKGROUP_BYTES,
+    Heads, KvType, NoMatrixAttention, PrefillAttention, PrefillEngine, PREFILL_WORKGROUP_BYTES,
 };
 use crate::kernels::matmul::{
     coop_workgroup_bytes, MatmulEngine, MatmulInput, MatmulLaunch, COOP_SUBGROUPS,
@@ -249,11 +249,10 @@ impl PrefillAttentionRoute {
 /// adapter has them and `coop` does not turn them off
 /// ([`PrefillAttention::on_matrix_units`]: the tile that computes the head in the fewest
 /// slices, then the most rows; not yet by default, [`NoMatrixAttention::NotYetVerified`]);
-/// else the scalar kernel
-/// with the most (token, query head) rows and the longest key tile that fit the
-/// workgroup memory (up to [`PREFILL_WORKGROUP_BYTES`]), the head sliced where one row
-/// does not fit, and the keys in passes where the device ends an invocation's loops
-/// after a count.
+/// else the scalar kernel with the most (token, query head) rows and the longest key
+/// tile that fit the workgroup memory (up to [`PREFILL_WORKGROUP_BYTES`]), the head
+/// sliced where one row does not fit, and the keys in passes where the device ends an
+/// invocation's loops after a count.
 pub fn route_prefill_attention(
     profile: &DeviceProfile,
     heads: Heads,
@@ -266,8 +265,11 @@ pub fn route_prefill_attention(
         (_, Some(true)) => match PrefillAttention::on_matrix_units(heads, kv, profile)? {
             Ok(launch) => {
                 launch.check(profile)?;
+                let PrefillEngine::Matrix { shape, .. } = launch.engine() else {
+                    unreachable!("on_matrix_units makes matrix launches");
+                };
                 let clauses = vec![Clause::PrefillAttentionOnMatrixUnits {
-                    shape: profile.coop_matrix.expect("a matrix launch has a shape"),
+                    shape,
                     rows: launch.rows(),
                     key_tile: launch.key_tile(),
                     slices: launch.n_slices(),
