@@ -971,6 +971,32 @@ fn prefill_attention_matches_the_reference() {
     assert!(cases >= 2 * 2 * 12, "{cases} cases");
 }
 
+/// q, k and v of a prefill case: random values, q doubled, k times 1 + `growth` x its
+/// position (so that each token's scores grow with its keys).
+fn growing_case(
+    (n_heads, n_kv, hd): (usize, usize, usize),
+    q_stride: usize,
+    (start, n_tokens): (usize, usize),
+    growth: f32,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let n_pos = start + n_tokens;
+    let kv_dim = n_kv * hd;
+    let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
+    let k: Vec<f32> = rng
+        .vec(n_pos * kv_dim)
+        .iter()
+        .enumerate()
+        .map(|(i, x)| x * (1.0 + growth * (i / kv_dim) as f32))
+        .collect();
+    let v = rng.vec(n_pos * kv_dim);
+    let q = rng
+        .vec(n_tokens * q_stride)
+        .iter()
+        .map(|x| x * 2.0)
+        .collect();
+    (q, k, v)
+}
+
 /// Prefill attention on the matrix units (`attention/flash.wgsl`) against the f64
 /// reference: head sizes 64, 80 (not a multiple of 16), 128 and 256; GQA ratios 1, 4 and
 /// 7; 1 to 300 tokens from the start of the cache and after a thousand rows; a local
@@ -1021,21 +1047,9 @@ fn prefill_attention_on_matrix_units_matches_the_reference() {
             for &n_tokens in token_counts {
                 for start in [0usize, 1000] {
                     let n_pos = start + n_tokens;
-                    let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
-                    let k: Vec<f32> = rng
-                        .vec(n_pos * kv_dim)
-                        .iter()
-                        .enumerate()
-                        .map(|(i, x)| x * (1.0 + growth * (i / kv_dim) as f32))
-                        .collect();
-                    let v = rng.vec(n_pos * kv_dim);
-                    let q: Vec<f32> = rng
-                        .vec(n_tokens * q_stride)
-                        .iter()
-                        .map(|x| x * 2.0)
-                        .collect();
-                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
                     let heads = (n_heads, n_kv, hd);
+                    let (q, k, v) = growing_case(heads, q_stride, (start, n_tokens), growth);
+                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
                     let window_ref = window.map(|w| w as usize);
                     let expected = prefill_ref(
                         (&q, q_stride),
@@ -1170,21 +1184,9 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
             for &n_tokens in token_counts {
                 for start in [0usize, 5] {
                     let n_pos = start + n_tokens;
-                    let mut rng = common::Rng::new((n_heads * 7919 + n_pos * 31 + hd) as u64);
-                    let k: Vec<f32> = rng
-                        .vec(n_pos * kv_dim)
-                        .iter()
-                        .enumerate()
-                        .map(|(i, x)| x * (1.0 + growth * (i / kv_dim) as f32))
-                        .collect();
-                    let v = rng.vec(n_pos * kv_dim);
-                    let q: Vec<f32> = rng
-                        .vec(n_tokens * q_stride)
-                        .iter()
-                        .map(|x| x * 2.0)
-                        .collect();
-                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
                     let heads = (n_heads, n_kv, hd);
+                    let (q, k, v) = growing_case(heads, q_stride, (start, n_tokens), growth);
+                    let (ks, vs) = (stored(kv, &k, hd), stored(kv, &v, hd));
                     let expected = prefill_ref(
                         (&q, q_stride),
                         (&ks, &vs),
