@@ -402,7 +402,8 @@ impl PrefillAttention {
     /// a tile, whatever its workgroup memory (which [`Self::workgroup_bytes`] says), for
     /// matrices of `shape` and subgroups of `subgroup_max` lanes at most and
     /// `subgroup_min` at least: None where the tile does not suit the matrices (rows a
-    /// multiple of their size whose row blocks divide the 8 subgroups, keys a multiple).
+    /// multiple of their size whose row blocks divide the 8 subgroups, no more rows than
+    /// invocations, keys a multiple).
     /// [`Self::on_matrix_units`] picks among these; the bench times any of them.
     pub fn matrix_tiles(
         heads: Heads,
@@ -414,9 +415,11 @@ impl PrefillAttention {
         let s = shape.size;
         let wg = FLASH_SUBGROUPS * subgroup_max;
         let row_blocks = rows / s;
+        // Every row needs a softmax team of at least one invocation.
         let fits_grid = rows.is_multiple_of(s)
             && row_blocks > 0
             && FLASH_SUBGROUPS.is_multiple_of(row_blocks)
+            && rows <= wg
             && key_tile.is_multiple_of(s)
             && key_tile > 0;
         if !fits_grid {
