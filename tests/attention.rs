@@ -12,8 +12,8 @@ use brass::device::{
 };
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
-    AttentionRow, DecodeKernel, Heads, KvType, Merge, Partials, PrefillAttention, PrefillPipelines,
-    RopeStyle, PREFILL_STATE_BYTES,
+    AttentionRow, DecodeKernel, Heads, KvType, Merge, NoMatrixAttention, Partials,
+    PrefillAttention, PrefillPipelines, RopeStyle, PREFILL_STATE_BYTES,
 };
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
@@ -1146,14 +1146,21 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
             if kv.check_head_dim(h.head_dim).is_err() {
                 continue;
             }
-            let launch = PrefillAttention::matrix_with_budget(
+            let launch = match PrefillAttention::matrix_with_budget(
                 h,
                 kv,
                 (shape, lanes, lanes),
                 budget,
                 profile.max_workgroups_per_dim,
-            )
-            .unwrap();
+            ) {
+                Ok(launch) => launch,
+                // 16 x 16 f32 tiles of a 128-value head need more than lavapipe's 32 KiB.
+                Err(why @ NoMatrixAttention::TileTooBig { .. }) => {
+                    eprintln!("{shape} {kv} {n_heads}/{n_kv}x{hd}: not emulated here: {why}");
+                    continue;
+                }
+                Err(why) => panic!("{shape} {kv} {n_heads}/{n_kv}x{hd}: {why}"),
+            };
             let source = coop_emulation::emulate(
                 &launch.source().unwrap(),
                 size,
