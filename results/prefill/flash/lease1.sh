@@ -12,7 +12,7 @@
 # route, which is the scalar kernel until this test passes; run them with the default
 # flipped to exercise the matrix kernel end to end.
 set -u
-BIN=${BIN:-flash2}
+BIN=${BIN:-flash3}
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export BRASS_CACHE=/tmp/bc BRASS_ADAPTER=NVIDIA
