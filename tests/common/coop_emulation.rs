@@ -10,10 +10,9 @@
 //! (a shuffle whose slot is the same for every lane), and adds it times its own
 //! columns of B.
 
-/// The kernel `source` (composed for matrices of `size` x `size` f32, as
-/// `PrefillAttention::matrix_with_budget` makes them) with its matrices emulated on
-/// subgroups of `lanes` lanes; `arrays` names the workgroup arrays it loads matrices
-/// from and stores them to, each with its element type.
+/// The kernel `source` (composed for matrices of `size` x `size`) with its matrices
+/// emulated on subgroups of `lanes` lanes; `arrays` names the workgroup arrays it loads
+/// matrices from and stores them to, each with its element type.
 pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> String {
     assert!(
         lanes <= size && size.is_multiple_of(lanes),
@@ -33,18 +32,16 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
         out += line;
         out.push('\n');
     }
-    for (array, _) in arrays {
-        for (call, row_major) in [("coopLoadT", true), ("coopLoad", false)] {
-            for mat in ["MatA", "MatB", "MatC"] {
-                out = replace_calls(
-                    &out,
-                    &format!("{call}<{mat}>(&{array}["),
-                    |index, stride| format!("emu_load_{array}({index}, {stride}, {row_major})"),
-                );
-            }
-        }
-        out = replace_store(&out, array);
+    // coopLoadT before coopLoad, whose name begins it.
+    for (call, row_major) in [("coopLoadT", true), ("coopLoad", false)] {
+        out = rewrite(&out, call, |_, array, index, stride| {
+            format!("emu_load_{array}({index}, {stride}, {row_major})")
+        });
     }
+    out = rewrite(&out, "coopStore", |head, array, index, stride| {
+        let matrix = head.trim_start_matches('(').trim_end_matches(", ");
+        format!("emu_store_{array}({matrix}, {index}, {stride})")
+    });
     out = out.replace("coopMultiplyAdd(", "emu_mma(");
     // The entry point's lane index, added where it takes none.
     let lane = match out.find("@builtin(subgroup_invocation_id) ") {
@@ -120,46 +117,25 @@ fn load_store(array: &str, element: &str, size: u32, lanes: u32) -> String {
     load + "    return m;\n}\n" + &store + "}\n"
 }
 
-/// `prefix` + `index], stride)` calls, each made `make(index, stride)`.
-fn replace_calls(text: &str, prefix: &str, make: impl Fn(&str, &str) -> String) -> String {
+/// Each call of `call` whose last arguments are `&array[index], stride` made
+/// `make(head, array, index, stride)`, where `head` is what stands between the call's
+/// name and the `&` (a matrix type and the parenthesis, or the parenthesis and a matrix
+/// to store).
+fn rewrite(text: &str, call: &str, make: impl Fn(&str, &str, &str, &str) -> String) -> String {
     let mut out = String::new();
     let mut rest = text;
-    while let Some(at) = rest.find(prefix) {
+    while let Some(at) = rest.find(call) {
         out += &rest[..at];
-        let args = &rest[at + prefix.len()..];
-        let close = args.find("], ").expect("an index, then a stride");
+        let args = &rest[at + call.len()..];
+        let amp = args.find('&').expect("a pointer into a workgroup array");
+        let open = args[amp..].find('[').expect("an index") + amp;
+        let close = args[open..].find("], ").expect("an index, then a stride") + open;
         let end = args[close..].find(')').expect("the call's end") + close;
-        out += &make(&args[..close], &args[close + 3..end]);
-        rest = &args[end + 1..];
-    }
-    out + rest
-}
-
-/// `coopStore(matrix, &array[index], stride)` calls made emulated stores.
-fn replace_store(text: &str, array: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("coopStore(") {
-        let args = &rest[at + "coopStore(".len()..];
-        let Some(comma) = args.find(&format!(", &{array}[")) else {
-            out += &rest[..at + 1];
-            rest = &rest[at + 1..];
-            continue;
-        };
-        if args[..comma].contains(')') {
-            out += &rest[..at + 1];
-            rest = &rest[at + 1..];
-            continue;
-        }
-        out += &rest[..at];
-        let matrix = &args[..comma];
-        let index_at = comma + format!(", &{array}[").len();
-        let close = args[index_at..].find("], ").unwrap() + index_at;
-        let end = args[close..].find(')').unwrap() + close;
-        out += &format!(
-            "emu_store_{array}({matrix}, {}, {})",
-            &args[index_at..close],
-            &args[close + 3..end]
+        out += &make(
+            &args[..amp],
+            &args[amp + 1..open],
+            &args[open + 1..close],
+            &args[close + 3..end],
         );
         rest = &args[end + 1..];
     }
