@@ -477,9 +477,9 @@ impl PrefillAttention {
                 // q rows, padded by 8; the K or V tile; the scores (or each
                 // subgroup's S x S); P, [row][key] padded by 8; a factor and a sum per
                 // row and the flag of a rescale.
-                rows * self.padded_head() * ct
-                    + self.kv_len() * ct
-                    + 4 * self.score_len()
+                rows * (self.padded_head(shape) + 8) * ct
+                    + self.kv_len(shape) * ct
+                    + 4 * self.score_len(shape)
                     + rows * (kt + 8) * ct
                     + 8 * rows
                     + 16
@@ -487,33 +487,24 @@ impl PrefillAttention {
         }
     }
 
-    /// The matrix kernel's staged row: the head rounded up to the matrix size, and 8
-    /// elements of padding.
-    fn padded_head(&self) -> u64 {
-        match self.engine {
-            PrefillEngine::Scalar => self.heads.head_dim,
-            PrefillEngine::Matrix { shape, .. } => {
-                self.heads.head_dim.next_multiple_of(shape.size as u64) + 8
-            }
-        }
+    /// The matrix kernel's head on matrices of `shape`: rounded up to their size (the
+    /// WGSL's HDP; its staged rows take 8 more).
+    fn padded_head(&self, shape: CoopMatrix) -> u64 {
+        self.heads.head_dim.next_multiple_of(shape.size as u64)
     }
 
     /// Elements of the matrix kernel's K/V tile: K [key][d] with rows of the padded
-    /// head, or V [d][key] with rows of the key tile and 8 of padding.
-    fn kv_len(&self) -> u64 {
-        let kt = self.key_tile as u64;
-        let padded = self.padded_head();
-        (kt * padded).max((padded - 8) * (kt + 8))
+    /// head and 8 more, or V [d][key] with rows of the key tile and 8 more.
+    fn kv_len(&self, shape: CoopMatrix) -> u64 {
+        let (kt, head) = (self.key_tile as u64, self.padded_head(shape));
+        (kt * (head + 8)).max(head * (kt + 8))
     }
 
     /// Elements of the matrix kernel's scores: a tile's, or each subgroup's S x S
     /// where that is more.
-    fn score_len(&self) -> u64 {
-        match self.engine {
-            PrefillEngine::Scalar => self.rows as u64 * self.key_tile as u64,
-            PrefillEngine::Matrix { shape, .. } => (self.rows as u64 * self.key_tile as u64)
-                .max(FLASH_SUBGROUPS as u64 * (shape.size as u64).pow(2)),
-        }
+    fn score_len(&self, shape: CoopMatrix) -> u64 {
+        (self.rows as u64 * self.key_tile as u64)
+            .max(FLASH_SUBGROUPS as u64 * (shape.size as u64).pow(2))
     }
 
     /// The heads it attends over.
@@ -633,14 +624,14 @@ impl PrefillAttention {
             consts.extend([
                 u("SUBGROUP_MAX", subgroup_max),
                 u("HD", self.heads.head_dim as u32),
-                u("HDP", (self.padded_head() - 8) as u32),
+                u("HDP", self.padded_head(shape) as u32),
                 u("KV_ROW", self.kv.row_words(self.heads.head_dim) as u32),
                 u("ROWS", self.rows),
                 u("KT", self.key_tile),
                 u("OUT_BLOCKS", out_blocks),
                 u("TEAM", team),
-                u("SC_LEN", self.score_len() as u32),
-                u("KV_LEN", self.kv_len() as u32),
+                u("SC_LEN", self.score_len(shape) as u32),
+                u("KV_LEN", self.kv_len(shape) as u32),
             ]);
             return consts;
         }
