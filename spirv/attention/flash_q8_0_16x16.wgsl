@@ -268,9 +268,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var i = lid; i < SC_LEN; i += WG) {
         sc[i] = 0.0;
     }
-    if (lid == 0u) {
-        atomicStore(&grown[0], 0u);
-    }
     workgroupBarrier();
     // Zero accumulators come from memory: a matrix has no zero constructor.
     var zero = coopLoad<MatC>(&sc[0], S);
@@ -286,6 +283,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     for (var t0 = first_key(row_pos(r0)); t0 < key_end; t0 += KT) {
         workgroupBarrier();
+        // Every tile starts with no row grown (the flag is read after this tile's
+        // softmax, behind two barriers).
         if (lid == 0u) {
             atomicStore(&grown[0], 0u);
         }
