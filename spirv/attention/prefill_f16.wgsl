@@ -1,9 +1,9 @@
-const WG: u32 = 128u;
+const WG: u32 = 64u;
 const HD: u32 = 128u;
 const KV_ROW: u32 = 64u;
-const ROWS: u32 = 16u;
+const ROWS: u32 = 32u;
 const KT: u32 = 32u;
-const CHUNK: u32 = 32u;
+const CHUNK: u32 = 16u;
 const SLICE: u32 = 64u;
 
 // KV cache in f16: a u32 per pair of values (no SHADER_F16 needed). Rounding to f16
@@ -94,6 +94,12 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // step per row turns them into weights (the running max and sum, and the factor that
 // rescales the accumulator), then the V chunks are added into the accumulators.
 //
+// Both products are tiled in registers: an invocation computes the scores of 4 rows
+// by 4 keys, and adds 4 rows by 4 output pairs, so each value it reads from workgroup
+// memory serves 4 multiply-adds (one per row or key of its tile), not one. Rows are
+// stored in fours (a vec4 per 4 rows' value), keys and pairs so that neighbouring
+// invocations read neighbouring words.
+//
 // A local layer's row sees only its last `window` positions (Gemma 3, Mistral): keys
 // before its window are masked out of its scores, and tiles before the block's first
 // window are skipped.
@@ -104,49 +110,152 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // whose last position is past key_end leaves its accumulators unnormalized in `out`
 // and its running max and sum in `state` for the next pass, which reads them back.
 //
-// Every accumulator lives in workgroup memory and every private value is a scalar:
-// arrays in registers indexed at run time are moved to slow local memory by drivers.
-// No subgroup operations, so any subgroup size is right.
+// Accumulators live in workgroup memory between chunks; private values are scalars and
+// vectors, no arrays: arrays in registers indexed at run time are moved to slow local
+// memory by drivers. No subgroup operations, so any subgroup size is right.
 //
-// The host sets WG (invocations), HD (head_dim, even), ROWS, KT, CHUNK (pairs per
-// staged chunk, at most HD / 2) and SLICE (output pairs per workgroup, at most HD / 2);
-// the workgroup memory they take is the host's `PrefillAttention::workgroup_bytes`.
-// The format includes give KvWord, k_pair and v_pair.
+// The host sets WG (invocations, at least ROWS), HD (head_dim, even), ROWS and KT
+// (multiples of 4), CHUNK (pairs per staged chunk, a multiple of 4) and SLICE (output
+// pairs per workgroup, at most HD / 2); the workgroup memory they take is the host's
+// `PrefillAttention::workgroup_bytes`. The format includes give KvWord, k_pair and
+// v_pair.
 
 
 const HALF: u32 = HD / 2u;
-// A row of the K/V tile is one pair longer than a chunk, so the positions that
-// neighbouring invocations read fall in different memory banks.
-const KV_STRIDE: u32 = CHUNK + 1u;
+const ROW_QUADS: u32 = ROWS / 4u;
+const KEY_QUADS: u32 = KT / 4u;
+const PAIR_QUADS: u32 = CHUNK / 4u;
+// K is staged [pair][key], its rows one key longer than the tile, so the pairs that
+// neighbouring invocations stage fall in different memory banks; V is staged
+// [key][pair].
+const K_STRIDE: u32 = KT + 1u;
 // With one chunk per head the scaled q rows are staged once, not once per tile.
-const Q_RESIDENT: bool = CHUNK == HALF;
+const Q_RESIDENT: bool = CHUNK >= HALF;
 const NO_SCORE: f32 = -3.0e38;
 
-var<workgroup> q_tile: array<vec2<f32>, ROWS * CHUNK>;
-var<workgroup> kv_tile: array<vec2<f32>, KT * KV_STRIDE>;
-var<workgroup> scores: array<f32, ROWS * KT>;
-var<workgroup> acc: array<vec2<f32>, ROWS * SLICE>;
+// Scaled q: [pair][x or y][row quad].
+var<workgroup> q_tile: array<vec4<f32>, CHUNK * 2u * ROW_QUADS>;
+var<workgroup> kv_tile: array<vec2<f32>, CHUNK * K_STRIDE>;
+// Scores, then weights: [key][row quad].
+var<workgroup> scores: array<vec4<f32>, KT * ROW_QUADS>;
+// Output pairs of the slice: [pair][x or y][row quad].
+var<workgroup> acc: array<vec4<f32>, SLICE * 2u * ROW_QUADS>;
 var<workgroup> run_max: array<f32, ROWS>;
 var<workgroup> run_sum: array<f32, ROWS>;
-var<workgroup> rescale: array<f32, ROWS>;
+var<workgroup> rescale: array<vec4<f32>, ROW_QUADS>;
 
 // The state slot of row `row` (of KV head kvh): its token's, its query head's.
 fn state_slot(row: u32, kvh: u32) -> u32 {
     return (row / params.group) * params.n_heads + kvh * params.group + row % params.group;
 }
 
+// Where component `xy` of pair `p` (of the slice) of row quad `rq` accumulates.
+fn acc_at(p: u32, xy: u32, rq: u32) -> u32 {
+    return (2u * p + xy) * ROW_QUADS + rq;
+}
+
 // Pairs c0..c0 + nc of rows r0..r0 + rows, scaled as decode attention scales q; the
 // rows past `rows` are zero.
 fn stage_q(r0: u32, rows: u32, kvh: u32, c0: u32, nc: u32, lid: u32) {
     for (var i = lid; i < ROWS * nc; i += WG) {
-        let r = i / nc;
-        let p = i % nc;
+        let r = i % ROWS;
+        let p = i / ROWS;
         var v = vec2<f32>(0.0);
         if (r < rows) {
             let j = row_element(r0 + r, kvh, 2u * (c0 + p), params.q_stride);
             v = vec2<f32>(q[j], q[j + 1u]) * params.scale;
         }
-        q_tile[r * CHUNK + p] = v;
+        q_tile[2u * p * ROW_QUADS + r / 4u][r % 4u] = v.x;
+        q_tile[(2u * p + 1u) * ROW_QUADS + r / 4u][r % 4u] = v.y;
+    }
+}
+
+// Adds the scores of row quad rq with keys kq, kq + KEY_QUADS, .. over the staged K
+// chunk of nc pairs into the tile's scores (the first chunk starts them).
+fn add_scores(rq: u32, kq: u32, nc: u32, first: bool) {
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    var s3 = vec4<f32>(0.0);
+    for (var p = 0u; p < nc; p++) {
+        let qx = q_tile[2u * p * ROW_QUADS + rq];
+        let qy = q_tile[(2u * p + 1u) * ROW_QUADS + rq];
+        let k = p * K_STRIDE + kq;
+        let k0 = kv_tile[k];
+        let k1 = kv_tile[k + KEY_QUADS];
+        let k2 = kv_tile[k + 2u * KEY_QUADS];
+        let k3 = kv_tile[k + 3u * KEY_QUADS];
+        s0 += qx * k0.x + qy * k0.y;
+        s1 += qx * k1.x + qy * k1.y;
+        s2 += qx * k2.x + qy * k2.y;
+        s3 += qx * k3.x + qy * k3.y;
+    }
+    let at = kq * ROW_QUADS + rq;
+    let step = KEY_QUADS * ROW_QUADS;
+    if (first) {
+        scores[at] = s0;
+        scores[at + step] = s1;
+        scores[at + 2u * step] = s2;
+        scores[at + 3u * step] = s3;
+    } else {
+        scores[at] += s0;
+        scores[at + step] += s1;
+        scores[at + 2u * step] += s2;
+        scores[at + 3u * step] += s3;
+    }
+}
+
+// Adds the weights of row quad rq times the staged V chunk's pairs pq, pq + PAIR_QUADS,
+// .. (of nc) over the tile's nt keys into the accumulators of the slice's pairs from
+// p0, first rescaling them by the rows' factors.
+fn add_values(rq: u32, pq: u32, p0: u32, nc: u32, nt: u32) {
+    let f = rescale[rq];
+    let p1 = pq + PAIR_QUADS;
+    let p2 = pq + 2u * PAIR_QUADS;
+    let p3 = pq + 3u * PAIR_QUADS;
+    // Pairs past the chunk (a head not a multiple of 4 pairs) read a stale V column
+    // and are not stored.
+    var x0 = acc[acc_at(p0 + min(pq, nc - 1u), 0u, rq)] * f;
+    var y0 = acc[acc_at(p0 + min(pq, nc - 1u), 1u, rq)] * f;
+    var x1 = acc[acc_at(p0 + min(p1, nc - 1u), 0u, rq)] * f;
+    var y1 = acc[acc_at(p0 + min(p1, nc - 1u), 1u, rq)] * f;
+    var x2 = acc[acc_at(p0 + min(p2, nc - 1u), 0u, rq)] * f;
+    var y2 = acc[acc_at(p0 + min(p2, nc - 1u), 1u, rq)] * f;
+    var x3 = acc[acc_at(p0 + min(p3, nc - 1u), 0u, rq)] * f;
+    var y3 = acc[acc_at(p0 + min(p3, nc - 1u), 1u, rq)] * f;
+    for (var t = 0u; t < nt; t++) {
+        let w = scores[t * ROW_QUADS + rq];
+        let v = t * CHUNK + pq;
+        let v0 = kv_tile[v];
+        let v1 = kv_tile[v + PAIR_QUADS];
+        let v2 = kv_tile[v + 2u * PAIR_QUADS];
+        let v3 = kv_tile[v + 3u * PAIR_QUADS];
+        x0 += w * v0.x;
+        y0 += w * v0.y;
+        x1 += w * v1.x;
+        y1 += w * v1.y;
+        x2 += w * v2.x;
+        y2 += w * v2.y;
+        x3 += w * v3.x;
+        y3 += w * v3.y;
+    }
+    // Every pair of the chunk is one invocation's; the barrier after this keeps the
+    // next chunk's reads after these writes.
+    if (pq < nc) {
+        acc[acc_at(p0 + pq, 0u, rq)] = x0;
+        acc[acc_at(p0 + pq, 1u, rq)] = y0;
+    }
+    if (p1 < nc) {
+        acc[acc_at(p0 + p1, 0u, rq)] = x1;
+        acc[acc_at(p0 + p1, 1u, rq)] = y1;
+    }
+    if (p2 < nc) {
+        acc[acc_at(p0 + p2, 0u, rq)] = x2;
+        acc[acc_at(p0 + p2, 1u, rq)] = y2;
+    }
+    if (p3 < nc) {
+        acc[acc_at(p0 + p3, 0u, rq)] = x3;
+        acc[acc_at(p0 + p3, 1u, rq)] = y3;
     }
 }
 
@@ -172,14 +281,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // A row that a pass before this one left unfinished resumes from its accumulators
     // and state; the rest (and every row of a first pass) start empty.
     for (var i = lid; i < ROWS * SLICE; i += WG) {
-        let r = i / SLICE;
-        let p = i % SLICE;
+        let r = i % ROWS;
+        let p = i / ROWS;
         var a = vec2<f32>(0.0);
         if (resumed && r < rows && p < width && row_pos(r0 + r) >= params.key_first) {
             let j = row_element(r0 + r, kvh, 2u * (s0 + p), params.out_stride);
             a = vec2<f32>(out[j], out[j + 1u]);
         }
-        acc[i] = a;
+        acc[acc_at(p, 0u, r / 4u)][r % 4u] = a.x;
+        acc[acc_at(p, 1u, r / 4u)][r % 4u] = a.y;
     }
     if (lid < ROWS) {
         var ml = vec2<f32>(NO_SCORE, 0.0);
@@ -206,47 +316,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = lid; i < nt * nc; i += WG) {
                 let t = i / nc;
                 let p = i % nc;
-                kv_tile[t * KV_STRIDE + p] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+                kv_tile[p * K_STRIDE + t] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
-            for (var i = lid; i < rows * nt; i += WG) {
-                let r = i / nt;
-                let t = i % nt;
-                var s = 0.0;
-                for (var p = 0u; p < nc; p++) {
-                    s += dot(q_tile[r * CHUNK + p], kv_tile[t * KV_STRIDE + p]);
-                }
-                let at = r * KT + t;
-                scores[at] = select(scores[at] + s, s, c0 == 0u);
+            for (var m = lid; m < ROW_QUADS * KEY_QUADS; m += WG) {
+                add_scores(m / KEY_QUADS, m % KEY_QUADS, nc, c0 == 0u);
             }
             workgroupBarrier();
         }
 
         // Row r's online-softmax step over the tile's keys it sees (from its window's
-        // first to its own position): the rest are masked out. Until a row has seen
-        // a key its max stays NO_SCORE and its weights 0; from its first key on the
-        // max is a real score, and exp(NO_SCORE - max) is 0.
+        // first to its own position): the rest, and the keys past the tile's nt (whose
+        // scores are stale), are masked out. Until a row has seen a key its max stays
+        // NO_SCORE and its weights 0; from its first key on the max is a real score,
+        // and exp(NO_SCORE - max) is 0.
         if (lid < rows) {
             let pos = row_pos(r0 + lid);
             let seen = select(0u, min(nt, pos + 1u - t0), pos >= t0);
             let lo = first_key(pos);
             let skip = min(select(0u, lo - t0, lo > t0), seen);
-            let row = lid * KT;
+            let quad = lid / 4u;
+            let lane = lid % 4u;
             let m_old = run_max[lid];
             var m = m_old;
             for (var t = skip; t < seen; t++) {
-                m = max(m, scores[row + t]);
+                m = max(m, scores[t * ROW_QUADS + quad][lane]);
             }
             var tile_sum = 0.0;
             for (var t = 0u; t < nt; t++) {
-                let e = select(0.0, exp(scores[row + t] - m), t >= skip && t < seen);
-                scores[row + t] = e;
+                let at = t * ROW_QUADS + quad;
+                let e = select(0.0, exp(scores[at][lane] - m), t >= skip && t < seen);
+                scores[at][lane] = e;
                 tile_sum += e;
             }
             let r = exp(m_old - m);
             run_sum[lid] = run_sum[lid] * r + tile_sum;
             run_max[lid] = m;
-            rescale[lid] = r;
+            rescale[quad][lane] = r;
+        } else if (lid < ROWS) {
+            // A row past the block's: its weights are 0, its accumulators stay 0.
+            for (var t = 0u; t < nt; t++) {
+                scores[t * ROW_QUADS + lid / 4u][lid % 4u] = 0.0;
+            }
+            rescale[lid / 4u][lid % 4u] = 0.0;
         }
         workgroupBarrier();
 
@@ -255,18 +367,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = lid; i < nt * nc; i += WG) {
                 let t = i / nc;
                 let p = i % nc;
-                kv_tile[t * KV_STRIDE + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+                kv_tile[t * CHUNK + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
-            for (var i = lid; i < rows * nc; i += WG) {
-                let r = i / nc;
-                let p = i % nc;
-                let at = r * SLICE + c0 - s0 + p;
-                var a = acc[at] * rescale[r];
-                for (var t = 0u; t < nt; t++) {
-                    a += scores[r * KT + t] * kv_tile[t * KV_STRIDE + p];
-                }
-                acc[at] = a;
+            for (var m = lid; m < ROW_QUADS * PAIR_QUADS; m += WG) {
+                add_values(m / PAIR_QUADS, m % PAIR_QUADS, c0 - s0, nc, nt);
             }
             workgroupBarrier();
         }
@@ -282,7 +387,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             continue;
         }
         let j = row_element(r0 + r, kvh, 2u * (s0 + p), params.out_stride);
-        var v = acc[r * SLICE + p];
+        var v = vec2<f32>(acc[acc_at(p, 0u, r / 4u)][r % 4u], acc[acc_at(p, 1u, r / 4u)][r % 4u]);
         if (pos < params.key_end) {
             v /= run_sum[r];
         } else if (p == 0u && wid.z == 0u) {

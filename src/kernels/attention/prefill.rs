@@ -5,7 +5,7 @@
 //! - `prefill`: causal attention of many query tokens over the cache, flash-attention
 //!   style (key tiles staged in workgroup memory once for a block of (token, query
 //!   head) rows of one KV head, an online softmax), with no cap on the head size or the
-//!   token count, in scalar f32;
+//!   token count, in f32 FMAs on 4 x 4 tiles in registers;
 //! - `flash`: the same on the adapter's matrix units (Q Kᵀ and P V on cooperative
 //!   matrices, the accumulators in them across the whole walk), where it has them
 //!   ([`PrefillAttention::on_matrix_units`]).
@@ -28,16 +28,20 @@ use super::{
     ROPE_KV_BATCH_STORAGE,
 };
 
-/// Invocations of a prefill workgroup.
+/// Invocations of a prefill workgroup, at most.
 pub const PREFILL_WG: u32 = 128;
 /// Pairs of a head staged per chunk of a K or V tile, at most.
 pub const PREFILL_CHUNK: u32 = 32;
+/// Rows, keys and output pairs of the register tile an invocation of
+/// `attention/prefill.wgsl` computes (its fours).
+const PREFILL_TILE: u32 = 4;
 /// Workgroup memory a prefill workgroup takes at most, however much the device has:
 /// more would cost occupancy for little more reuse of each tile.
 pub const PREFILL_WORKGROUP_BYTES: u64 = 32 << 10;
 /// (rows, key tile) in order of preference: most rows first (each K and V byte staged
-/// serves every row), then longer key tiles (fewer barriers per position).
-const SHAPES: [(u32, u32); 13] = [
+/// serves every row), then longer key tiles (fewer barriers per position). Both are
+/// multiples of the register tile.
+const SHAPES: [(u32, u32); 9] = [
     (32, 32),
     (16, 32),
     (16, 16),
@@ -45,12 +49,8 @@ const SHAPES: [(u32, u32); 13] = [
     (8, 16),
     (4, 32),
     (4, 16),
-    (2, 32),
-    (2, 16),
-    (1, 32),
-    (1, 16),
-    (1, 8),
-    (1, 4),
+    (4, 8),
+    (4, 4),
 ];
 /// Invocations of a `rope_kv_batch` workgroup (the WGSL's WG).
 const ROPE_WG: u64 = 64;
@@ -73,7 +73,7 @@ const FLASH_SHAPES: [(u32, u32); 8] = [
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PrefillEngine {
-    /// `attention/prefill.wgsl`: f32 FMAs out of workgroup memory, no subgroups.
+    /// `attention/prefill.wgsl`: f32 FMAs on 4 x 4 tiles in registers, no subgroups.
     Scalar,
     /// `attention/flash.wgsl`: Q Kᵀ and P V on cooperative matrices of `shape`.
     Matrix {
@@ -246,20 +246,24 @@ impl PrefillAttention {
             self.key_tile as u64,
             self.chunk as u64,
         );
+        let tile = PREFILL_TILE as u64;
         let half = self.heads.head_dim / 2;
         let strided = |n: u64| n.div_ceil(wg) + 1;
         let q_chunks = half.div_ceil(chunk);
-        let q_staging = if chunk == half {
+        let q_staging = if chunk >= half {
             0
         } else {
             strided(rows * chunk)
         };
-        let scores = strided(rows * kt) + (rows * kt).div_ceil(wg) * (chunk + 1);
+        let score_tiles = (rows / tile) * (kt / tile);
+        let scores = strided(score_tiles) + score_tiles.div_ceil(wg) * (chunk + 1);
         let per_q_chunk = q_staging + strided(kt * chunk) + scores;
+        // The max, then the weights; or the zeros of a row past the block.
         let softmax = 2 * (kt + 1);
         let v_chunks = (self.slice as u64).div_ceil(chunk);
+        let value_tiles = (rows / tile) * (chunk / tile);
         let per_v_chunk =
-            strided(kt * chunk) + strided(rows * chunk) + (rows * chunk).div_ceil(wg) * (kt + 1);
+            strided(kt * chunk) + strided(value_tiles) + value_tiles.div_ceil(wg) * (kt + 1);
         1 + (q_chunks + 1)
             + q_chunks * per_q_chunk
             + softmax
@@ -282,9 +286,10 @@ impl PrefillAttention {
     }
 
     /// The launch whose workgroups take at most `workgroup_bytes` of workgroup memory:
-    /// the most rows (then the longest key tile) that fit with the whole head's output
-    /// per workgroup, or, where not even one row does, the head's output split into the
-    /// fewest slices that fit (each slice recomputes the scores).
+    /// the most rows (then the longest key tile, then the longest chunk) that fit with
+    /// the whole head's output per workgroup, or, where not even the fewest rows do, the
+    /// head's output split into the fewest slices that fit (each slice recomputes the
+    /// scores).
     pub fn with_budget(
         heads: Heads,
         kv: KvType,
@@ -293,18 +298,25 @@ impl PrefillAttention {
     ) -> Result<PrefillAttention> {
         AttentionLaunch::check_heads(heads, kv)?;
         let half = (heads.head_dim / 2) as u32;
-        let chunk = half.min(PREFILL_CHUNK);
+        let widest = half.min(PREFILL_CHUNK).next_multiple_of(PREFILL_TILE);
+        let chunks: Vec<u32> = std::iter::successors(Some(widest), |&c| {
+            (c > PREFILL_TILE).then(|| (c / 2).next_multiple_of(PREFILL_TILE))
+        })
+        .collect();
         let mut slice = half;
         loop {
-            let fits = SHAPES.iter().find(|&&(rows, key_tile)| {
-                Self::bytes_of(rows, key_tile, chunk, slice) <= workgroup_bytes
+            let fits = SHAPES.iter().find_map(|&(rows, key_tile)| {
+                let chunk = chunks.iter().copied().find(|&chunk| {
+                    Self::bytes_of(rows, key_tile, chunk, slice) <= workgroup_bytes
+                })?;
+                Some((rows, key_tile, chunk))
             });
-            if let Some(&(rows, key_tile)) = fits {
+            if let Some((rows, key_tile, chunk)) = fits {
                 return Ok(PrefillAttention {
                     heads,
                     kv,
                     engine: PrefillEngine::Scalar,
-                    wg: PREFILL_WG,
+                    wg: Self::invocations(rows, key_tile, chunk),
                     rows,
                     key_tile,
                     chunk,
@@ -316,12 +328,23 @@ impl PrefillAttention {
             if slice == 1 {
                 return Err(Error::Invalid(format!(
                     "prefill attention needs at least {} bytes of workgroup memory, not {}",
-                    Self::bytes_of(1, 4, chunk, 1),
+                    Self::bytes_of(PREFILL_TILE, PREFILL_TILE, PREFILL_TILE, 1),
                     workgroup_bytes
                 )));
             }
             slice = slice.div_ceil(2);
         }
+    }
+
+    /// Invocations of a workgroup of `attention/prefill.wgsl`: one per register tile of
+    /// the scores or of a V chunk's output, whichever are more (a warp at least, and one
+    /// per row for the softmax), up to [`PREFILL_WG`].
+    fn invocations(rows: u32, key_tile: u32, chunk: u32) -> u32 {
+        let row_tiles = rows / PREFILL_TILE;
+        (row_tiles * key_tile.max(chunk) / PREFILL_TILE)
+            .next_power_of_two()
+            .clamp(32, PREFILL_WG)
+            .max(rows)
     }
 
     /// The launch of `attention/flash.wgsl` on `profile`'s matrix units: of the tiles
@@ -456,10 +479,10 @@ impl PrefillAttention {
     fn bytes_of(rows: u32, key_tile: u32, chunk: u32, slice: u32) -> u64 {
         let (rows, key_tile, chunk, slice) =
             (rows as u64, key_tile as u64, chunk as u64, slice as u64);
-        // q chunk, K/V chunk (rows padded by a pair), scores, accumulators, and the
+        // q chunk, K/V chunk (K's rows padded by a key), scores, accumulators, and the
         // running max, sum and rescale factor per row.
         8 * rows * chunk
-            + 8 * key_tile * (chunk + 1)
+            + 8 * chunk * (key_tile + 1)
             + 4 * rows * key_tile
             + 8 * rows * slice
             + 12 * rows
