@@ -1,4 +1,4 @@
-const WG: u32 = 64u;
+const WG: u32 = 32u;
 const HD: u32 = 128u;
 const KV_ROW: u32 = 36u;
 const ROWS: u32 = 32u;
@@ -96,10 +96,10 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // step per row turns them into weights (the running max and sum, and the factor that
 // rescales the accumulator), then the V chunks are added into the accumulators.
 //
-// Both products are tiled in registers: an invocation computes the scores of 4 rows
-// by 4 keys, and adds 4 rows by 4 output pairs, so each value it reads from workgroup
-// memory serves 4 multiply-adds (one per row or key of its tile), not one. Rows are
-// stored in fours (a vec4 per 4 rows' value), keys and pairs so that neighbouring
+// Both products are tiled in registers: an invocation computes the scores of 8 rows
+// by 4 keys, and adds 8 rows by 4 output pairs, so each value it reads from workgroup
+// memory serves 4 or 8 multiply-adds (one per row or key of its tile), not one. Rows
+// are stored in fours (a vec4 per 4 rows' value), keys and pairs so that neighbouring
 // invocations read neighbouring words.
 //
 // A local layer's row sees only its last `window` positions (Gemma 3, Mistral): keys
@@ -116,8 +116,8 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // vectors, no arrays: arrays in registers indexed at run time are moved to slow local
 // memory by drivers. No subgroup operations, so any subgroup size is right.
 //
-// The host sets WG (invocations, at least ROWS), HD (head_dim, even), ROWS and KT
-// (multiples of 4), CHUNK (pairs per staged chunk, a multiple of 4) and SLICE (output
+// The host sets WG (invocations, at least ROWS), HD (head_dim, even), ROWS (a multiple
+// of 8), KT (a multiple of 4), CHUNK (pairs per staged chunk, a multiple of 4) and SLICE (output
 // pairs per workgroup, at most HD / 2); the workgroup memory they take is the host's
 // `PrefillAttention::workgroup_bytes`. The format includes give KvWord, k_pair and
 // v_pair.
@@ -125,6 +125,7 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 
 const HALF: u32 = HD / 2u;
 const ROW_QUADS: u32 = ROWS / 4u;
+const ROW_TILES: u32 = ROWS / 8u;
 const KEY_QUADS: u32 = KT / 4u;
 const PAIR_QUADS: u32 = CHUNK / 4u;
 // K is staged [pair][key], its rows one key longer than the tile, so the pairs that
@@ -172,93 +173,126 @@ fn stage_q(r0: u32, rows: u32, kvh: u32, c0: u32, nc: u32, lid: u32) {
     }
 }
 
-// Adds the scores of row quad rq with keys kq, kq + KEY_QUADS, .. over the staged K
-// chunk of nc pairs into the tile's scores (the first chunk starts them).
-fn add_scores(rq: u32, kq: u32, nc: u32, first: bool) {
-    var s0 = vec4<f32>(0.0);
-    var s1 = vec4<f32>(0.0);
-    var s2 = vec4<f32>(0.0);
-    var s3 = vec4<f32>(0.0);
+// Row tile rt is the 8 rows of row quads 2 rt and 2 rt + 1.
+
+// Adds the scores of row tile rt with keys kq, kq + KEY_QUADS, .. over the staged K
+// chunk of nc pairs into the tile's scores (the first chunk starts them). A matrix's
+// column is a key, its rows the quad's rows.
+fn add_scores(rt: u32, kq: u32, nc: u32, first: bool) {
+    var sa = mat4x4<f32>();
+    var sb = mat4x4<f32>();
     for (var p = 0u; p < nc; p++) {
-        let qx = q_tile[2u * p * ROW_QUADS + rq];
-        let qy = q_tile[(2u * p + 1u) * ROW_QUADS + rq];
+        let q = 2u * p * ROW_QUADS + 2u * rt;
+        let qax = q_tile[q];
+        let qbx = q_tile[q + 1u];
+        let qay = q_tile[q + ROW_QUADS];
+        let qby = q_tile[q + ROW_QUADS + 1u];
         let k = p * K_STRIDE + kq;
         let k0 = kv_tile[k];
         let k1 = kv_tile[k + KEY_QUADS];
         let k2 = kv_tile[k + 2u * KEY_QUADS];
         let k3 = kv_tile[k + 3u * KEY_QUADS];
-        s0 += qx * k0.x + qy * k0.y;
-        s1 += qx * k1.x + qy * k1.y;
-        s2 += qx * k2.x + qy * k2.y;
-        s3 += qx * k3.x + qy * k3.y;
+        sa[0] += qax * k0.x + qay * k0.y;
+        sa[1] += qax * k1.x + qay * k1.y;
+        sa[2] += qax * k2.x + qay * k2.y;
+        sa[3] += qax * k3.x + qay * k3.y;
+        sb[0] += qbx * k0.x + qby * k0.y;
+        sb[1] += qbx * k1.x + qby * k1.y;
+        sb[2] += qbx * k2.x + qby * k2.y;
+        sb[3] += qbx * k3.x + qby * k3.y;
     }
+    if (!first) {
+        sa += read_scores(kq, 2u * rt);
+        sb += read_scores(kq, 2u * rt + 1u);
+    }
+    write_scores(kq, 2u * rt, sa);
+    write_scores(kq, 2u * rt + 1u, sb);
+}
+
+// The scores of row quad rq with keys kq, kq + KEY_QUADS, ...
+fn read_scores(kq: u32, rq: u32) -> mat4x4<f32> {
     let at = kq * ROW_QUADS + rq;
     let step = KEY_QUADS * ROW_QUADS;
-    if (first) {
-        scores[at] = s0;
-        scores[at + step] = s1;
-        scores[at + 2u * step] = s2;
-        scores[at + 3u * step] = s3;
-    } else {
-        scores[at] += s0;
-        scores[at + step] += s1;
-        scores[at + 2u * step] += s2;
-        scores[at + 3u * step] += s3;
+    return mat4x4<f32>(scores[at], scores[at + step], scores[at + 2u * step], scores[at + 3u * step]);
+}
+
+fn write_scores(kq: u32, rq: u32, s: mat4x4<f32>) {
+    let at = kq * ROW_QUADS + rq;
+    let step = KEY_QUADS * ROW_QUADS;
+    scores[at] = s[0];
+    scores[at + step] = s[1];
+    scores[at + 2u * step] = s[2];
+    scores[at + 3u * step] = s[3];
+}
+
+// The accumulators of the slice's pairs p0 + pq, p0 + pq + PAIR_QUADS, .. for row quad
+// rq, component xy, scaled by `f`: a matrix's column is a pair, its rows the quad's
+// rows. Pairs past the chunk's nc (a head not a multiple of 4 pairs) read the chunk's
+// last pair's, which `store_acc` does not store back.
+fn load_acc(p0: u32, pq: u32, nc: u32, xy: u32, rq: u32, f: vec4<f32>) -> mat4x4<f32> {
+    return mat4x4<f32>(
+        acc[acc_at(p0 + min(pq, nc - 1u), xy, rq)] * f,
+        acc[acc_at(p0 + min(pq + PAIR_QUADS, nc - 1u), xy, rq)] * f,
+        acc[acc_at(p0 + min(pq + 2u * PAIR_QUADS, nc - 1u), xy, rq)] * f,
+        acc[acc_at(p0 + min(pq + 3u * PAIR_QUADS, nc - 1u), xy, rq)] * f,
+    );
+}
+
+fn store_acc(p0: u32, pq: u32, nc: u32, xy: u32, rq: u32, a: mat4x4<f32>) {
+    if (pq < nc) {
+        acc[acc_at(p0 + pq, xy, rq)] = a[0];
+    }
+    if (pq + PAIR_QUADS < nc) {
+        acc[acc_at(p0 + pq + PAIR_QUADS, xy, rq)] = a[1];
+    }
+    if (pq + 2u * PAIR_QUADS < nc) {
+        acc[acc_at(p0 + pq + 2u * PAIR_QUADS, xy, rq)] = a[2];
+    }
+    if (pq + 3u * PAIR_QUADS < nc) {
+        acc[acc_at(p0 + pq + 3u * PAIR_QUADS, xy, rq)] = a[3];
     }
 }
 
-// Adds the weights of row quad rq times the staged V chunk's pairs pq, pq + PAIR_QUADS,
+// Adds the weights of row tile rt times the staged V chunk's pairs pq, pq + PAIR_QUADS,
 // .. (of nc) over the tile's nt keys into the accumulators of the slice's pairs from
-// p0, first rescaling them by the rows' factors.
-fn add_values(rq: u32, pq: u32, p0: u32, nc: u32, nt: u32) {
-    let f = rescale[rq];
-    let p1 = pq + PAIR_QUADS;
-    let p2 = pq + 2u * PAIR_QUADS;
-    let p3 = pq + 3u * PAIR_QUADS;
-    // Pairs past the chunk (a head not a multiple of 4 pairs) read a stale V column
-    // and are not stored.
-    var x0 = acc[acc_at(p0 + min(pq, nc - 1u), 0u, rq)] * f;
-    var y0 = acc[acc_at(p0 + min(pq, nc - 1u), 1u, rq)] * f;
-    var x1 = acc[acc_at(p0 + min(p1, nc - 1u), 0u, rq)] * f;
-    var y1 = acc[acc_at(p0 + min(p1, nc - 1u), 1u, rq)] * f;
-    var x2 = acc[acc_at(p0 + min(p2, nc - 1u), 0u, rq)] * f;
-    var y2 = acc[acc_at(p0 + min(p2, nc - 1u), 1u, rq)] * f;
-    var x3 = acc[acc_at(p0 + min(p3, nc - 1u), 0u, rq)] * f;
-    var y3 = acc[acc_at(p0 + min(p3, nc - 1u), 1u, rq)] * f;
+// p0, first rescaling them by the rows' factors. Every pair of the chunk is one
+// invocation's; the barrier after this keeps the next chunk's reads after its writes.
+fn add_values(rt: u32, pq: u32, p0: u32, nc: u32, nt: u32) {
+    let qa = 2u * rt;
+    let qb = qa + 1u;
+    var xa = load_acc(p0, pq, nc, 0u, qa, rescale[qa]);
+    var ya = load_acc(p0, pq, nc, 1u, qa, rescale[qa]);
+    var xb = load_acc(p0, pq, nc, 0u, qb, rescale[qb]);
+    var yb = load_acc(p0, pq, nc, 1u, qb, rescale[qb]);
     for (var t = 0u; t < nt; t++) {
-        let w = scores[t * ROW_QUADS + rq];
+        let wa = scores[t * ROW_QUADS + qa];
+        let wb = scores[t * ROW_QUADS + qb];
         let v = t * CHUNK + pq;
         let v0 = kv_tile[v];
         let v1 = kv_tile[v + PAIR_QUADS];
         let v2 = kv_tile[v + 2u * PAIR_QUADS];
         let v3 = kv_tile[v + 3u * PAIR_QUADS];
-        x0 += w * v0.x;
-        y0 += w * v0.y;
-        x1 += w * v1.x;
-        y1 += w * v1.y;
-        x2 += w * v2.x;
-        y2 += w * v2.y;
-        x3 += w * v3.x;
-        y3 += w * v3.y;
+        xa[0] += wa * v0.x;
+        xa[1] += wa * v1.x;
+        xa[2] += wa * v2.x;
+        xa[3] += wa * v3.x;
+        ya[0] += wa * v0.y;
+        ya[1] += wa * v1.y;
+        ya[2] += wa * v2.y;
+        ya[3] += wa * v3.y;
+        xb[0] += wb * v0.x;
+        xb[1] += wb * v1.x;
+        xb[2] += wb * v2.x;
+        xb[3] += wb * v3.x;
+        yb[0] += wb * v0.y;
+        yb[1] += wb * v1.y;
+        yb[2] += wb * v2.y;
+        yb[3] += wb * v3.y;
     }
-    // Every pair of the chunk is one invocation's; the barrier after this keeps the
-    // next chunk's reads after these writes.
-    if (pq < nc) {
-        acc[acc_at(p0 + pq, 0u, rq)] = x0;
-        acc[acc_at(p0 + pq, 1u, rq)] = y0;
-    }
-    if (p1 < nc) {
-        acc[acc_at(p0 + p1, 0u, rq)] = x1;
-        acc[acc_at(p0 + p1, 1u, rq)] = y1;
-    }
-    if (p2 < nc) {
-        acc[acc_at(p0 + p2, 0u, rq)] = x2;
-        acc[acc_at(p0 + p2, 1u, rq)] = y2;
-    }
-    if (p3 < nc) {
-        acc[acc_at(p0 + p3, 0u, rq)] = x3;
-        acc[acc_at(p0 + p3, 1u, rq)] = y3;
-    }
+    store_acc(p0, pq, nc, 0u, qa, xa);
+    store_acc(p0, pq, nc, 1u, qa, ya);
+    store_acc(p0, pq, nc, 0u, qb, xb);
+    store_acc(p0, pq, nc, 1u, qb, yb);
 }
 
 @compute @workgroup_size(WG)
@@ -321,7 +355,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 kv_tile[p * K_STRIDE + t] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
-            for (var m = lid; m < ROW_QUADS * KEY_QUADS; m += WG) {
+            for (var m = lid; m < ROW_TILES * KEY_QUADS; m += WG) {
                 add_scores(m / KEY_QUADS, m % KEY_QUADS, nc, c0 == 0u);
             }
             workgroupBarrier();
@@ -372,7 +406,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 kv_tile[t * CHUNK + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
             }
             workgroupBarrier();
-            for (var m = lid; m < ROW_QUADS * PAIR_QUADS; m += WG) {
+            for (var m = lid; m < ROW_TILES * PAIR_QUADS; m += WG) {
                 add_values(m / PAIR_QUADS, m % PAIR_QUADS, c0 - s0, nc, nt);
             }
             workgroupBarrier();

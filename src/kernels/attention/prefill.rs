@@ -5,7 +5,7 @@
 //! - `prefill`: causal attention of many query tokens over the cache, flash-attention
 //!   style (key tiles staged in workgroup memory once for a block of (token, query
 //!   head) rows of one KV head, an online softmax), with no cap on the head size or the
-//!   token count, in f32 FMAs on 4 x 4 tiles in registers;
+//!   token count, in f32 FMAs on 8 x 4 tiles in registers;
 //! - `flash`: the same on the adapter's matrix units (Q Kᵀ and P V on cooperative
 //!   matrices, the accumulators in them across the whole walk), where it has them
 //!   ([`PrefillAttention::on_matrix_units`]).
@@ -32,8 +32,9 @@ use super::{
 pub const PREFILL_WG: u32 = 128;
 /// Pairs of a head staged per chunk of a K or V tile, at most.
 pub const PREFILL_CHUNK: u32 = 32;
-/// Rows, keys and output pairs of the register tile an invocation of
-/// `attention/prefill.wgsl` computes (its fours).
+/// Rows of the register tiles an invocation of `attention/prefill.wgsl` computes.
+const PREFILL_TILE_ROWS: u32 = 8;
+/// Keys, or output pairs, of those tiles.
 const PREFILL_TILE: u32 = 4;
 /// Workgroup memory a prefill workgroup takes at most, however much the device has:
 /// more would cost occupancy for little more reuse of each tile.
@@ -41,16 +42,14 @@ pub const PREFILL_WORKGROUP_BYTES: u64 = 32 << 10;
 /// (rows, key tile) in order of preference: most rows first (each K and V byte staged
 /// serves every row), then longer key tiles (fewer barriers per position). Both are
 /// multiples of the register tile.
-const SHAPES: [(u32, u32); 9] = [
+const SHAPES: [(u32, u32); 7] = [
     (32, 32),
     (16, 32),
     (16, 16),
     (8, 32),
     (8, 16),
-    (4, 32),
-    (4, 16),
-    (4, 8),
-    (4, 4),
+    (8, 8),
+    (8, 4),
 ];
 /// Invocations of a `rope_kv_batch` workgroup (the WGSL's WG).
 const ROPE_WG: u64 = 64;
@@ -73,7 +72,7 @@ const FLASH_SHAPES: [(u32, u32); 8] = [
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PrefillEngine {
-    /// `attention/prefill.wgsl`: f32 FMAs on 4 x 4 tiles in registers, no subgroups.
+    /// `attention/prefill.wgsl`: f32 FMAs on 8 x 4 tiles in registers, no subgroups.
     Scalar,
     /// `attention/flash.wgsl`: Q Kᵀ and P V on cooperative matrices of `shape`.
     Matrix {
@@ -246,7 +245,7 @@ impl PrefillAttention {
             self.key_tile as u64,
             self.chunk as u64,
         );
-        let tile = PREFILL_TILE as u64;
+        let (tile_rows, tile) = (PREFILL_TILE_ROWS as u64, PREFILL_TILE as u64);
         let half = self.heads.head_dim / 2;
         let strided = |n: u64| n.div_ceil(wg) + 1;
         let q_chunks = half.div_ceil(chunk);
@@ -255,13 +254,13 @@ impl PrefillAttention {
         } else {
             strided(rows * chunk)
         };
-        let score_tiles = (rows / tile) * (kt / tile);
+        let score_tiles = (rows / tile_rows) * (kt / tile);
         let scores = strided(score_tiles) + score_tiles.div_ceil(wg) * (chunk + 1);
         let per_q_chunk = q_staging + strided(kt * chunk) + scores;
         // The max, then the weights; or the zeros of a row past the block.
         let softmax = 2 * (kt + 1);
         let v_chunks = (self.slice as u64).div_ceil(chunk);
-        let value_tiles = (rows / tile) * (chunk / tile);
+        let value_tiles = (rows / tile_rows) * (chunk / tile);
         let per_v_chunk =
             strided(kt * chunk) + strided(value_tiles) + value_tiles.div_ceil(wg) * (kt + 1);
         1 + (q_chunks + 1)
@@ -328,7 +327,7 @@ impl PrefillAttention {
             if slice == 1 {
                 return Err(Error::Invalid(format!(
                     "prefill attention needs at least {} bytes of workgroup memory, not {}",
-                    Self::bytes_of(PREFILL_TILE, PREFILL_TILE, PREFILL_TILE, 1),
+                    Self::bytes_of(PREFILL_TILE_ROWS, PREFILL_TILE, PREFILL_TILE, 1),
                     workgroup_bytes
                 )));
             }
@@ -340,7 +339,7 @@ impl PrefillAttention {
     /// the scores or of a V chunk's output, whichever are more (a warp at least, and one
     /// per row for the softmax), up to [`PREFILL_WG`].
     fn invocations(rows: u32, key_tile: u32, chunk: u32) -> u32 {
-        let row_tiles = rows / PREFILL_TILE;
+        let row_tiles = rows / PREFILL_TILE_ROWS;
         (row_tiles * key_tile.max(chunk) / PREFILL_TILE)
             .next_power_of_two()
             .clamp(32, PREFILL_WG)
