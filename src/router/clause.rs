@@ -300,8 +300,8 @@ pub enum Clause {
         /// Workgroup memory the device has.
         budget: u64,
     },
-    /// Prefill attention on scalar f32 FMAs (`attention/prefill.wgsl`), and why not on
-    /// the matrix units.
+    /// Prefill attention on f32 FMAs, 8 x 4 tiles in each invocation's registers
+    /// (`attention/prefill.wgsl`), and why not on the matrix units.
     PrefillAttentionScalar {
         /// Why not.
         why: NoMatrixAttention,
@@ -619,7 +619,7 @@ impl std::fmt::Display for Clause {
                 shape.input.wgsl()
             ),
             Clause::PrefillAttentionScalar { why } => {
-                write!(f, "prefill attention on scalar f32 FMAs: {why}")
+                write!(f, "prefill attention on f32 FMAs in register tiles: {why}")
             }
             Clause::PrefillKeyPasses { limit, keys } => write!(
                 f,
