@@ -6,13 +6,16 @@
 # and SmolLM2 shapes with the matrix attention asked for and not (same binary,
 # alternated), pp2048 of the 8B shape in batches of 1,024 and 2,048 (issue 41, item 3),
 # and llama.cpp CUDA's `llama-bench -fa 1 -p 512,2048 -n 32` on the same files, built
-# while brass measures. Run from the checkout's root with carry [.gl, .anchors,
-# .bin/$BIN] (compare, attention_test, prefill_test, families_test, attention_bench,
-# stripped and xz'd). The prompt and family tests take the default
+# while brass measures. Also the kernel without matrix units, register-tiled since
+# 9a82cb6, against the one before it (.bin/$OLD, 7863e89): the attention bench and
+# pp512 / pp2048 with --matrix-attention false, old and new binaries alternated. Run
+# from the checkout's root with carry [.gl, .anchors, .bin/$BIN, .bin/$OLD] (compare,
+# attention_test, prefill_test, families_test, attention_bench, stripped and xz'd). The prompt and family tests take the default
 # route, which is the scalar kernel until this test passes; run them with the default
 # flipped to exercise the matrix kernel end to end.
 set -u
-BIN=${BIN:-flash3}
+BIN=${BIN:-flash4}
+OLD=${OLD:-flash3}
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export BRASS_CACHE=/tmp/bc BRASS_ADAPTER=NVIDIA
@@ -22,11 +25,20 @@ mkdir -p /work && ln -sfn "$PWD" /work/main
 (setsid nohup bash .anchors/build-on-device.sh cuda >"$OUT/llama_build.log" 2>&1 &)
 for b in compare attention_test prefill_test families_test attention_bench; do
     xz -dc ".bin/$BIN/$b.xz" >"/tmp/$b"; chmod +x "/tmp/$b"; done
+for b in compare attention_bench; do
+    xz -dc ".bin/$OLD/$b.xz" >"/tmp/${b}_old"; chmod +x "/tmp/${b}_old"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$OUT/gpu.txt"
 timeout 240 /tmp/attention_test prefill_attention_on_matrix_units --nocapture >"$OUT/attention_flash_test.log" 2>&1
 rc=$?; echo "flash test exited $rc" | tee -a "$OUT/attention_flash_test.log"; tail -3 "$OUT/attention_flash_test.log"
 timeout 200 /tmp/attention_bench --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 --flash-tiles 64:32,32:64,32:32,16:64,16:128 >"$OUT/attention_bench.log" 2>&1
 echo "bench exited $?" >>"$OUT/attention_bench.log"; grep -E "llama3|smollm2|probe" "$OUT/attention_bench.log" | cut -c1-220
+timeout 120 /tmp/attention_bench_old --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 >"$OUT/attention_bench_old.log" 2>&1
+echo "old bench exited $?" >>"$OUT/attention_bench_old.log"; grep -E "prefill_f16" "$OUT/attention_bench_old.log" | cut -c1-220
+for round in 1 2; do for b in compare_old compare; do
+  timeout 90 /tmp/$b --adapter NVIDIA --synthetic llama3-8b --skip-matvec --pp 512,2048 -n 4 \
+    --matrix-attention false 2>&1 | grep -E "prompt of" | sed "s/^/$b scalar: /" |
+    tee -a "$OUT/pp_scalar.log" | sed 's/ (batches.*//'
+done; done
 for round in 1 2; do for m in true false; do
   for s in llama3-8b smollm2-135m; do
     timeout 90 /tmp/compare --adapter NVIDIA --synthetic $s --skip-matvec --pp 512,2048 -n 32 \
