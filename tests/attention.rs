@@ -912,7 +912,7 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
 
 /// Causal prefill attention against the f64 reference of each token over the cache
 /// rows up to its own: 1, 2, 7, 64 and 300 tokens at the start of the cache and after a
-/// thousand rows; head sizes 64, 80, 128 and 256; GQA ratios 1, 4 and 7; q rows spaced
+/// thousand rows; head sizes 64, 80, 128, 256 and 36 (18 pairs, not a multiple of 4); GQA ratios 1, 4 and 7; q rows spaced
 /// as in the model's qkv buffer; both formats; the device's launch, and on the smaller
 /// cases one with sliced heads and several dispatches.
 #[test]
@@ -925,6 +925,8 @@ fn prefill_attention_matches_the_reference() {
             (8, 2, 128, &[1, 7, 64][..]),
             (7, 1, 256, &[2, 7][..]),
             (14, 2, 80, &[7, 64][..]),
+            // 18 pairs: a chunk's last pair quad is part past the head.
+            (6, 2, 36, &[7, 40][..]),
         ] {
             let h = heads(n_heads, n_kv, hd, hd);
             let launches = prefill_launches(&g, h, kv);
