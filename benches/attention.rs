@@ -13,7 +13,7 @@
 //!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128]
 //!     [--merge last-workgroup,combine] [--portable] [--iters 30] [--adapter INDEX|NAME]
 //!     [--prefill-tokens 512,2048,8192] [--prefill-start 0] [--no-decode] [--no-prefill]
-//!     [--flash-tiles 64:32,32:64]
+//!     [--flash-tiles 64:32,32:64] [--scalar-tiles 64:32:16,32:32:32]
 
 use brass::device::{
     bandwidth_probe, coop_compute_probe, f32_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -86,6 +86,11 @@ struct Args {
     /// beside the one the router picks, where they fit the workgroup memory.
     #[arg(long, value_delimiter = ',')]
     flash_tiles: Vec<String>,
+    /// Also time the kernel without matrix units at these tiles, ROWS:KEYS:CHUNK each
+    /// (comma-separated; the whole head per workgroup), where they fit the workgroup
+    /// memory, however little the router allows itself.
+    #[arg(long, value_delimiter = ',')]
+    scalar_tiles: Vec<String>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -177,6 +182,38 @@ fn flash_tiles(
                 profile.workgroup_storage_bytes
             ),
             None => println!("flash tile {spec}: does not suit {shape} matrices"),
+        }
+    }
+    Ok(launches)
+}
+
+/// The kernel without matrix units at each of `--scalar-tiles` that fits the device's
+/// workgroup memory (the others said and left out).
+fn scalar_tiles(
+    args: &Args,
+    profile: &brass::device::DeviceProfile,
+    heads: Heads,
+    kv: KvType,
+) -> brass::Result<Vec<PrefillAttention>> {
+    let mut launches = Vec::new();
+    for spec in &args.scalar_tiles {
+        let sizes: Vec<u32> = spec.split(':').filter_map(|n| n.parse().ok()).collect();
+        let &[rows, keys, chunk] = &sizes[..] else {
+            return Err(brass::Error::Invalid(format!(
+                "--scalar-tiles {spec}: expected ROWS:KEYS:CHUNK"
+            )));
+        };
+        let tiles = (rows, keys, chunk);
+        match PrefillAttention::scalar_tiles(heads, kv, tiles, profile.max_workgroups_per_dim) {
+            Some(l) if l.workgroup_bytes() <= profile.workgroup_storage_bytes as u64 => {
+                launches.push(l.with_loop_limit(profile.loop_iterations)?)
+            }
+            Some(l) => println!(
+                "scalar tile {spec}: {} bytes of workgroup memory, past {}",
+                l.workgroup_bytes(),
+                profile.workgroup_storage_bytes
+            ),
+            None => println!("scalar tile {spec}: rows not a multiple of 8, or keys or pairs of 4"),
         }
     }
     Ok(launches)
@@ -344,6 +381,11 @@ fn prefill(
         let heads = *heads;
         for &kv in &args.kv {
             let mut launches = vec![PrefillAttention::new(heads, kv, device.profile())?];
+            for tile in scalar_tiles(args, device.profile(), heads, kv)? {
+                if !launches.contains(&tile) {
+                    launches.push(tile);
+                }
+            }
             match PrefillAttention::on_matrix_units(heads, kv, device.profile())? {
                 Ok(matrix) => {
                     launches.push(matrix);

@@ -8,7 +8,9 @@
 # and llama.cpp CUDA's `llama-bench -fa 1 -p 512,2048 -n 32` on the same files, built
 # while brass measures. Also the kernel without matrix units, register-tiled since
 # 9a82cb6, against the one before it (.bin/$OLD, 7863e89): the attention bench and
-# pp512 / pp2048 with --matrix-attention false, old and new binaries alternated. Run
+# pp512 / pp2048 with --matrix-attention false, old and new binaries alternated, and
+# the new one at other tiles (--scalar-tiles: H200 has 48 KB of workgroup memory, the
+# router allows itself 32). Run
 # from the checkout's root with carry [.gl, .anchors, .bin/$BIN, .bin/$OLD] (compare,
 # attention_test, prefill_test, families_test, attention_bench, stripped and xz'd). The prompt and family tests take the default
 # route, which is the scalar kernel until this test passes; run them with the default
@@ -30,7 +32,7 @@ for b in compare attention_bench; do
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$OUT/gpu.txt"
 timeout 240 /tmp/attention_test prefill_attention_on_matrix_units --nocapture >"$OUT/attention_flash_test.log" 2>&1
 rc=$?; echo "flash test exited $rc" | tee -a "$OUT/attention_flash_test.log"; tail -3 "$OUT/attention_flash_test.log"
-timeout 200 /tmp/attention_bench --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 --flash-tiles 64:32,32:64,32:32,16:64,16:128 >"$OUT/attention_bench.log" 2>&1
+timeout 200 /tmp/attention_bench --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 --flash-tiles 64:32,32:64,32:32,16:64,16:128 --scalar-tiles 32:32:32,32:32:16,64:32:16,64:16:32,16:32:32 >"$OUT/attention_bench.log" 2>&1
 echo "bench exited $?" >>"$OUT/attention_bench.log"; grep -E "llama3|smollm2|probe" "$OUT/attention_bench.log" | cut -c1-220
 timeout 120 /tmp/attention_bench_old --shapes llama3-8b,smollm2 --no-decode --prefill-tokens 512,2048,8192 >"$OUT/attention_bench_old.log" 2>&1
 echo "old bench exited $?" >>"$OUT/attention_bench_old.log"; grep -E "prefill_f16" "$OUT/attention_bench_old.log" | cut -c1-220

@@ -310,19 +310,10 @@ impl PrefillAttention {
                 })?;
                 Some((rows, key_tile, chunk))
             });
-            if let Some((rows, key_tile, chunk)) = fits {
-                return Ok(PrefillAttention {
-                    heads,
-                    kv,
-                    engine: PrefillEngine::Scalar,
-                    wg: Self::invocations(rows, key_tile, chunk),
-                    rows,
-                    key_tile,
-                    chunk,
-                    slice,
-                    max_workgroups_per_dim: max_workgroups_per_dim.max(1),
-                    keys_per_pass: None,
-                });
+            let tiled =
+                fits.and_then(|tiles| Self::scalar_tiles(heads, kv, tiles, max_workgroups_per_dim));
+            if let Some(launch) = tiled {
+                return Ok(PrefillAttention { slice, ..launch });
             }
             if slice == 1 {
                 return Err(Error::Invalid(format!(
@@ -333,6 +324,38 @@ impl PrefillAttention {
             }
             slice = slice.div_ceil(2);
         }
+    }
+
+    /// The scalar kernel's launch with `rows` (token, query head) rows by `key_tile` keys
+    /// a tile and K and V staged `chunk` pairs at a time, the whole head's output per
+    /// workgroup, whatever its workgroup memory (which [`Self::workgroup_bytes`] says):
+    /// None where the sizes are not multiples of the register tile (rows of 8; keys and
+    /// pairs of 4). [`Self::with_budget`] picks among these; the bench times any of them.
+    pub fn scalar_tiles(
+        heads: Heads,
+        kv: KvType,
+        (rows, key_tile, chunk): (u32, u32, u32),
+        max_workgroups_per_dim: u32,
+    ) -> Option<PrefillAttention> {
+        let suits = |n: u32, of: u32| n > 0 && n.is_multiple_of(of);
+        if !(suits(rows, PREFILL_TILE_ROWS)
+            && suits(key_tile, PREFILL_TILE)
+            && suits(chunk, PREFILL_TILE))
+        {
+            return None;
+        }
+        Some(PrefillAttention {
+            heads,
+            kv,
+            engine: PrefillEngine::Scalar,
+            wg: Self::invocations(rows, key_tile, chunk),
+            rows,
+            key_tile,
+            chunk,
+            slice: (heads.head_dim / 2) as u32,
+            max_workgroups_per_dim: max_workgroups_per_dim.max(1),
+            keys_per_pass: None,
+        })
     }
 
     /// Invocations of a workgroup of `attention/prefill.wgsl`: one per register tile of
