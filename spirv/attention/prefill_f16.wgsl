@@ -347,10 +347,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (!Q_RESIDENT) {
                 stage_q(r0, rows, kvh, c0, nc, lid);
             }
-            for (var i = lid; i < nt * nc; i += WG) {
-                let t = i / nc;
-                let p = i % nc;
-                kv_tile[p * K_STRIDE + t] = k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+            // Indexed by the chunk's constant width (divisions by it are shifts or
+            // multiplies; by nc, a run-time value, they are divisions).
+            for (var i = lid; i < nt * CHUNK; i += WG) {
+                let t = i / CHUNK;
+                let p = i % CHUNK;
+                if (p < nc) {
+                    kv_tile[p * K_STRIDE + t] =
+                        k_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+                }
             }
             workgroupBarrier();
             for (var m = lid; m < ROW_TILES * KEY_QUADS; m += WG) {
@@ -398,10 +403,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
         for (var c0 = s0; c0 < s1; c0 += CHUNK) {
             let nc = min(CHUNK, s1 - c0);
-            for (var i = lid; i < nt * nc; i += WG) {
-                let t = i / nc;
-                let p = i % nc;
-                kv_tile[t * CHUNK + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+            for (var i = lid; i < nt * CHUNK; i += WG) {
+                let t = i / CHUNK;
+                let p = i % CHUNK;
+                if (p < nc) {
+                    kv_tile[t * CHUNK + p] = v_pair((t0 + t) * params.n_kv_heads + kvh, c0 + p);
+                }
             }
             workgroupBarrier();
             for (var m = lid; m < ROW_TILES * PAIR_QUADS; m += WG) {
