@@ -149,7 +149,6 @@ fn run(args: &Args) -> brass::Result<()> {
     Ok(())
 }
 
-/// QUERY/KVxHEAD_DIM, e.g. 32/8x128.
 /// The matrix kernel at each of `--flash-tiles` that suits the adapter's matrices and
 /// fits its workgroup memory (the others said and left out).
 fn flash_tiles(
@@ -172,19 +171,33 @@ fn flash_tiles(
         let sizes = (shape, profile.subgroup_max, profile.subgroup_min);
         let launch =
             PrefillAttention::matrix_tiles(heads, kv, sizes, tile, profile.max_workgroups_per_dim);
-        match launch {
-            Some(l) if l.workgroup_bytes() <= profile.workgroup_storage_bytes as u64 => {
-                launches.push(l)
-            }
-            Some(l) => println!(
-                "flash tile {spec}: {} bytes of workgroup memory, past {}",
-                l.workgroup_bytes(),
-                profile.workgroup_storage_bytes
-            ),
-            None => println!("flash tile {spec}: does not suit {shape} matrices"),
-        }
+        let unsuited = format!("does not suit {shape} matrices");
+        launches.extend(fitting(profile, ("flash", spec), launch, &unsuited));
     }
     Ok(launches)
+}
+
+/// `launch`, the `kind` tile `spec`, where it is one and fits `profile`'s workgroup
+/// memory; else None, and the output says why.
+fn fitting(
+    profile: &brass::device::DeviceProfile,
+    (kind, spec): (&str, &str),
+    launch: Option<PrefillAttention>,
+    unsuited: &str,
+) -> Option<PrefillAttention> {
+    let limit = profile.workgroup_storage_bytes;
+    match launch {
+        Some(l) if l.workgroup_bytes() <= limit as u64 => Some(l),
+        Some(l) => {
+            let bytes = l.workgroup_bytes();
+            println!("{kind} tile {spec}: {bytes} bytes of workgroup memory, past {limit}");
+            None
+        }
+        None => {
+            println!("{kind} tile {spec}: {unsuited}");
+            None
+        }
+    }
 }
 
 /// The kernel without matrix units at each of `--scalar-tiles` that fits the device's
@@ -204,21 +217,17 @@ fn scalar_tiles(
             )));
         };
         let tiles = (rows, keys, chunk);
-        match PrefillAttention::scalar_tiles(heads, kv, tiles, profile.max_workgroups_per_dim) {
-            Some(l) if l.workgroup_bytes() <= profile.workgroup_storage_bytes as u64 => {
-                launches.push(l.with_loop_limit(profile.loop_iterations)?)
-            }
-            Some(l) => println!(
-                "scalar tile {spec}: {} bytes of workgroup memory, past {}",
-                l.workgroup_bytes(),
-                profile.workgroup_storage_bytes
-            ),
-            None => println!("scalar tile {spec}: rows not a multiple of 8, or keys or pairs of 4"),
+        let launch =
+            PrefillAttention::scalar_tiles(heads, kv, tiles, profile.max_workgroups_per_dim);
+        let unsuited = "rows not a multiple of 8, or keys or pairs of 4";
+        if let Some(l) = fitting(profile, ("scalar", spec), launch, unsuited) {
+            launches.push(l.with_loop_limit(profile.loop_iterations)?);
         }
     }
     Ok(launches)
 }
 
+/// QUERY/KVxHEAD_DIM, e.g. 32/8x128.
 fn parse_heads(spec: &str) -> brass::Result<Heads> {
     let bad = || brass::Error::Invalid(format!("--heads {spec}: QUERY/KVxHEAD_DIM, e.g. 32/8x128"));
     let (q, rest) = spec.split_once('/').ok_or_else(bad)?;
