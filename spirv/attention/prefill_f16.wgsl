@@ -115,10 +115,10 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // memory by drivers. No subgroup operations, so any subgroup size is right.
 //
 // The host sets WG (invocations, at least ROWS), HD (head_dim, even), ROWS (a multiple
-// of 8), KT (a multiple of 4), CHUNK (pairs per staged chunk, a multiple of 4) and SLICE (output
-// pairs per workgroup, at most HD / 2); the workgroup memory they take is the host's
-// `PrefillAttention::workgroup_bytes`. The format includes give KvWord, k_pair and
-// v_pair.
+// of 8), KT (a multiple of 4), CHUNK (pairs per staged chunk, a multiple of 4) and
+// SLICE (output pairs per workgroup, at most HD / 2); the workgroup memory they take is
+// the host's `PrefillAttention::workgroup_bytes`. The format includes give KvWord,
+// k_pair and v_pair.
 
 
 const HALF: u32 = HD / 2u;
@@ -171,11 +171,9 @@ fn stage_q(r0: u32, rows: u32, kvh: u32, c0: u32, nc: u32, lid: u32) {
     }
 }
 
-// Row tile rt is the 8 rows of row quads 2 rt and 2 rt + 1.
-
-// Adds the scores of row tile rt with keys kq, kq + KEY_QUADS, .. over the staged K
-// chunk of nc pairs into the tile's scores (the first chunk starts them). A matrix's
-// column is a key, its rows the quad's rows.
+// Adds the scores of row tile rt (the 8 rows of row quads 2 rt and 2 rt + 1) with keys
+// kq, kq + KEY_QUADS, .. over the staged K chunk of nc pairs into the tile's scores
+// (the first chunk starts them). A matrix's column is a key, its rows the quad's rows.
 fn add_scores(rt: u32, kq: u32, nc: u32, first: bool) {
     var sa = mat4x4<f32>();
     var sb = mat4x4<f32>();
@@ -392,13 +390,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             run_sum[lid] = run_sum[lid] * r + tile_sum;
             run_max[lid] = m;
             rescale[quad][lane] = r;
-        } else if (lid < ROWS) {
-            // A row past the block's: its weights are 0, its accumulators stay 0.
-            for (var t = 0u; t < nt; t++) {
-                scores[t * ROW_QUADS + lid / 4u][lid % 4u] = 0.0;
-            }
-            rescale[lid / 4u][lid % 4u] = 0.0;
         }
+        // A row past the block's (q zero) takes no softmax step: its weights and
+        // accumulators, whatever they hold, meet only each other and are never stored.
         workgroupBarrier();
 
         for (var c0 = s0; c0 < s1; c0 += CHUNK) {

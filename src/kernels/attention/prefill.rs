@@ -28,7 +28,7 @@ use super::{
     ROPE_KV_BATCH_STORAGE,
 };
 
-/// Invocations of a prefill workgroup, at most.
+/// Invocations of a prefill workgroup, at most (or one per row, where rows are more).
 pub const PREFILL_WG: u32 = 128;
 /// Pairs of a head staged per chunk of a K or V tile, at most.
 pub const PREFILL_CHUNK: u32 = 32;
@@ -257,7 +257,7 @@ impl PrefillAttention {
         let score_tiles = (rows / tile_rows) * (kt / tile);
         let scores = strided(score_tiles) + score_tiles.div_ceil(wg) * (chunk + 1);
         let per_q_chunk = q_staging + strided(kt * chunk) + scores;
-        // The max, then the weights; or the zeros of a row past the block.
+        // The max, then the weights.
         let softmax = 2 * (kt + 1);
         let v_chunks = (self.slice as u64).div_ceil(chunk);
         let value_tiles = (rows / tile_rows) * (chunk / tile);
