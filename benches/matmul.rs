@@ -6,19 +6,25 @@
 //! weight bytes' GB/s, as a table and as JSON. Each quant case runs on dot4 and, where
 //! the adapter has them, on cooperative matrices, and on fma over the GGUF rows its
 //! exact route (coop) uploads; F32 and F16 on fma. `--columns` adds the decode steps'
-//! kernel on the matrix units (`matmul/columns.wgsl`) in the tiles named.
+//! kernel on the matrix units (`matmul/columns.wgsl`) in the tiles named. Where the
+//! adapter has matrix units, each quant case also runs the unpacked matmul
+//! (`matmul/unpacked.rs`) in the configurations `--unpacked` names: its three steps
+//! apart (the weights' unpacking, x's, the multiply) and their sum, the figure to hold
+//! beside the coopmat kernel's.
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
 //!     [--tokens 64,512,2048,8192] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
-//!     [--columns 2:2:4]
+//!     [--columns 2:2:4] [--unpacked 2:1,4:1,2:0 | none]
 
 use brass::device::{
     coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
 };
 use brass::gguf::synthetic::{SyntheticSpec, PRESETS};
-use brass::kernels::matmul::{MatmulEngine, MatmulInput, MatmulLaunch, MATMUL_KERNELS};
+use brass::kernels::matmul::{
+    MatmulEngine, MatmulInput, MatmulLaunch, UnpackedEngine, UnpackedMatmul, MATMUL_KERNELS,
+};
 use brass::kernels::matvec::{self, Family};
-use brass::kernels::timing::{time_matmul, Effort};
+use brass::kernels::timing::{time_matmul, time_unpacked_matmul, Effort, Times};
 use brass::kernels::PipelineCache;
 use brass::quant::GgmlType;
 use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
@@ -58,6 +64,11 @@ struct Args {
     /// `ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS`.
     #[arg(long, value_delimiter = ',')]
     columns: Vec<String>,
+    /// The unpacked matmuls to run where the adapter has matrix units, as
+    /// `ROW_PARTS:PREFETCH` (row parts 1, 2, 4 or 8 of a tile's 8 subgroups; 1 to load
+    /// a K step ahead, 0 not), or `none`.
+    #[arg(long, value_delimiter = ',', default_values_t = ["2:1".to_string()])]
+    unpacked: Vec<String>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -126,6 +137,19 @@ fn run(args: &Args) -> brass::Result<()> {
         match MatmulEngine::coop_columns(&profile, row_blocks, token_blocks, k_groups) {
             Some(engine) => engines.push(engine),
             None => println!("decode columns {spec}: cannot run on {}", profile.name),
+        }
+    }
+    let mut unpacked = Vec::new();
+    for spec in args.unpacked.iter().filter(|s| *s != "none") {
+        let parsed: Vec<u32> = spec.split(':').filter_map(|v| v.parse().ok()).collect();
+        let [row_parts, prefetch @ (0 | 1)] = parsed[..] else {
+            return Err(brass::Error::Invalid(format!(
+                "--unpacked {spec}: ROW_PARTS:PREFETCH (PREFETCH 0 or 1)"
+            )));
+        };
+        match UnpackedEngine::on(&profile, row_parts, prefetch == 1) {
+            Ok(engine) => unpacked.push(engine),
+            Err(e) => println!("unpacked {spec}: {e}"),
         }
     }
     println!("{}\n{probe}\n{f32_probe}", profile.name);
@@ -233,19 +257,61 @@ fn run(args: &Args) -> brass::Result<()> {
                             probe: probe_name,
                             weight_gbps: matvec.weight_bytes() as f64 / t.median_us / 1e3,
                         };
-                        println!(
-                            "{:<40} {:<44} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:<4} {:>9.0}",
-                            case.shape,
-                            case.kernel,
-                            n,
-                            case.median_us,
-                            case.min_us,
-                            case.tflops,
-                            case.pct_of_probe,
-                            case.probe,
-                            case.weight_gbps
-                        );
+                        print_case(&case);
                         cases.push(case);
+                    }
+                }
+                let (Some(coop), MatmulInput::Q8) = (&coop_probe, kernel.input) else {
+                    continue;
+                };
+                for &engine in &unpacked {
+                    let launch = UnpackedMatmul::of(&matvec, engine)?;
+                    let [unpack_key, x_key, gemm_key] = launch.pipeline_keys();
+                    for &n in &args.tokens {
+                        let shape = format!("{preset} {matrix} {m}x{k}");
+                        let y_bytes = n * m * 4;
+                        if y_bytes.max(launch.x_scratch_bytes(n)) > profile.max_binding_bytes {
+                            println!("{shape:<40} {gemm_key:<44} {n:>6} skipped: past the largest binding");
+                            continue;
+                        }
+                        let t = time_unpacked_matmul(&device, &cache, &matvec, &launch, n, effort)?;
+                        let total = Times {
+                            median_us: t.unpack.median_us + t.unpack_x.median_us + t.gemm.median_us,
+                            min_us: t.unpack.min_us + t.unpack_x.min_us + t.gemm.min_us,
+                            ..t.gemm
+                        };
+                        // Each step's flops, and whether its time moves the weights (x's
+                        // unpacking reads none: no weight GB/s).
+                        let flops = launch.flops(n);
+                        let steps = [
+                            (unpack_key.clone(), t.unpack, 0, true),
+                            (x_key.clone(), t.unpack_x, 0, false),
+                            (gemm_key.clone(), t.gemm, flops, true),
+                            (format!("{gemm_key} + unpacking"), total, flops, true),
+                        ];
+                        for (kernel, times, flops, weights) in steps {
+                            let tflops = flops as f64 / times.median_us / 1e6;
+                            let case = Case {
+                                shape: shape.clone(),
+                                kernel,
+                                m,
+                                k,
+                                n_tokens: n,
+                                k_groups: 0,
+                                k_step: engine.shape.size,
+                                median_us: times.median_us,
+                                min_us: times.min_us,
+                                tflops,
+                                pct_of_probe: 100.0 * tflops / coop.tflops,
+                                probe: "matrix",
+                                weight_gbps: match weights {
+                                    true => matvec.weight_bytes() as f64 / times.median_us / 1e3,
+                                    false => 0.0,
+                                },
+                            };
+                            print_case(&case);
+                            cases.push(case);
+                        }
                     }
                 }
             }
@@ -267,4 +333,19 @@ fn run(args: &Args) -> brass::Result<()> {
         println!("\nwrote {path}");
     }
     Ok(())
+}
+
+fn print_case(case: &Case) {
+    println!(
+        "{:<40} {:<44} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>7.1}% {:<4} {:>9.0}",
+        case.shape,
+        case.kernel,
+        case.n_tokens,
+        case.median_us,
+        case.min_us,
+        case.tflops,
+        case.pct_of_probe,
+        case.probe,
+        case.weight_gbps
+    );
 }

@@ -21,7 +21,7 @@ use brass::device::{
 };
 use brass::kernels::matmul::{
     self, cpu_reference, cpu_reference_f32x, MatmulEngine, MatmulInput, MatmulKernel, MatmulLaunch,
-    MATMUL_KERNELS,
+    UnpackedEngine, UnpackedMatmul, MATMUL_KERNELS,
 };
 use brass::kernels::matvec::{
     self, quantize_x_q8, Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES,
@@ -203,48 +203,81 @@ fn check(
         device.destroy_buffer(p.buffer).unwrap();
     }
 
-    let offsets = offsets_only(ty, &w);
-    for (t, x) in x_values.iter().enumerate() {
-        let scale = magnitudes(ty, &w, mk, x);
-        let offset_scale = offsets.as_ref().map(|o| magnitudes(ty, o, mk, x));
-        let row = &y[t * y_stride as usize..][..y_stride as usize];
-        for (i, &v) in row.iter().enumerate() {
-            let r = i as i64 - y_first as i64;
-            if r < 0 || r >= m as i64 {
+    let tol = |scale: f64, offsets: f64| match mm.engine() {
+        // The kernel's integer sums are exact; what remains is f32 rounding of the
+        // scaled group sums, a few ulps of the terms' magnitude per group.
+        MatmulEngine::Dot4 { .. } => 1e-5 * scale + 1e-6,
+        MatmulEngine::CoopMatrix { .. } | MatmulEngine::CoopColumns { .. } => coop_tol(scale),
+        // x is the reference's own, and so is each weight where it is a product (f16
+        // widens exactly; the quants' scales multiply in ggml's order). A scaled quant
+        // plus an offset the GPU may fuse, rounding once where the reference rounds
+        // twice: within 2^-24 (3|w| + |offset|) of it. Then f32 arithmetic: a dot
+        // product of K terms summed in order in f32 is within K·2^-24 of Σ|w·x| of the
+        // exact one (the classic γ_K bound, fused multiply-adds or not), and the
+        // reference's rounding to f32 adds at most 2^-24 of it. The absolute term
+        // covers outputs whose terms are all tiny.
+        MatmulEngine::Fma => 2f64.powi(-24) * ((k + 4) as f64 * scale + offsets) + 1e-6,
+    };
+    let outputs = Outputs {
+        what: &what,
+        y: &y,
+        expected: &expected,
+        x_values: &x_values,
+        y_place: (y_first, y_stride),
+    };
+    outputs.assert_within(ty, &w, mk, tol);
+}
+
+/// Weights and x rounded to f16 (2^-11 each) before they multiply: at most 2^-10 of
+/// each product's magnitude, plus f32 accumulation.
+fn coop_tol(scale: f64) -> f64 {
+    2f64.powi(-10) * scale + 1e-5
+}
+
+/// A kernel's outputs beside the CPU reference's, per token, in a y whose token rows
+/// hold them at `y_place` (first element, row length).
+struct Outputs<'a> {
+    what: &'a str,
+    y: &'a [f32],
+    expected: &'a [Vec<f32>],
+    /// The x values the kernel multiplied, per token.
+    x_values: &'a [Vec<f32>],
+    y_place: (u64, u64),
+}
+
+impl Outputs<'_> {
+    /// Every output within `tol(Σ|w·x|, Σ|offset·x|)` of the reference (the second
+    /// magnitude for the types whose weights carry an offset, else 0), and every
+    /// element outside the outputs still NaN.
+    fn assert_within(
+        &self,
+        ty: GgmlType,
+        w: &[u8],
+        (m, k): (usize, usize),
+        tol: impl Fn(f64, f64) -> f64,
+    ) {
+        let (what, (y_first, y_stride)) = (self.what, self.y_place);
+        let offsets = offsets_only(ty, w);
+        for (t, x) in self.x_values.iter().enumerate() {
+            let scale = magnitudes(ty, w, (m, k), x);
+            let offset_scale = offsets.as_ref().map(|o| magnitudes(ty, o, (m, k), x));
+            let row = &self.y[t * y_stride as usize..][..y_stride as usize];
+            for (i, &v) in row.iter().enumerate() {
+                let r = i as i64 - y_first as i64;
+                if r < 0 || r >= m as i64 {
+                    assert!(
+                        v.is_nan(),
+                        "{what}: token {t} element {i} outside the outputs was written"
+                    );
+                    continue;
+                }
+                let (r, want) = (r as usize, self.expected[t][r as usize]);
+                let tol = tol(scale[r], offset_scale.as_ref().map_or(0.0, |o| o[r]));
                 assert!(
-                    v.is_nan(),
-                    "{what}: token {t} element {i} outside the outputs was written"
+                    (v as f64 - want as f64).abs() <= tol,
+                    "{what}: token {t} row {r}: {v}, reference {want} (tol {tol:.2e})"
                 );
-                continue;
             }
-            let (r, want) = (r as usize, expected[t][r as usize]);
-            let tol = match mm.engine() {
-                // The kernel's integer sums are exact; what remains is f32 rounding of
-                // the scaled group sums, a few ulps of the terms' magnitude per group.
-                MatmulEngine::Dot4 { .. } => 1e-5 * scale[r] + 1e-6,
-                // Weights and x are rounded to f16 (2^-11 each) before they multiply:
-                // at most 2^-10 of each product's magnitude, plus f32 accumulation.
-                MatmulEngine::CoopMatrix { .. } | MatmulEngine::CoopColumns { .. } => {
-                    2f64.powi(-10) * scale[r] + 1e-5
-                }
-                // x is the reference's own, and so is each weight where it is a product
-                // (f16 widens exactly; the quants' scales multiply in ggml's order).
-                // A scaled quant plus an offset the GPU may fuse, rounding once where
-                // the reference rounds twice: within 2^-24 (3|w| + |offset|) of it.
-                // Then f32 arithmetic: a dot product of K terms summed in order in f32
-                // is within K·2^-24 of Σ|w·x| of the exact one (the classic γ_K bound,
-                // fused multiply-adds or not), and the reference's rounding to f32 adds
-                // at most 2^-24 of it. The absolute term covers outputs whose terms are
-                // all tiny.
-                MatmulEngine::Fma => {
-                    let offsets = offset_scale.as_ref().map_or(0.0, |o| o[r]);
-                    2f64.powi(-24) * ((k + 4) as f64 * scale[r] + offsets) + 1e-6
-                }
-            };
-            assert!(
-                (v as f64 - want as f64).abs() <= tol,
-                "{what}: token {t} row {r}: {v}, reference {want} (tol {tol:.2e})"
-            );
         }
     }
 }
@@ -370,6 +403,147 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
     }
 }
 
+/// The unpacked engines the tests run, as (row parts, loading a step ahead): the
+/// tiles of 128 x 128 (at S = 16) the bench starts from, and the tallest, without the
+/// double buffer.
+const UNPACKED_CONFIGS: [(u32, bool); 2] = [(2, true), (8, false)];
+
+/// The unpacked engines of [`UNPACKED_CONFIGS`] on the device under test; where it has
+/// no cooperative matrices, the same emulated.
+fn unpacked_engines(device: &dyn Device) -> Vec<UnpackedEngine> {
+    let p = device.profile();
+    if p.coop_matrix.is_some() {
+        return UNPACKED_CONFIGS
+            .iter()
+            .map(|&(rows, ahead)| UnpackedEngine::on(p, rows, ahead).unwrap())
+            .collect();
+    }
+    eprintln!(
+        "unpacked matmuls on {}: no cooperative matrices; their matrices emulated",
+        p.name
+    );
+    emulated_engines(device, |shape, lanes| {
+        UNPACKED_CONFIGS
+            .iter()
+            .map(|&(rows, ahead)| (UnpackedEngine::new(shape, lanes, rows, ahead).unwrap(), 0))
+            .collect()
+    })
+}
+
+/// The unpacked matmul's three pipelines; on an adapter without cooperative matrices,
+/// the multiply with its matrices emulated on subgroups.
+fn unpacked_pipelines(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    um: &UnpackedMatmul,
+) -> [PipelineId; 3] {
+    if device.profile().coop_matrix.is_some() {
+        return um.pipelines(device, cache).unwrap();
+    }
+    let [unpack_key, x_key, gemm_key] = um.pipeline_keys();
+    let [unpack, x, gemm] = UnpackedMatmul::templates();
+    let e = um.engine();
+    [
+        cache.get_or_create(device, &unpack_key, || Ok((um.unpack_source()?, unpack))),
+        cache.get_or_create(device, &x_key, || Ok((um.x_source()?, x))),
+        cache.get_or_create(device, &format!("{gemm_key} emulated"), || {
+            let arrays = [("wu", "CT"), ("xu", "CT"), ("yc", "f32")];
+            let source =
+                coop_emulation::emulate(&um.gemm_source()?, e.shape.size, e.subgroup_max, &arrays);
+            Ok((source, gemm))
+        }),
+    ]
+    .map(Result::unwrap)
+}
+
+/// The unpacked matmul (weights and x decoded once into rows of the matrices' input
+/// type, then multiplied from memory) against the CPU reference, over weights in three
+/// bindings, for batches of 300, 64, 7 and 1 tokens through the same two scratch
+/// buffers (each batch's last tile of tokens holds stale tokens of the one before),
+/// outputs written into a wider y.
+#[test]
+fn every_unpacked_matmul_matches_its_cpu_reference() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let profile = device.profile().clone();
+    let new_buffer = |what, bytes| {
+        let b = device
+            .create_buffer(what, bytes, BufferUse::Storage)
+            .unwrap();
+        brass::device::Slice::new(b, 0, bytes)
+    };
+    for engine in unpacked_engines(&device) {
+        for kernel in quant_kernels() {
+            let (ty, m, k) = (kernel.ty, 70, k_of(kernel.ty));
+            let mut split = profile.clone();
+            split.max_binding_bytes = 32 * ty.bytes_for(k).unwrap() + 8;
+            let launch = matvec_launch(&split, ty, (m, k));
+            assert_eq!(launch.parts().len(), 3, "{:?}", launch.parts());
+            let um = UnpackedMatmul::of(&launch, engine).unwrap();
+            let [unpack, unpack_x, gemm] = unpacked_pipelines(&device, &cache, &um);
+            let w = random_blocks(ty, (m * k) as usize / ty.block_size(), m + k);
+            let parts = launch.upload_weights(&device, "w", &w).unwrap();
+            let wu = new_buffer("unpacked weights", um.weight_scratch_bytes());
+            let xu = new_buffer("unpacked x", um.x_scratch_bytes(300));
+            let mut list = CommandList::new();
+            for d in um.unpack_dispatches(&profile, unpack, &parts, wu).unwrap() {
+                list.dispatch(d);
+            }
+            device.submit(&list).unwrap();
+            let (y_first, y_stride) = (3, m + 5);
+            for n_tokens in [300u64, 64, 7, 1] {
+                let what = format!("{:?} {m} x {k}, {n_tokens} tokens", um.pipeline_keys());
+                let mut rng = common::Rng::new(n_tokens + k);
+                let x_q8: Vec<u8> = (0..n_tokens)
+                    .flat_map(|_| quantize_x_q8(&rng.vec(k as usize)))
+                    .collect();
+                let per_token = um.x_bytes_per_token() as usize;
+                let x_values: Vec<Vec<f32>> = x_q8
+                    .chunks_exact(per_token)
+                    .map(|q8| matmul::dequantize_x_q8_planes(q8, k as usize))
+                    .collect();
+                let mk = (m as usize, k as usize);
+                let expected =
+                    cpu_reference_f32x(ty, &w, mk, &x_values.concat(), n_tokens as usize).unwrap();
+                let x = new_buffer("x", x_q8.len() as u64);
+                device.upload(x.buffer, 0, &x_q8).unwrap();
+                let y_len = (n_tokens * y_stride) as usize;
+                let y = new_buffer("y", 4 * y_len as u64);
+                device
+                    .upload(y.buffer, 0, bytemuck::cast_slice(&vec![f32::NAN; y_len]))
+                    .unwrap();
+                let mut list = CommandList::new();
+                let stride = per_token as u64;
+                list.dispatch(
+                    um.unpack_x_dispatch(&profile, unpack_x, x, stride, xu, n_tokens)
+                        .unwrap(),
+                );
+                list.dispatch(
+                    um.gemm_dispatch(gemm, (wu, xu), y, (y_first, y_stride), n_tokens)
+                        .unwrap(),
+                );
+                device.submit(&list).unwrap();
+                let out = read_f32(&device, y.buffer, 0, y_len).unwrap();
+                for b in [x, y] {
+                    device.destroy_buffer(b.buffer).unwrap();
+                }
+                let outputs = Outputs {
+                    what: &what,
+                    y: &out,
+                    expected: &expected,
+                    x_values: &x_values,
+                    y_place: (y_first, y_stride),
+                };
+                outputs.assert_within(ty, &w, mk, |scale, _| coop_tol(scale));
+            }
+            for b in parts.iter().chain([&wu, &xu]) {
+                device.destroy_buffer(b.buffer).unwrap();
+            }
+        }
+        eprintln!("{engine:?}: ok");
+    }
+}
+
 /// y = W x for the `n_tokens` tokens of `x_data` in the matmul's form: token t's
 /// outputs at `t * y_stride + y_first`, every other element of y left NaN (so that a
 /// stray write shows).
@@ -453,10 +627,10 @@ fn pipeline_of(device: &dyn Device, cache: &PipelineCache, mm: &MatmulLaunch) ->
 /// (shape, lanes), and those that fit its workgroup memory (`bytes`) are kept. None
 /// where the adapter has matrix units (the real ones run there) or subgroups this
 /// emulation does not take.
-fn emulated_engines(
+fn emulated_engines<E>(
     device: &dyn Device,
-    make: impl Fn(CoopMatrix, u32) -> Vec<(MatmulEngine, u64)>,
-) -> Vec<MatmulEngine> {
+    make: impl Fn(CoopMatrix, u32) -> Vec<(E, u64)>,
+) -> Vec<E> {
     let p = device.profile();
     let lanes = p.subgroup_max;
     if p.coop_matrix.is_some()

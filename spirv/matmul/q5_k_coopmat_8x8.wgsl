@@ -8,8 +8,9 @@ alias MatC = coop_mat8x8<f32, C>;
 const SUBGROUP_MAX: u32 = 32u;
 const K_GROUPS: u32 = 2u;
 
-// A matmul's bindings and its weight decoders' contract, shared by the drivers
-// (dot4.wgsl, coopmat.wgsl) and the per-type decoders (<type>.wgsl), which define
+// A matmul's parameters, its weight binding and its weight decoders' contract, shared
+// by the drivers (dot4.wgsl, coopmat.wgsl, columns.wgsl, unpack.wgsl), which declare
+// what else they bind, and the per-type decoders (<type>.wgsl), which define
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   fn weight_group(row_byte: u32, g: u32) -> WGroup
 // group g (weights 32g .. 32g + 32) of the row starting at byte `row_byte`, reading the
@@ -21,15 +22,13 @@ struct Params {
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // output element of row 0 of this dispatch within a token's row of y
     n_tokens: u32,
-    x_stride: u32,   // vec4s per token in x (3 per group of 32)
+    x_stride: u32,   // vec4s per token in x (6 per group of 32, q8_x.wgsl)
     y_stride: u32,   // floats per token in y
     _pad0: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> w: array<W>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 // 32 weights: int8 quants q (lo: weights 0..16, four per word, hi: 16..32), value
 // scale[h] * (q + offset) + min for the weights of half h. Every type fits this form:
@@ -184,6 +183,10 @@ fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
 // runs. Where more run, the parts are computed twice over (cooperative operations
 // must be in uniform control flow, so no subgroup can sit them out) and stored alike.
 
+
+// x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 const SUBGROUPS: u32 = 8u;
 // A subgroup's part: BR x BT matrices; the parts: 2 (rows) x 4 (tokens).

@@ -1,7 +1,8 @@
 const K_GROUPS: u32 = 2u;
 
-// A matmul's bindings and its weight decoders' contract, shared by the drivers
-// (dot4.wgsl, coopmat.wgsl) and the per-type decoders (<type>.wgsl), which define
+// A matmul's parameters, its weight binding and its weight decoders' contract, shared
+// by the drivers (dot4.wgsl, coopmat.wgsl, columns.wgsl, unpack.wgsl), which declare
+// what else they bind, and the per-type decoders (<type>.wgsl), which define
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   fn weight_group(row_byte: u32, g: u32) -> WGroup
 // group g (weights 32g .. 32g + 32) of the row starting at byte `row_byte`, reading the
@@ -13,15 +14,13 @@ struct Params {
     row_bytes: u32,  // bytes per weight row
     y_offset: u32,   // output element of row 0 of this dispatch within a token's row of y
     n_tokens: u32,
-    x_stride: u32,   // vec4s per token in x (3 per group of 32)
+    x_stride: u32,   // vec4s per token in x (6 per group of 32, q8_x.wgsl)
     y_stride: u32,   // floats per token in y
     _pad0: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> w: array<W>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 // 32 weights: int8 quants q (lo: weights 0..16, four per word, hi: 16..32), value
 // scale[h] * (q + offset) + min for the weights of half h. Every type fits this form:
@@ -153,6 +152,10 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
 // Workgroups: x over token tiles, y over row tiles, so that the workgroups running at
 // once share their weight rows and read them from DRAM about once.
 
+
+// x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;

@@ -17,6 +17,10 @@
 //! decodes one weight at a time (ggml's formulas) for a third driver, `matmul/fma.wgsl`:
 //! f32 multiply-adds, nothing an adapter might lack.
 
+mod unpacked;
+
+pub use unpacked::{UnpackedEngine, UnpackedMatmul, UNPACKED_SUBGROUPS};
+
 use serde::Serialize;
 
 use super::matvec::{Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES};
@@ -69,6 +73,9 @@ pub struct MatmulKernel {
     /// `matmul/<type>_columns`: the same weights on cooperative matrices in a decode
     /// step's shape (a few tokens, [`MatmulEngine::CoopColumns`]).
     pub columns: Option<&'static str>,
+    /// `matmul/<type>_unpack`: the same weights decoded once into rows of the matrix
+    /// units' input type, for the unpacked matmul ([`UnpackedMatmul`]).
+    pub unpack: Option<&'static str>,
     /// The dot4 matvec whose uploaded weights it reads; None for the fma kernels, which
     /// read the GGUF rows that every non-dot4 matvec of their type uploads.
     pub matvec: Option<&'static str>,
@@ -83,6 +90,7 @@ macro_rules! matmul {
             name: concat!("matmul/", $stem, "_dot4"),
             coopmat: Some(concat!("matmul/", $stem, "_coopmat")),
             columns: Some(concat!("matmul/", $stem, "_columns")),
+            unpack: Some(concat!("matmul/", $stem, "_unpack")),
             matvec: Some(concat!("matvec/", $stem, "_dot4")),
             input: MatmulInput::Q8,
         }
@@ -93,6 +101,7 @@ macro_rules! matmul {
             name: concat!("matmul/", $stem, "_fma"),
             coopmat: None,
             columns: None,
+            unpack: None,
             matvec: None,
             input: MatmulInput::F32,
         }
@@ -375,6 +384,18 @@ pub struct MatmulLaunch {
     engine: MatmulEngine,
 }
 
+/// A matvec's row parts as a matmul over its weights takes them.
+fn parts_of(matvec: &MatvecLaunch) -> Vec<MatmulPart> {
+    matvec
+        .parts()
+        .iter()
+        .map(|p| MatmulPart {
+            first_row: p.first_row,
+            rows: p.rows,
+        })
+        .collect()
+}
+
 fn kernel_name<S: serde::Serializer>(k: &&'static MatmulKernel, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(k.name)
 }
@@ -410,14 +431,7 @@ impl MatmulLaunch {
             m: matvec.m(),
             k: matvec.k(),
             row_bytes: matvec.row_bytes(),
-            parts: matvec
-                .parts()
-                .iter()
-                .map(|p| MatmulPart {
-                    first_row: p.first_row,
-                    rows: p.rows,
-                })
-                .collect(),
+            parts: parts_of(matvec),
             engine,
         })
     }
@@ -691,7 +705,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             out.push((format!("{columns}_{size}x{size}"), launch(engine).source()?));
         }
     }
-
+    out.extend(unpacked::sources()?);
     Ok(out)
 }
 

@@ -16,7 +16,7 @@ use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamR
 use crate::kernels::attention::{
     AttentionLaunch, AttentionRow, Heads, KvType, Partials, PrefillAttention, PREFILL_STATE_BYTES,
 };
-use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
+use crate::kernels::matmul::{MatmulInput, MatmulLaunch, UnpackedMatmul};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
 use crate::kernels::PipelineCache;
@@ -69,26 +69,10 @@ pub fn time_matvec_columns(
     effort: Effort,
 ) -> crate::Result<Times> {
     let (m, k, ty) = (launch.m(), launch.k(), launch.kernel().ty);
-    let weight_bytes = launch.weight_bytes();
-    let n_blocks = (m * k) as usize / ty.block_size();
-    let data = random_blocks(ty, n_blocks, m ^ k);
-    let copies = effort.rotate_bytes.div_ceil(weight_bytes).clamp(1, 512) as usize;
     // Freed when this returns, whether it times the route or fails half way.
     let buffers = OwnedBuffers::borrowing(device);
-    let first = buffers.adopt_all(launch.upload_weights(device, "matvec weights", &data)?);
-    drop(data);
-    let mut sets = vec![first.clone()];
-    let mut fill = CommandList::new();
-    for _ in 1..copies {
-        let mut set = Vec::new();
-        for s in &first {
-            let b = buffers.create("weight copy", s.size, BufferUse::Storage)?;
-            fill.copy(*s, b, 0);
-            set.push(Slice::new(b, 0, s.size));
-        }
-        sets.push(set);
-    }
-    device.submit(&fill)?;
+    let sets = rotated_weights(device, &buffers, launch, (m, k, ty), (effort, 512))?;
+    let copies = sets.len();
     let x_stride = launch.x_bytes().next_multiple_of(16);
     let x_bytes = launch.x_bytes();
     let x_data = match launch.x_form() {
@@ -297,33 +281,10 @@ pub fn time_matmul(
     effort: Effort,
 ) -> crate::Result<Times> {
     let (m, k, ty) = (launch.m(), launch.k(), launch.kernel().ty);
-    let weight_bytes = matvec.weight_bytes();
-    let data = random_blocks(ty, (m * k) as usize / ty.block_size(), m ^ k);
-    let copies = effort.rotate_bytes.div_ceil(weight_bytes).clamp(1, 64) as usize;
     let buffers = OwnedBuffers::borrowing(device);
-    let first = buffers.adopt_all(matvec.upload_weights(device, "matmul weights", &data)?);
-    drop(data);
-    let mut sets = vec![first.clone()];
-    let mut fill = CommandList::new();
-    for _ in 1..copies {
-        let mut set = Vec::new();
-        for s in &first {
-            let b = buffers.create("weight copy", s.size, BufferUse::Storage)?;
-            fill.copy(*s, b, 0);
-            set.push(Slice::new(b, 0, s.size));
-        }
-        sets.push(set);
-    }
-    device.submit(&fill)?;
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let x_values: Vec<f32> = (0..n_tokens * k)
-        .map(|_| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect();
+    let sets = rotated_weights(device, &buffers, matvec, (m, k, ty), (effort, 64))?;
+    let copies = sets.len();
+    let x_values = bench_x(n_tokens * k);
     let x_data = match launch.input() {
         MatmulInput::Q8 => matvec::quantize_x_q8(&x_values),
         MatmulInput::F32 => bytemuck::cast_slice(&x_values).to_vec(),
@@ -346,6 +307,108 @@ pub fn time_matmul(
         }
     }
     time_list(device, &list, launch.parts().len(), copies, effort)
+}
+
+/// `matvec`'s weights (M x K random blocks of `ty`) uploaded, and copied as many times
+/// as `effort` rotates through, up to `most`: one set of row-part slices per copy.
+fn rotated_weights(
+    device: &dyn Device,
+    buffers: &OwnedBuffers,
+    matvec: &MatvecLaunch,
+    (m, k, ty): (u64, u64, crate::quant::GgmlType),
+    (effort, most): (Effort, u64),
+) -> crate::Result<Vec<Vec<Slice>>> {
+    let data = random_blocks(ty, (m * k) as usize / ty.block_size(), m ^ k);
+    let copies = effort
+        .rotate_bytes
+        .div_ceil(matvec.weight_bytes())
+        .clamp(1, most) as usize;
+    let first = buffers.adopt_all(matvec.upload_weights(device, "weights", &data)?);
+    drop(data);
+    let mut sets = vec![first.clone()];
+    let mut fill = CommandList::new();
+    for _ in 1..copies {
+        let mut set = Vec::new();
+        for s in &first {
+            let b = buffers.create("weight copy", s.size, BufferUse::Storage)?;
+            fill.copy(*s, b, 0);
+            set.push(Slice::new(b, 0, s.size));
+        }
+        sets.push(set);
+    }
+    device.submit(&fill)?;
+    Ok(sets)
+}
+
+/// The three steps of an unpacked matmul, timed apart ([`time_unpacked_matmul`]).
+#[derive(Clone, Copy, Debug)]
+pub struct UnpackedTimes {
+    /// Decoding the weights into rows of CT (once per matrix per batch), over rotated
+    /// weight copies.
+    pub unpack: Times,
+    /// Converting the batch's x (once per x, for every matrix that multiplies it).
+    pub unpack_x: Times,
+    /// The multiply from the unpacked rows.
+    pub gemm: Times,
+}
+
+/// Times `unpacked` (over `matvec`'s weights, random of its type) for `n_tokens` tokens,
+/// each of its three steps in a run of its own, as [`time_matmul`] times a matmul.
+pub fn time_unpacked_matmul(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    matvec: &MatvecLaunch,
+    unpacked: &UnpackedMatmul,
+    n_tokens: u64,
+    effort: Effort,
+) -> crate::Result<UnpackedTimes> {
+    let (m, k, ty) = (unpacked.m(), unpacked.k(), matvec.kernel().ty);
+    let profile = device.profile();
+    let buffers = OwnedBuffers::borrowing(device);
+    let sets = rotated_weights(device, &buffers, matvec, (m, k, ty), (effort, 64))?;
+    let copies = sets.len();
+    let x_data = matvec::quantize_x_q8(&bench_x(n_tokens * k));
+    let x = buffers.create_with("x", &x_data, BufferUse::Storage)?;
+    let scratch = |what, bytes| -> crate::Result<Slice> {
+        Ok(Slice::new(
+            buffers.create(what, bytes, BufferUse::Storage)?,
+            0,
+            bytes,
+        ))
+    };
+    let wu = scratch("unpacked weights", unpacked.weight_scratch_bytes())?;
+    let xu = scratch("unpacked x", unpacked.x_scratch_bytes(n_tokens))?;
+    let y = scratch("y", n_tokens * m * 4)?;
+    let [unpack, unpack_x, gemm] = unpacked.pipelines(device, cache)?;
+    let iters = effort.iters.max(copies);
+    let (mut unpacks, mut xs, mut gemms) =
+        (CommandList::new(), CommandList::new(), CommandList::new());
+    for i in 0..iters + SKIP {
+        for d in unpacked.unpack_dispatches(profile, unpack, &sets[i % copies], wu)? {
+            unpacks.dispatch(d);
+        }
+        let stride = unpacked.x_bytes_per_token();
+        xs.dispatch(unpacked.unpack_x_dispatch(profile, unpack_x, x, stride, xu, n_tokens)?);
+        gemms.dispatch(unpacked.gemm_dispatch(gemm, (wu, xu), y, (0, m), n_tokens)?);
+    }
+    Ok(UnpackedTimes {
+        unpack: time_list(device, &unpacks, sets[0].len(), copies, effort)?,
+        unpack_x: time_list(device, &xs, 1, 1, effort)?,
+        gemm: time_list(device, &gemms, 1, 1, effort)?,
+    })
+}
+
+/// `n` values in [-1, 1) from a fixed xorshift: a bench's x.
+fn bench_x(n: u64) -> Vec<f32> {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    (0..n)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.

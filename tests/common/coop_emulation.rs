@@ -11,8 +11,8 @@
 //! columns of B.
 
 /// The kernel `source` (composed for matrices of `size` x `size`) with its matrices
-/// emulated on subgroups of `lanes` lanes; `arrays` names the workgroup arrays it loads
-/// matrices from and stores them to, each with its element type.
+/// emulated on subgroups of `lanes` lanes; `arrays` names the arrays (workgroup or
+/// storage) it loads matrices from and stores them to, each with its element type.
 pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> String {
     assert!(
         lanes <= size && size.is_multiple_of(lanes),
@@ -38,10 +38,15 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
             format!("emu_load_{array}({index}, {stride}, {row_major})")
         });
     }
+    // Stores only into the arrays the kernel stores matrices to (a read-only storage
+    // array can take no store function).
+    let stored = std::cell::RefCell::new(Vec::new());
     out = rewrite(&out, "coopStore", |head, array, index, stride| {
+        stored.borrow_mut().push(array.to_string());
         let matrix = head.trim_start_matches('(').trim_end_matches(", ");
         format!("emu_store_{array}({matrix}, {index}, {stride})")
     });
+    let stored = stored.into_inner();
     out = out.replace("coopMultiplyAdd(", "emu_mma(");
     // The entry point's lane index, added where it takes none.
     let lane = match out.find("@builtin(subgroup_invocation_id) ") {
@@ -71,7 +76,11 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
     );
     out += &mma(size, lanes);
     for (array, element) in arrays {
-        out += &load_store(array, element, size, lanes);
+        let (load, store) = load_store(array, element, size, lanes);
+        out += &load;
+        if stored.iter().any(|s| s == array) {
+            out += &store;
+        }
     }
     out
 }
@@ -94,9 +103,9 @@ fn mma(size: u32, lanes: u32) -> String {
     f + "    return r;\n}\n"
 }
 
-/// Loads (column-major, or row-major where asked) and column-major stores of `array`,
-/// whose elements are `element`, written out whole.
-fn load_store(array: &str, element: &str, size: u32, lanes: u32) -> String {
+/// The load (column-major, or row-major where asked) and the column-major store of
+/// `array`, whose elements are `element`, written out whole.
+fn load_store(array: &str, element: &str, size: u32, lanes: u32) -> (String, String) {
     let mut load = format!(
         "\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) -> MatC {{\n    \
          var m: MatC;\n    let step = select(vec2<u32>(stride, 1u), vec2<u32>(1u, stride), \
@@ -114,7 +123,7 @@ fn load_store(array: &str, element: &str, size: u32, lanes: u32) -> String {
                 &format!("    {array}[base + j{jc} * stride + {i}u] = {element}(m[{slot}]);\n");
         }
     }
-    load + "    return m;\n}\n" + &store + "}\n"
+    (load + "    return m;\n}\n", store + "}\n")
 }
 
 /// Each call of `call` whose last arguments are `&array[index], stride` made

@@ -33,6 +33,10 @@
 #include "matmul/coop_staging.wgsl"
 #include "matvec/q8_x.wgsl"
 
+// x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
 const SUBGROUPS: u32 = 8u;
 const K_PARTS: u32 = SUBGROUPS / ROW_BLOCKS;
 const ROWS: u32 = ROW_BLOCKS * S;

@@ -27,6 +27,10 @@
 #include "matmul/io.wgsl"
 #include "matvec/q8_x.wgsl"
 
+// x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
 const SUBGROUPS: u32 = 8u;
 // A subgroup's part: BR x BT matrices; the parts: 2 (rows) x 4 (tokens).
 const BR: u32 = 4u;

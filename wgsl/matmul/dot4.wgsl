@@ -20,6 +20,10 @@
 #include "matmul/io.wgsl"
 #include "matvec/q8_x.wgsl"
 
+// x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
 const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;
 const WG: u32 = 256u;

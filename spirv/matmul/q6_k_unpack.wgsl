@@ -1,0 +1,114 @@
+enable f16;
+alias CT = f16;
+
+// A matmul's parameters, its weight binding and its weight decoders' contract, shared
+// by the drivers (dot4.wgsl, coopmat.wgsl, columns.wgsl, unpack.wgsl), which declare
+// what else they bind, and the per-type decoders (<type>.wgsl), which define
+//   alias W                   the weight binding's element (u32 or vec4<u32>)
+//   fn weight_group(row_byte: u32, g: u32) -> WGroup
+// group g (weights 32g .. 32g + 32) of the row starting at byte `row_byte`, reading the
+// layout its dot4 matvec uploads (the two share the weight buffers).
+
+struct Params {
+    m: u32,          // rows in this dispatch (its weight part)
+    k: u32,          // columns
+    row_bytes: u32,  // bytes per weight row
+    y_offset: u32,   // output element of row 0 of this dispatch within a token's row of y
+    n_tokens: u32,
+    x_stride: u32,   // vec4s per token in x (6 per group of 32, q8_x.wgsl)
+    y_stride: u32,   // floats per token in y
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<W>;
+
+// 32 weights: int8 quants q (lo: weights 0..16, four per word, hi: 16..32), value
+// scale[h] * (q + offset) + min for the weights of half h. Every type fits this form:
+// Q4_0 and Q5_0 (offset -8, -16), Q4_1 and Q5_1 (min), Q8_0, the K-quants' sub-block
+// scales and minimums, and Q6_K's 16-weight scales (a scale per half, offset -32).
+struct WGroup {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    scale: vec2<f32>,
+    offset: i32,
+    min: f32,
+}
+// Unpacking driver: a matrix's weights decoded once into rows of CT (f16, or f32 where
+// the adapter multiplies only f32), for unpacked.wgsl to multiply straight from memory
+// on the matrix units. coopmat.wgsl decodes every weight group once per tile of tokens,
+// in the same arithmetic; this decodes it once per batch.
+//
+// One invocation decodes one group of 32 weights (its type's decoder) and writes its
+// 32 values; neighbouring invocations take neighbouring groups of a row, so the writes
+// are contiguous. Params as io.wgsl's: m, k and row_bytes of the dispatch's weight
+// part, y_offset its first row in the output (row r's values at r * k). Output rows
+// past the matrix's (up to a whole tile) are never written: the buffer starts zeroed,
+// and unpacked.wgsl stores no output of theirs.
+//
+// The kernel file (`<type>_unpack.wgsl`) includes this and its type's decoder
+// (`<type>.wgsl`). The host prepends the `f16` enable where CT is f16, and `alias CT`.
+// Workgroups: a grid of x by y over the part's groups, WG each.
+
+
+const WG: u32 = 64u;
+
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<CT>>;
+
+// 16 values scale * (q + offset) + min from four words of int8 quants, to out[at..at + 4]:
+// coop_staging.wgsl's arithmetic, so the values are the ones coopmat.wgsl multiplies.
+fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
+    for (var i = 0u; i < 4u; i++) {
+        out[at + i] = vec4<CT>(vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) grid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let groups = params.k / 32u;
+    let i = (wid.y * grid.x + wid.x) * WG + lid;
+    if (i >= params.m * groups) {
+        return;
+    }
+    let r = i / groups;
+    let g = i % groups;
+    let q = weight_group(r * params.row_bytes, g);
+    let at = (params.y_offset + r) * (params.k / 4u) + 8u * g;
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 4u, q.hi, q.scale.y, q.offset, q.min);
+}
+
+// Q6_K: 256 weights per 210-byte super-block {ql: [u8; 128], qh: [u8; 64],
+// scales: [i8; 16], d: f16}, as uploaded for matvec/q6_k_dot4
+// (matvec::Layout::BodiesFirst): the 208-byte bodies of all the part's blocks, 13 vec4s
+// each, then every block's d. Weight n = 128 h + 32 r + l takes its low 4 bits from
+// nibble r / 2 of ql[64 h + 32 (r % 2) + l], its top 2 bits from bits 2r..2r+2 of
+// qh[32 h + l], and value d * scales[8 h + 2 r + l / 16] * (q - 32). Group 4h + r of a
+// block is run r of part h: two halves of 16 under two scales.
+
+alias W = vec4<u32>;
+
+fn weight_group(row_byte: u32, g: u32) -> WGroup {
+    // Rows are whole blocks, so row_byte / 210 blocks precede the row.
+    let n = row_byte / 210u + g / 8u;
+    let body = 13u * n;
+    let h = (g % 8u) / 4u;
+    let r = g % 4u;
+    let ql = body + 4u * h + 2u * (r % 2u);
+    let qh = body + 8u + 2u * h;
+    let nib = vec4<u32>(4u * (r / 2u));
+    let top = vec4<u32>(2u * r);
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    let m2 = vec4<u32>(0x03030303u);
+    let lo = ((w[ql] >> nib) & m4) | (((w[qh] >> top) & m2) << vec4<u32>(4u));
+    let hi = ((w[ql + 1u] >> nib) & m4) | (((w[qh + 1u] >> top) & m2) << vec4<u32>(4u));
+    // Scales 8h + 2r and 8h + 2r + 1: bytes 2(r % 2) and + 1 of word 2h + r / 2.
+    let sc = bitcast<i32>(w[body + 12u][2u * h + r / 2u]);
+    let at = 16u * (r % 2u);
+    let dv = w[13u * params.m * (params.k / 256u) + n / 8u];
+    let d = unpack2x16float(dv[(n / 2u) % 4u] >> (16u * (n % 2u))).x;
+    let scale = vec2<f32>(d * f32(extractBits(sc, at, 8u)), d * f32(extractBits(sc, at + 8u, 8u)));
+    return WGroup(lo, hi, scale, -32, 0.0);
+}

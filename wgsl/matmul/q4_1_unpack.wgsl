@@ -1,0 +1,2 @@
+#include "matmul/unpack.wgsl"
+#include "matmul/q4_1.wgsl"

@@ -1,0 +1,2 @@
+#include "matmul/unpack.wgsl"
+#include "matmul/q5_0.wgsl"
