@@ -104,6 +104,11 @@ struct Args {
     /// kernel, until the matrix kernel's whole test has passed on such a device).
     #[arg(long)]
     matrix_attention: Option<bool>,
+    /// Whether a prompt batch's quant matrices multiply unpacked (matmul/unpacked:
+    /// weights and x decoded once a batch into rows the matrix units load from memory):
+    /// true where the adapter has matrix units (default: tiled, until measured).
+    #[arg(long)]
+    unpacked_matmul: Option<bool>,
     /// KV-cache positions, at least 1 and at most the model's trained context, checked
     /// against the device's memory up front (default: the trained context where it
     /// fits, else the largest that does). A generation that reaches its end stops there.
@@ -297,6 +302,7 @@ fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
             x_planes: args.x_planes,
             coop_matrix: args.coop_matrix,
             matrix_attention: args.matrix_attention,
+            unpacked_matmul: args.unpacked_matmul,
             ..Overrides::default()
         },
         ubatch: args.ubatch,

@@ -4,6 +4,10 @@
 //! files and too many sequences are refused with what is wrong.
 
 mod common;
+#[path = "common/coop_emulation.rs"]
+mod coop_emulation;
+#[path = "common/emulated_units.rs"]
+mod emulated_units;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +72,17 @@ fn options(sequences: usize) -> LoadOptions {
 
 fn engine_of(path: &Path, options: &LoadOptions) -> Engine {
     Engine::load(Arc::new(common::gpu()), path, options).unwrap()
+}
+
+/// An engine on the adapter's matrix units, or on emulated ones where it has none
+/// (`emulated_units`: lavapipe).
+fn engine_on_units(path: &Path, options: &LoadOptions) -> Engine {
+    let device: Arc<dyn brass::device::Device> =
+        match emulated_units::EmulatedUnits::over(common::gpu()) {
+            Some(emulated) => Arc::new(emulated),
+            None => Arc::new(common::gpu()),
+        };
+    Engine::load(device, path, options).unwrap()
 }
 
 fn greedy(max_tokens: usize) -> SequenceOptions {
@@ -592,7 +607,7 @@ fn a_hostile_prompt_of_special_tokens_changes_no_other_sequence() {
 }
 
 /// A decode step of many rows (20 sequences, and 23: on an adapter with cooperative
-/// matrices, `DECODE_MATRIX_UNITS_FROM` rows or more, the plan's
+/// matrices, real or emulated (lavapipe), `DECODE_MATRIX_UNITS_FROM` rows or more, the plan's
 /// `DecodeRowsOnMatrixUnits`; every prompt is one token, so every step has all): every
 /// sequence's tokens and logits are its own whoever shares the steps (the same 20
 /// sequences in the opposite order, beside 3 others, give the same bits), and its
@@ -601,7 +616,7 @@ fn a_hostile_prompt_of_special_tokens_changes_no_other_sequence() {
 #[test]
 fn steps_of_many_rows_keep_each_sequence_its_own() {
     let path = model_file(11);
-    let mut engine = engine_of(&path, &options(24));
+    let mut engine = engine_on_units(&path, &options(24));
     let on_units = engine
         .model()
         .plan()

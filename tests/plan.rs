@@ -217,6 +217,71 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
 /// `attention/flash` and says so; by default (not yet verified), with it or cooperative
 /// matrices turned off, and on lavapipe (no matrix units), the scalar kernel, with the
 /// clause that says why.
+/// A prompt batch's quant matrices unpacked where the run asks for it (on the H200's
+/// profile, cooperative matrices forced so the synthetic model's small matrices take
+/// them): every layer matrix's matmul is `matmul/unpacked` with its clause, the
+/// lm-head stays tiled, the scratch is the largest matrix's, and the printed plan
+/// says so; not asked for, nothing is unpacked; asked for on lavapipe (no matrix
+/// units), the load is refused with the reason.
+#[test]
+fn prompt_matmuls_unpack_where_asked() {
+    use brass::router::{BatchLaunch, Clause};
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
+    let options = |unpacked_matmul| LoadOptions {
+        context: Some(64),
+        routing: Overrides {
+            coop_matrix: Some(true),
+            unpacked_matmul,
+            ..Overrides::default()
+        },
+        ..Default::default()
+    };
+    let p = plan(&file, &h200, &options(Some(true))).unwrap();
+    let text = p.to_string();
+    let mut largest = (0, 0);
+    for m in p.layers.iter().flat_map(|l| l.matrices()) {
+        let route = m.batch.as_ref().unwrap();
+        let BatchLaunch::Unpacked(u) = route.launch() else {
+            panic!("{} not unpacked: {text}", m.name());
+        };
+        assert!(
+            matches!(route.clauses()[0], Clause::MatmulUnpacked { .. }),
+            "{text}"
+        );
+        let ubatch = p.prefill.ubatch();
+        largest.0 = largest.0.max(u.weight_scratch_bytes());
+        largest.1 = largest.1.max(u.x_scratch_bytes(ubatch));
+    }
+    assert!(
+        matches!(
+            p.output.batch.as_ref().unwrap().launch(),
+            BatchLaunch::Tiled(_)
+        ),
+        "{text}"
+    );
+    assert_eq!(p.unpacked_scratch(), Some(largest));
+    assert!(text.contains("matmul/unpacked 16x16 f16"), "{text}");
+    assert!(text.contains("unpacked on cooperative matrices"), "{text}");
+
+    let tiled = plan(&file, &h200, &options(None)).unwrap();
+    assert_eq!(tiled.unpacked_scratch(), None);
+    assert!(!tiled.to_string().contains("unpacked"), "{tiled}");
+
+    let lavapipe_options = LoadOptions {
+        routing: Overrides {
+            unpacked_matmul: Some(true),
+            ..Overrides::default()
+        },
+        ..options(Some(true))
+    };
+    let err = plan(&file, &lavapipe, &lavapipe_options)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unpacked matmuls asked for"), "{err}");
+}
+
 #[test]
 fn prompt_attention_goes_to_the_matrix_units_where_planned() {
     use brass::kernels::attention::{NoMatrixAttention, PrefillEngine};

@@ -5,6 +5,10 @@
 //! refused before anything runs.
 
 mod common;
+#[path = "common/coop_emulation.rs"]
+mod coop_emulation;
+#[path = "common/emulated_units.rs"]
+mod emulated_units;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -116,14 +120,90 @@ fn check_step(p: usize, logits: &[f32], step: &Step, bound: f32) -> f32 {
 /// the same top-1 wherever the reference's gap exceeds 0.1.
 #[test]
 fn batched_prefill_matches_exact_math() {
+    prefill_matches_exact_math(Arc::new(common::gpu()), Overrides::default());
+}
+
+/// As [`batched_prefill_matches_exact_math`], the quant matrices' matmuls unpacked
+/// (`matmul/unpacked`, asked for): on the adapter's matrix units where it has them (the
+/// H200), else on emulated ones (`emulated_units`: lavapipe).
+#[test]
+fn unpacked_prefill_matches_exact_math() {
+    let device: Arc<dyn Device> = match emulated_units::EmulatedUnits::over(common::gpu()) {
+        Some(emulated) => Arc::new(emulated),
+        None => Arc::new(common::gpu()),
+    };
+    let Some(shape) = device.profile().coop_matrix else {
+        eprintln!(
+            "{}: no matrix units, real or emulated",
+            device.profile().name
+        );
+        return;
+    };
+    eprintln!("{}: {shape}", device.profile().name);
+    // Cooperative matrices forced: the synthetic model's matrices are too small to
+    // fill the device, which would send them to dot4.
+    let routing = Overrides {
+        coop_matrix: Some(true),
+        unpacked_matmul: Some(true),
+        ..Overrides::default()
+    };
+    let model = prefill_matches_exact_math(device, routing);
+    let kernels = matmul_kernels(&model);
+    assert!(kernels.contains(&"matmul/unpacked"), "{kernels:?}");
+}
+
+/// As [`batched_prefill_matches_exact_math`], the prompt's routes on the matrix units
+/// asked for: the quant matrices on the tiled cooperative-matrix matmul
+/// (`matmul/coopmat`), and the attention on flash attention (`attention/flash`) where
+/// the device takes it; on the adapter's matrix units where it has them, else on
+/// emulated ones (lavapipe, whose loop limit keeps the attention on the scalar kernel).
+#[test]
+fn matrix_unit_prefill_matches_exact_math() {
+    let device: Arc<dyn Device> = match emulated_units::EmulatedUnits::over(common::gpu()) {
+        Some(emulated) => Arc::new(emulated),
+        None => Arc::new(common::gpu()),
+    };
+    if device.profile().coop_matrix.is_none() {
+        eprintln!(
+            "{}: no matrix units, real or emulated",
+            device.profile().name
+        );
+        return;
+    }
+    let routing = Overrides {
+        coop_matrix: Some(true),
+        matrix_attention: Some(true),
+        ..Overrides::default()
+    };
+    let model = prefill_matches_exact_math(device, routing);
+    let kernels = matmul_kernels(&model);
+    assert!(
+        kernels.iter().any(|k| k.ends_with("_coopmat")),
+        "{kernels:?}"
+    );
+    let PrefillPlan::Batched(b) = &model.plan().prefill else {
+        panic!("{}", model.plan().prefill);
+    };
+    // Lavapipe's loop limit keeps the attention off flash attention (it has no key
+    // passes); the H200 takes it.
+    eprintln!(
+        "attention: {}: {:?}",
+        b.attention.launch().pipeline_key(),
+        b.attention.clauses()
+    );
+}
+
+/// The exact-math check of [`batched_prefill_matches_exact_math`] on `device`, the
+/// model planned with `routing`; the model, for what else a caller checks of its plan.
+fn prefill_matches_exact_math(device: Arc<dyn Device>, routing: Overrides) -> Model {
     let r = reference("synkq_q4_k_m_f64.json");
     let mut seq = r.prompt_ids.clone();
     seq.extend(&r.generated[..r.generated.len() - 1]);
-    let device: Arc<dyn Device> = Arc::new(common::gpu());
     let options = LoadOptions {
         context: Some(64),
         kv: KvType::F32,
         ubatch: Some(8),
+        routing,
         ..LoadOptions::default()
     };
     let model = Model::load(device, synthetic(), &options).unwrap();
@@ -143,6 +223,7 @@ fn batched_prefill_matches_exact_math() {
     eprintln!("positions {positions:?}: worst top-5 logit error {worst:.4}");
     let ledger = model.audit();
     assert!(ledger.defects().is_empty(), "ledger defects:\n{ledger}");
+    model
 }
 
 /// Batches of 32 over 100 tokens (three full, one partial), then a second prompt

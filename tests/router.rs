@@ -7,8 +7,8 @@ use brass::kernels::matvec::{
 };
 use brass::quant::GgmlType;
 use brass::router::{
-    linear_kind, route_batch, route_matmul, route_matmul_engine, route_matvec, Clause, Force,
-    LinearKind, MatvecQuery, Overrides, Route, XInput,
+    linear_kind, route_batch, route_matmul, route_matmul_engine, route_matvec, BatchLaunch, Clause,
+    Force, LinearKind, MatvecQuery, Overrides, Route, XInput,
 };
 
 /// The route of an M x K matvec of `ty` on f32 x, with `overrides`.
@@ -558,14 +558,17 @@ fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
         route_matmul(&h200, &coop, matvec.launch(), 512).unwrap()
     };
     let big = matmul(4096);
-    assert_eq!(big.launch().engine(), coop.engine());
+    assert_eq!(big.launch().tiled().unwrap().engine(), coop.engine());
     assert!(
         matches!(big.clauses()[0], Clause::MatmulCoopMatrix { .. }),
         "{:?}",
         big.clauses()
     );
     let small = matmul(1024);
-    assert!(matches!(small.launch().engine(), MatmulEngine::Dot4 { .. }));
+    assert!(matches!(
+        small.launch().tiled().unwrap().engine(),
+        MatmulEngine::Dot4 { .. }
+    ));
     assert!(
         small.clauses()[0].to_string().contains("fewer than the 64"),
         "{}",
@@ -586,11 +589,62 @@ fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
     assert!(err.contains("cooperative matrices asked for"), "{err}");
     let f16 = route(&h200, GgmlType::F16, 1024, 4096).unwrap();
     let float = route_matmul(&h200, &coop, f16.launch(), 512).unwrap();
-    assert_eq!(float.launch().engine(), MatmulEngine::Fma);
+    assert_eq!(float.launch().tiled().unwrap().engine(), MatmulEngine::Fma);
     assert!(matches!(
         float.clauses()[0],
         Clause::MatmulFloatWeights { .. }
     ));
+}
+
+/// Unpacked matmuls where a run asks for them: on the H200's profile a matrix that
+/// fills the device takes `matmul/unpacked` (its clause gives the tile and the scratch
+/// it needs: its rows in whole tiles of f16, and the batch's x), one a batch splits
+/// into too few tiles still takes dot4, not asking leaves them tiled, and asking where
+/// the batch is not on cooperative matrices is refused.
+#[test]
+fn matmuls_unpack_where_asked() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let coop = route_matmul_engine(&h200, None).unwrap();
+    let unpacked = coop.clone().with_unpacked(&h200, Some(true)).unwrap();
+    let matmul = |engine, m: u64| {
+        let matvec = route(&h200, GgmlType::Q4_K, m, 4096).unwrap();
+        route_matmul(&h200, engine, matvec.launch(), 512).unwrap()
+    };
+    let big = matmul(&unpacked, 14336);
+    let BatchLaunch::Unpacked(u) = big.launch() else {
+        panic!("{big:?}");
+    };
+    assert_eq!(u.weight_scratch_bytes(), 14336 * 4096 * 2);
+    assert_eq!(u.x_scratch_bytes(512), 512 * 4096 * 2);
+    assert_eq!(
+        u.x_scratch_bytes(300),
+        384 * 4096 * 2,
+        "whole tiles of 128 tokens"
+    );
+    let why = big.clauses()[0].to_string();
+    assert!(
+        why.contains("16x16 f16") && why.contains("tiles of 128 rows by 128 tokens"),
+        "{why}"
+    );
+    assert!(matches!(big.clauses().last(), Some(Clause::MatmulXQ8)));
+    let small = matmul(&unpacked, 1024);
+    assert!(matches!(
+        small.launch().tiled().map(|l| l.engine()),
+        Some(MatmulEngine::Dot4 { .. })
+    ));
+    let not_asked = coop.clone().with_unpacked(&h200, None).unwrap();
+    assert!(not_asked.unpacked().is_none());
+    assert!(matches!(
+        matmul(&not_asked, 14336).launch(),
+        BatchLaunch::Tiled(_)
+    ));
+    let dot4 = route_matmul_engine(&h200, Some(false)).unwrap();
+    let err = dot4
+        .with_unpacked(&h200, Some(true))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unpacked matmuls asked for"), "{err}");
+    assert!(err.contains("cooperative matrices off, as asked"), "{err}");
 }
 
 /// One place decides matvec or matmul, by token count.

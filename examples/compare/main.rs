@@ -83,6 +83,11 @@ struct Args {
     /// kernel, until the matrix kernel's whole test has passed on such a device).
     #[arg(long)]
     matrix_attention: Option<bool>,
+    /// Whether a prompt batch's quant matrices multiply unpacked (matmul/unpacked:
+    /// weights and x decoded once a batch into rows the matrix units load from memory):
+    /// true where the adapter has matrix units (default: tiled, until measured).
+    #[arg(long)]
+    unpacked_matmul: Option<bool>,
     /// Also decode with this many tokens already in the KV cache (comma-separated),
     /// as llama-bench's `-d`.
     #[arg(long, value_delimiter = ',')]
@@ -341,6 +346,7 @@ fn measure_device(
             attention_merge: args.attention_merge,
             coop_matrix: args.coop_matrix,
             matrix_attention: args.matrix_attention,
+            unpacked_matmul: args.unpacked_matmul,
             ..Overrides::default()
         },
         ubatch: args.ubatch,

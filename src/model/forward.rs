@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use super::layout::{q8_row, BatchBuffers, Rows, Widths};
+use super::layout::{q8_row, BatchBuffers, Rows, UnpackedScratch, Widths};
 use super::non_finite::Probes;
 use super::plan::DECODE_MATRIX_UNITS_FROM;
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
@@ -19,10 +19,10 @@ use crate::device::{
     BufferUse, CommandList, Dispatch, OwnedBuffers, PipelineId, ReadTicket, Slice,
 };
 use crate::kernels::attention::{AttentionLaunch, AttentionRow, Partials, ATTENTION_ROW_BYTES};
-use crate::kernels::matmul::{MatmulInput, MatmulLaunch};
+use crate::kernels::matmul::{MatmulInput, MatmulLaunch, UnpackedMatmul};
 use crate::kernels::matvec::XForm;
 use crate::kernels::ops::{OpsOn, ARGMAX_TOKEN_WORDS};
-use crate::router::{linear_kind, LinearKind};
+use crate::router::{linear_kind, BatchLaunch, LinearKind};
 use crate::{Error, Result};
 
 /// What a forward pass leaves at its end.
@@ -299,6 +299,7 @@ impl<'m> Pass<'m> {
     fn linear(&mut self, ms: &[&Matrix], x: X, (y, y_stride): (Slice, u64)) -> Result<()> {
         let model = self.model;
         let dev = model.device.as_ref();
+        let mut x_unpacked = false;
         for m in ms {
             if let Some(launch) = self.on_matrix_units(m) {
                 // A step of many rows: its matrices on the matrix units (the plan's
@@ -342,7 +343,7 @@ impl<'m> Pass<'m> {
                     }
                 }
                 LinearKind::Matmul => {
-                    let launch: &MatmulLaunch = m
+                    let launch = m
                         .plan
                         .batch
                         .as_ref()
@@ -350,10 +351,56 @@ impl<'m> Pass<'m> {
                             Error::Invalid(format!("`{}` has no matmul planned", m.plan.name()))
                         })?
                         .launch();
-                    self.matmul(m, launch, &m.matmul, x, (y, y_stride))?;
+                    match launch {
+                        BatchLaunch::Tiled(launch) => {
+                            self.matmul(m, launch, &m.matmul, x, (y, y_stride))?
+                        }
+                        BatchLaunch::Unpacked(u) => {
+                            // The matrices of one call share x: converted once.
+                            let fresh = !std::mem::replace(&mut x_unpacked, true);
+                            self.unpacked_matmul(m, u, fresh.then_some(x), (y, y_stride))?
+                        }
+                    }
                 }
             }
         }
+        Ok(())
+    }
+
+    /// y rows = W · x rows by `u`, over `m`'s weights: the weights unpacked into the
+    /// batch's scratch, x too where `x` is given (the first unpacked matrix of a
+    /// `linear` call; the others find it there), then the multiply.
+    fn unpacked_matmul(
+        &mut self,
+        m: &Matrix,
+        u: &UnpackedMatmul,
+        x: Option<X>,
+        (y, y_stride): (Slice, u64),
+    ) -> Result<()> {
+        let model = self.model;
+        let dev = model.device.as_ref();
+        let [unpack, unpack_x, gemm] = once(&m.unpacked, || u.pipelines(dev, &model.pipelines))?;
+        let scratch = self
+            .rows
+            .unpacked
+            .ok_or_else(|| Error::Invalid("an unpacked matmul without its scratch".into()))?;
+        let profile = dev.profile();
+        if let Some(x) = x {
+            let (x, x_stride) = x.q8()?;
+            let d = u.unpack_x_dispatch(profile, unpack_x, x, x_stride, scratch.x, self.n)?;
+            self.list.dispatch(d);
+        }
+        for d in u.unpack_dispatches(profile, unpack, &m.parts, scratch.weights)? {
+            self.list.dispatch(d);
+        }
+        let d = u.gemm_dispatch(
+            gemm,
+            (scratch.weights, scratch.x),
+            y,
+            (m.plan.out_first, y_stride),
+            self.n,
+        )?;
+        self.list.dispatch(d);
         Ok(())
     }
 
@@ -1022,8 +1069,19 @@ impl Model {
                 tokens_bytes,
             );
             let widths = Widths::of(&self.config, &self.plan.offsets);
+            let mut rows = Rows::new(&buffers, &widths, ubatch, tokens)?;
+            if let Some((weights, x)) = self.plan.unpacked_scratch() {
+                let storage = |label: &str, bytes: u64| -> Result<Slice> {
+                    let b = buffers.create(label, bytes, BufferUse::Storage)?;
+                    Ok(Slice::new(b, 0, bytes))
+                };
+                rows.unpacked = Some(UnpackedScratch {
+                    weights: storage("unpacked weights", weights)?,
+                    x: storage("unpacked x", x)?,
+                });
+            }
             *batch = Some(BatchBuffers {
-                rows: Rows::new(&buffers, &widths, ubatch, tokens)?,
+                rows,
                 logits: None,
                 buffers,
             });

@@ -138,6 +138,16 @@ pub(super) struct Rows {
     pub gate_up: Slice,
     pub hidden: Slice,
     pub hidden_q8: Slice,
+    /// A batch's scratch for the unpacked matmuls, where the plan has them.
+    pub unpacked: Option<UnpackedScratch>,
+}
+
+/// Where a batch's unpacked matmuls (`router::BatchLaunch::Unpacked`) decode their
+/// operands: one matrix's weights at a time, and the x they multiply.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct UnpackedScratch {
+    pub weights: Slice,
+    pub x: Slice,
 }
 
 impl Rows {
@@ -176,6 +186,7 @@ impl Rows {
             gate_up,
             hidden,
             hidden_q8,
+            unpacked: None,
         })
     }
 }

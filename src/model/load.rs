@@ -116,6 +116,7 @@ impl Model {
                 parts,
                 matvec: OnceLock::new(),
                 matmul: OnceLock::new(),
+                unpacked: OnceLock::new(),
                 columns: OnceLock::new(),
             })
         };

@@ -179,6 +179,8 @@ struct Matrix {
     queue: Option<Slice>,
     matvec: OnceLock<PipelineId>,
     matmul: OnceLock<PipelineId>,
+    /// An unpacked matmul's three: the weights' unpacking, x's, the multiply.
+    unpacked: OnceLock<[PipelineId; 3]>,
     /// The decode columns' (`PlannedMatrix::decode_columns`).
     columns: OnceLock<PipelineId>,
 }

@@ -13,12 +13,13 @@ use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::KvType;
-use crate::kernels::matmul::{MatmulEngine, MatmulLaunch};
+use crate::kernels::matmul::{MatmulEngine, MatmulLaunch, UnpackedEngine};
 use crate::kernels::matvec::Family;
 use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
-    route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, Clause,
-    EngineRoute, MatmulRoute, MatvecQuery, PrefillAttentionRoute, Route, RouteRow, XInput,
+    route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, BatchLaunch,
+    Clause, EngineRoute, MatmulRoute, MatvecQuery, PrefillAttentionRoute, Route, RouteRow, XInput,
+    UNPACKED_ROW_PARTS,
 };
 use crate::{Error, Result};
 
@@ -291,6 +292,8 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64,
         LOGITS_RUN,
     );
+    let prefill_bytes =
+        prefill_bytes.saturating_add(unpacked_scratch_bound(&config, &widths, profile, options));
     let (n_ctx, context_reason) = context(&config, file, profile, options, prefill_bytes)?;
     let attention = route_attention(
         profile,
@@ -452,7 +455,8 @@ fn plan_prefill(
         return token_at_a_time(batch);
     };
     let coop = options.routing.coop_matrix;
-    let engine = route_matmul_engine(profile, coop)?;
+    let engine = route_matmul_engine(profile, coop)?
+        .with_unpacked(profile, options.routing.unpacked_matmul)?;
     let Ok(attention) = route_prefill_attention(
         profile,
         config.heads(),
@@ -482,8 +486,12 @@ fn plan_prefill(
     let vocab_bytes = 4 * config.vocab as u64;
     let binding = profile.usable_binding_bytes();
     let tokens = ubatch.min(LOGITS_RUN).min(binding / vocab_bytes);
+    // The lm-head stays tiled: its unpacked weights (vocabulary x dim) would outweigh
+    // every layer matrix's scratch, for a matmul that runs only where prompt logits
+    // are asked for.
+    let tiled = engine.clone().with_unpacked(profile, None)?;
     let head = (tokens > 0)
-        .then(|| route_matmul(profile, &engine, output.route.launch(), tokens).ok())
+        .then(|| route_matmul(profile, &tiled, output.route.launch(), tokens).ok())
         .flatten();
     let logits = match head {
         Some(head) => {
@@ -512,6 +520,43 @@ fn plan_prefill(
         attention,
         logits,
     })))
+}
+
+/// What the unpacked matmuls' scratch can take, where the run asks for them and the
+/// adapter can run them (0 elsewhere): the unpacked weights of the largest layer
+/// matrix (q, k and v stacked, gate and up stacked, the output and down projections)
+/// and a batch's widest unpacked x, each in whole tiles. Counted against the device
+/// before the matrices are routed, so at least what `Plan::unpacked_scratch` finds.
+fn unpacked_scratch_bound(
+    config: &Config,
+    widths: &Widths,
+    profile: &DeviceProfile,
+    options: &LoadOptions,
+) -> u64 {
+    if options.routing.unpacked_matmul != Some(true) {
+        return 0;
+    }
+    let Ok(engine) = UnpackedEngine::on(profile, UNPACKED_ROW_PARTS, true) else {
+        return 0;
+    };
+    let (dim, ffn) = (config.dim as u64, config.ffn_dim as u64);
+    let q_dim = (config.n_heads * config.head_dim) as u64;
+    let shapes = [
+        (widths.qkv, dim),
+        (dim, q_dim),
+        (widths.gate_up, dim),
+        (dim, ffn),
+    ];
+    let bytes = engine.shape.input.bytes();
+    let weights = shapes
+        .iter()
+        .map(|&(m, k)| m.next_multiple_of(engine.tile_rows()) * k * bytes)
+        .max()
+        .unwrap_or(0);
+    let ubatch = options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64;
+    let widest = shapes.iter().map(|&(_, k)| k).max().unwrap_or(0);
+    let x = ubatch.next_multiple_of(engine.tile_tokens()) * widest * bytes;
+    weights.saturating_add(x)
 }
 
 /// Share of the device's memory a default context may fill: the rest is left to the
@@ -659,6 +704,22 @@ impl Planner<'_> {
 }
 
 impl Plan {
+    /// Bytes of the batch's unpacked-matmul scratch, where its matrices have unpacked
+    /// routes: the largest matrix's unpacked weights, and the largest x of a batch.
+    pub fn unpacked_scratch(&self) -> Option<(u64, u64)> {
+        let ubatch = self.prefill.ubatch();
+        self.layers
+            .iter()
+            .flat_map(LayerPlan::matrices)
+            .filter_map(|m| match m.batch.as_ref()?.launch() {
+                BatchLaunch::Unpacked(u) => {
+                    Some((u.weight_scratch_bytes(), u.x_scratch_bytes(ubatch)))
+                }
+                BatchLaunch::Tiled(_) => None,
+            })
+            .reduce(|(w, x), (w2, x2)| (w.max(w2), x.max(x2)))
+    }
+
     /// Every matrix, in forward-pass order.
     pub fn matrices(&self) -> impl Iterator<Item = &PlannedMatrix> {
         self.layers

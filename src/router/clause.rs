@@ -271,6 +271,20 @@ pub enum Clause {
     },
     /// x arrives rounded to int8 per 32 values, by the op before.
     MatmulXQ8,
+    /// The batch's quant matrices on the matrix units unpacked: weights decoded once
+    /// per batch, x converted once per x, both into rows of the matrix input type
+    /// that the multiply loads straight from memory (`matmul/unpacked.wgsl`).
+    MatmulUnpacked {
+        /// The cooperative-matrix shape.
+        shape: CoopMatrix,
+        /// Rows and tokens per tile.
+        tile: (u64, u64),
+        /// Whether a subgroup loads the next K step's matrices before multiplying.
+        prefetch: bool,
+        /// Bytes of the two scratch buffers: the largest matrix's unpacked weights,
+        /// and a batch's unpacked x.
+        scratch: (u64, u64),
+    },
     /// (token, query head) rows and key positions per prefill attention workgroup.
     PrefillAttentionTiles {
         /// (token, query head) rows per workgroup.
@@ -592,6 +606,23 @@ impl std::fmt::Display for Clause {
                 family.name()
             ),
             Clause::MatmulXQ8 => write!(f, "x rounded to int8 per 32 values by the op before"),
+            Clause::MatmulUnpacked {
+                shape,
+                tile: (rows, tokens),
+                prefetch,
+                scratch: (weights, x),
+            } => write!(
+                f,
+                "unpacked on cooperative matrices {shape} (as asked): weights decoded once a \
+                 batch and x (both int8 planes) once an x, into rows the multiply loads \
+                 straight from memory ({weights} + {x} bytes of scratch), tiles of {rows} \
+                 rows by {tokens} tokens{}",
+                if prefetch {
+                    ", a K step loaded ahead"
+                } else {
+                    ""
+                }
+            ),
             Clause::PrefillAttentionTiles {
                 rows,
                 key_tile,

@@ -15,7 +15,8 @@ pub use attention::{route_attention, AttentionQuery, AttentionRoute};
 pub use clause::{Clause, Override};
 pub use prefill::{
     linear_kind, route_batch, route_matmul, route_matmul_engine, route_prefill_attention,
-    EngineRoute, LinearKind, MatmulRoute, NoCoopMatrix, PrefillAttentionRoute,
+    BatchLaunch, EngineRoute, LinearKind, MatmulRoute, NoCoopMatrix, PrefillAttentionRoute,
+    UNPACKED_ROW_PARTS,
 };
 pub use table::{write_route_table, RouteRow};
 
@@ -142,6 +143,11 @@ pub struct Overrides {
     ///
     /// [`NoMatrixAttention::NotYetVerified`]: crate::kernels::attention::NoMatrixAttention::NotYetVerified
     pub matrix_attention: Option<bool>,
+    /// Whether a batch's quant matrices multiply unpacked (`matmul/unpacked.wgsl`:
+    /// weights and x decoded once a batch into rows the matrix units load from memory)
+    /// rather than tiled (`matmul/coopmat.wgsl`): yes where the adapter has matrix
+    /// units (refused where not), or (None, no) not: measured on no device yet.
+    pub unpacked_matmul: Option<bool>,
 }
 
 /// A matvec's launch and why.

@@ -11,7 +11,8 @@ use crate::kernels::attention::{
     Heads, KvType, NoMatrixAttention, PrefillAttention, PrefillEngine, PREFILL_WORKGROUP_BYTES,
 };
 use crate::kernels::matmul::{
-    coop_workgroup_bytes, MatmulEngine, MatmulInput, MatmulLaunch, COOP_SUBGROUPS,
+    coop_workgroup_bytes, MatmulEngine, MatmulInput, MatmulLaunch, UnpackedEngine, UnpackedMatmul,
+    COOP_SUBGROUPS,
 };
 use crate::kernels::matvec::{Family, MatvecLaunch};
 use crate::quant::GgmlType;
@@ -36,12 +37,19 @@ pub fn linear_kind(n_tokens: u64) -> LinearKind {
     }
 }
 
+/// Row parts of the unpacked matmul's tile where a run asks for it: 2 of its 8
+/// subgroups along the rows, 128 x 128 at S = 16, the coopmat tile's shape.
+pub const UNPACKED_ROW_PARTS: u32 = 2;
+
 /// The engine a batch's quant matrices multiply on, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EngineRoute {
     engine: MatmulEngine,
     /// Whether the run asked for cooperative matrices (every matrix then takes them).
     forced: bool,
+    /// Where the run asked for it, the unpacked engine the matrices on cooperative
+    /// matrices take in place of the tiled one.
+    unpacked: Option<UnpackedEngine>,
     clauses: Vec<Clause>,
 }
 
@@ -49,6 +57,39 @@ impl EngineRoute {
     /// The engine the dot4 quant matrices' matmuls multiply on.
     pub fn engine(&self) -> MatmulEngine {
         self.engine
+    }
+
+    /// The unpacked engine, where the run asked for it.
+    pub fn unpacked(&self) -> Option<UnpackedEngine> {
+        self.unpacked
+    }
+
+    /// The route with the matrices on cooperative matrices unpacked where `asked` says
+    /// so ([`Overrides::unpacked_matmul`](super::Overrides::unpacked_matmul)); asked for
+    /// where the route is not on cooperative matrices, a clear refusal.
+    pub fn with_unpacked(self, profile: &DeviceProfile, asked: Option<bool>) -> Result<Self> {
+        if asked != Some(true) {
+            return Ok(EngineRoute {
+                unpacked: None,
+                ..self
+            });
+        }
+        if !matches!(self.engine, MatmulEngine::CoopMatrix { .. }) {
+            let why = self
+                .clauses
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>();
+            return Err(Error::Invalid(format!(
+                "unpacked matmuls asked for, and the batch is not on cooperative matrices: {}",
+                why.join("; ")
+            )));
+        }
+        let unpacked = UnpackedEngine::on(profile, UNPACKED_ROW_PARTS, true)?;
+        Ok(EngineRoute {
+            unpacked: Some(unpacked),
+            ..self
+        })
     }
 
     /// Why, in the order decided.
@@ -129,6 +170,7 @@ pub fn route_matmul_engine(profile: &DeviceProfile, coop: Option<bool>) -> Resul
             return Ok(EngineRoute {
                 engine,
                 forced: wanted == Some(true),
+                unpacked: None,
                 clauses: vec![clause],
             });
         }
@@ -144,6 +186,7 @@ pub fn route_matmul_engine(profile: &DeviceProfile, coop: Option<bool>) -> Resul
     Ok(EngineRoute {
         engine,
         forced: false,
+        unpacked: None,
         clauses: vec![Clause::MatmulDot4 {
             k_groups: engine.k_groups(),
             why,
@@ -151,16 +194,80 @@ pub fn route_matmul_engine(profile: &DeviceProfile, coop: Option<bool>) -> Resul
     })
 }
 
+/// How a batch multiplies a matrix: one tiled matmul (dot4, cooperative matrices or
+/// fma), or unpacked (weights and x decoded into rows, then multiplied from memory).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum BatchLaunch {
+    /// One dispatch per row part ([`MatmulLaunch`]).
+    Tiled(MatmulLaunch),
+    /// The weights' unpacking, x's and the multiply ([`UnpackedMatmul`]).
+    Unpacked(UnpackedMatmul),
+}
+
+impl BatchLaunch {
+    /// The tiled launch, if it is one.
+    pub fn tiled(&self) -> Option<&MatmulLaunch> {
+        match self {
+            BatchLaunch::Tiled(launch) => Some(launch),
+            BatchLaunch::Unpacked(_) => None,
+        }
+    }
+
+    /// The multiplying kernel's WGSL file (`matmul/<type>_dot4`, `_coopmat`, `_fma` or
+    /// `matmul/unpacked`).
+    pub fn kernel_name(&self) -> &'static str {
+        match self {
+            BatchLaunch::Tiled(launch) => launch.kernel_name(),
+            BatchLaunch::Unpacked(_) => "matmul/unpacked",
+        }
+    }
+
+    /// The form x must arrive in: the unpacked matmul converts q8 x.
+    pub fn input(&self) -> MatmulInput {
+        match self {
+            BatchLaunch::Tiled(launch) => launch.input(),
+            BatchLaunch::Unpacked(_) => MatmulInput::Q8,
+        }
+    }
+
+    /// The pipeline that multiplies, by its ledger name.
+    pub fn pipeline_key(&self) -> String {
+        match self {
+            BatchLaunch::Tiled(launch) => launch.pipeline_key(),
+            BatchLaunch::Unpacked(u) => {
+                let [unpack, _, gemm] = u.pipeline_keys();
+                format!("{gemm} over {unpack}")
+            }
+        }
+    }
+
+    /// The weights' type.
+    pub fn ty(&self) -> GgmlType {
+        match self {
+            BatchLaunch::Tiled(launch) => launch.kernel().ty,
+            BatchLaunch::Unpacked(u) => u.kernel().ty,
+        }
+    }
+
+    /// Rows and columns of the matrix.
+    pub fn shape(&self) -> (u64, u64) {
+        match self {
+            BatchLaunch::Tiled(launch) => (launch.m(), launch.k()),
+            BatchLaunch::Unpacked(u) => (u.m(), u.k()),
+        }
+    }
+}
+
 /// A matrix's matmul for batches, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MatmulRoute {
-    launch: MatmulLaunch,
+    launch: BatchLaunch,
     clauses: Vec<Clause>,
 }
 
 impl MatmulRoute {
-    /// The launch: kernel, row parts and engine.
-    pub fn launch(&self) -> &MatmulLaunch {
+    /// The launch: tiled (kernel, row parts and engine) or unpacked.
+    pub fn launch(&self) -> &BatchLaunch {
         &self.launch
     }
 
@@ -220,6 +327,20 @@ pub fn route_matmul(
         }
     };
     let launch = MatmulLaunch::of(matvec, chosen)?;
+    let launch = match (chosen, engine.unpacked) {
+        (MatmulEngine::CoopMatrix { shape, .. }, Some(unpacked)) => {
+            let u = UnpackedMatmul::of(matvec, unpacked)?;
+            clauses.clear();
+            clauses.push(Clause::MatmulUnpacked {
+                shape,
+                tile: (unpacked.tile_rows(), unpacked.tile_tokens()),
+                prefetch: unpacked.prefetch,
+                scratch: (u.weight_scratch_bytes(), u.x_scratch_bytes(tokens)),
+            });
+            BatchLaunch::Unpacked(u)
+        }
+        _ => BatchLaunch::Tiled(launch),
+    };
     if launch.input() == MatmulInput::Q8 {
         clauses.push(Clause::MatmulXQ8);
     }

@@ -35,8 +35,8 @@ impl<'a> RouteRow<'a> {
         let launch = route.launch();
         RouteRow {
             tensor,
-            ty: launch.kernel().ty.name(),
-            shape: (launch.m(), launch.k()),
+            ty: launch.ty().name(),
+            shape: launch.shape(),
             kernel: launch.pipeline_key(),
             clauses: route.clauses(),
         }

@@ -1,0 +1,153 @@
+//! An adapter without matrix units (lavapipe) presented as one with them: its profile
+//! offers cooperative matrices (8 x 8 up to 8 lanes, 16 x 16 at 16, f16 operands where
+//! it has f16, else f32), and every pipeline whose WGSL multiplies on them is compiled
+//! with its matrices emulated on subgroups (`coop_emulation`). A model loaded on it
+//! plans and runs its matrix-unit routes end to end, through the one forward pass,
+//! with everything but the matrix instructions themselves (those run on the H200).
+
+use brass::device::{
+    BufferId, BufferUse, Clock, CommandList, CoopInput, CoopMatrix, Device, DeviceProfile,
+    LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, WgpuDevice,
+};
+use brass::Result;
+
+use crate::coop_emulation;
+
+pub struct EmulatedUnits {
+    inner: WgpuDevice,
+    profile: DeviceProfile,
+}
+
+impl EmulatedUnits {
+    /// `inner` with emulated matrix units, or None where the emulation does not run:
+    /// the adapter has matrix units of its own, no subgroups, or subgroups of other
+    /// than one size from 4 to 16.
+    pub fn over(inner: WgpuDevice) -> Option<EmulatedUnits> {
+        let p = inner.profile();
+        let lanes = p.subgroup_max;
+        if p.coop_matrix.is_some()
+            || !p.subgroups
+            || p.subgroup_min != lanes
+            || !(4..=16).contains(&lanes)
+        {
+            return None;
+        }
+        let mut profile = p.clone();
+        profile.coop_matrix = Some(CoopMatrix {
+            size: lanes.max(8),
+            input: if p.f16 {
+                CoopInput::F16
+            } else {
+                CoopInput::F32
+            },
+        });
+        profile.name = format!("{} (matrix units emulated)", p.name);
+        Some(EmulatedUnits { inner, profile })
+    }
+}
+
+/// The arrays `wgsl` loads matrices from or stores them to, each with its element type
+/// as declared (`var<...> name: array<T, ...>`).
+fn matrix_arrays(wgsl: &str) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    for call in ["coopLoadT", "coopLoad", "coopStore"] {
+        for (at, _) in wgsl.match_indices(call) {
+            let rest = &wgsl[at..];
+            let Some(amp) = rest.find('&') else { continue };
+            let name_end = rest[amp..].find('[').map(|i| amp + i);
+            let Some(name_end) = name_end else { continue };
+            let name = rest[amp + 1..name_end].trim().to_string();
+            if found.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            let decl = format!("> {name}: array<");
+            let element = wgsl.find(&decl).map(|d| {
+                let t = &wgsl[d + decl.len()..];
+                let end = t.find([',', '>']).unwrap_or(t.len());
+                t[..end].trim().to_string()
+            });
+            found.push((name, element.expect("a matrix array declared as an array")));
+        }
+    }
+    found
+}
+
+impl Device for EmulatedUnits {
+    fn profile(&self) -> &DeviceProfile {
+        &self.profile
+    }
+
+    fn create_buffer(&self, label: &str, bytes: u64, usage: BufferUse) -> Result<BufferId> {
+        self.inner.create_buffer(label, bytes, usage)
+    }
+
+    fn upload(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.upload(buffer, offset, data)
+    }
+
+    fn buffer_size(&self, buffer: BufferId) -> Result<u64> {
+        self.inner.buffer_size(buffer)
+    }
+
+    fn destroy_buffer(&self, buffer: BufferId) -> Result<()> {
+        self.inner.destroy_buffer(buffer)
+    }
+
+    fn create_pipeline(&self, desc: &PipelineDesc) -> Result<PipelineId> {
+        if !desc.wgsl.contains("enable wgpu_cooperative_matrix;") {
+            return self.inner.create_pipeline(desc);
+        }
+        let shape = self.profile.coop_matrix.expect("emulated units");
+        let arrays = matrix_arrays(desc.wgsl);
+        let arrays: Vec<(&str, &str)> = arrays
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        let wgsl =
+            coop_emulation::emulate(desc.wgsl, shape.size, self.profile.subgroup_max, &arrays);
+        self.inner.create_pipeline(&PipelineDesc {
+            wgsl: &wgsl,
+            ..*desc
+        })
+    }
+
+    fn destroy_pipeline(&self, pipeline: PipelineId) -> Result<()> {
+        self.inner.destroy_pipeline(pipeline)
+    }
+
+    fn submit(&self, list: &CommandList) -> Result<()> {
+        self.inner.submit(list)
+    }
+
+    fn submit_timed(&self, list: &CommandList, timing: Timing) -> Result<Vec<f64>> {
+        self.inner.submit_timed(list, timing)
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.clock()
+    }
+
+    fn submit_read(&self, list: &CommandList, src: Slice) -> Result<ReadTicket> {
+        self.inner.submit_read(list, src)
+    }
+
+    fn finish_read(&self, ticket: ReadTicket) -> Result<Vec<u8>> {
+        self.inner.finish_read(ticket)
+    }
+
+    fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.inner.read(buffer, offset, len)
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.inner.wait()
+    }
+
+    fn ledger(&self) -> LedgerReport {
+        self.inner.ledger()
+    }
+
+    fn memory_in_use(&self) -> MemoryInUse {
+        self.inner.memory_in_use()
+    }
+}
