@@ -14,7 +14,7 @@
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
 //!     [--tokens 64,512,2048,8192] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
-//!     [--columns 2:2:4] [--unpacked 2:1,4:1,2:0 | none]
+//!     [--columns 2:2:4] [--unpacked 2:1,4:1,2:0 | none] [--matrices ffn_up,ffn_down]
 
 use brass::device::{
     coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -45,6 +45,10 @@ struct Args {
     /// all of the types').
     #[arg(long, value_delimiter = ',')]
     kernels: Vec<String>,
+    /// Matrices of each shape group by name (attn_q, attn_k, ffn_up, ffn_down, lm_head;
+    /// default: all).
+    #[arg(long, value_delimiter = ',')]
+    matrices: Vec<String>,
     /// Tokens per matmul (llama-bench's pp sizes; 2,048 and 8,192 to see that long
     /// prompts run at the pace of short ones).
     #[arg(long, value_delimiter = ',', default_values_t = [64u64, 512, 2048, 8192])]
@@ -181,6 +185,9 @@ fn run(args: &Args) -> brass::Result<()> {
         }
         let spec = SyntheticSpec::preset(preset)?;
         for (matrix, m, k) in spec.matvec_shapes() {
+            if !args.matrices.is_empty() && !args.matrices.iter().any(|n| n == matrix) {
+                continue;
+            }
             for kernel in MATMUL_KERNELS {
                 let ty = kernel.ty;
                 let wanted = match args.types.is_empty() {
