@@ -265,8 +265,8 @@ impl UnpackedMatmul {
     }
 
     /// The dispatches unpacking the weights, one per row part: `weights[i]` holds part
-    /// i's rows as the matvec uploaded them, `out` [`weight_scratch_bytes`]
-    /// (Self::weight_scratch_bytes) or more.
+    /// i's rows as the matvec uploaded them, `out` is
+    /// [`Self::weight_scratch_bytes`] or more.
     pub fn unpack_dispatches(
         &self,
         device: &DeviceProfile,
@@ -315,8 +315,8 @@ impl UnpackedMatmul {
     }
 
     /// The dispatch unpacking `n_tokens` tokens of q8 x (token t's at byte `t *
-    /// x_stride` of `x`, a multiple of 16) into `out`, [`x_scratch_bytes`]
-    /// (Self::x_scratch_bytes) or more.
+    /// x_stride` of `x`, a multiple of 16) into `out`, [`Self::x_scratch_bytes`] or
+    /// more.
     pub fn unpack_x_dispatch(
         &self,
         device: &DeviceProfile,
