@@ -14,7 +14,7 @@
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
 //!     [--tokens 64,512,2048,8192] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
-//!     [--columns 2:2:4] [--unpacked 2:1,4:1,2:0 | none] [--matrices ffn_up,ffn_down]
+//!     [--columns 2:2:4] [--unpacked 2:1,4:1,2:0,4:1:4 | none] [--matrices ffn_up,ffn_down]
 
 use brass::device::{
     coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -69,8 +69,9 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     columns: Vec<String>,
     /// The unpacked matmuls to run where the adapter has matrix units, as
-    /// `ROW_PARTS:PREFETCH` (row parts 1, 2, 4 or 8 of a tile's 8 subgroups; 1 to load
-    /// a K step ahead, 0 not), or `none`.
+    /// `ROW_PARTS:PREFETCH[:TOKEN_BLOCKS]` (row parts 1, 2, 4 or 8 of a tile's 8
+    /// subgroups; 1 to load a K step ahead, 0 not; 2 or 4 blocks of tokens a subgroup,
+    /// default 2), or `none`.
     #[arg(long, value_delimiter = ',', default_values_t = ["2:1".to_string()])]
     unpacked: Vec<String>,
     /// cargo bench passes --bench; accepted and ignored.
@@ -146,12 +147,16 @@ fn run(args: &Args) -> brass::Result<()> {
     let mut unpacked = Vec::new();
     for spec in args.unpacked.iter().filter(|s| *s != "none") {
         let parsed: Vec<u32> = spec.split(':').filter_map(|v| v.parse().ok()).collect();
-        let [row_parts, prefetch @ (0 | 1)] = parsed[..] else {
-            return Err(brass::Error::Invalid(format!(
-                "--unpacked {spec}: ROW_PARTS:PREFETCH (PREFETCH 0 or 1)"
-            )));
+        let (row_parts, prefetch, part_tokens) = match parsed[..] {
+            [r, p @ (0 | 1)] => (r, p, 2),
+            [r, p @ (0 | 1), t] => (r, p, t),
+            _ => {
+                return Err(brass::Error::Invalid(format!(
+                    "--unpacked {spec}: ROW_PARTS:PREFETCH[:TOKEN_BLOCKS] (PREFETCH 0 or 1)"
+                )))
+            }
         };
-        match UnpackedEngine::on(&profile, row_parts, prefetch == 1) {
+        match UnpackedEngine::on(&profile, (row_parts, part_tokens), prefetch == 1) {
             Ok(engine) => unpacked.push(engine),
             Err(e) => println!("unpacked {spec}: {e}"),
         }

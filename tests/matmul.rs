@@ -403,10 +403,15 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
     }
 }
 
-/// The unpacked engines the tests run, as (row parts, loading a step ahead): the
-/// tiles of 128 x 128 (at S = 16) the bench starts from, and the tallest, without the
-/// double buffer.
-const UNPACKED_CONFIGS: [(u32, bool); 2] = [(2, true), (8, false)];
+/// The unpacked engines the tests run, as (row parts, token blocks a subgroup, loading
+/// a step ahead): the route's tile (128 x 128 at S = 16), the tallest without the
+/// double buffer, and four token blocks both ways.
+const UNPACKED_CONFIGS: [((u32, u32), bool); 4] = [
+    ((2, 2), true),
+    ((8, 2), false),
+    ((4, 4), true),
+    ((1, 4), false),
+];
 
 /// The unpacked engines of [`UNPACKED_CONFIGS`] on the device under test; where it has
 /// no cooperative matrices, the same emulated.

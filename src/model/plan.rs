@@ -19,7 +19,7 @@ use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
     route_prefill_attention, write_route_table, AttentionQuery, AttentionRoute, BatchLaunch,
     Clause, EngineRoute, MatmulRoute, MatvecQuery, PrefillAttentionRoute, Route, RouteRow, XInput,
-    UNPACKED_ROW_PARTS,
+    UNPACKED_TILE,
 };
 use crate::{Error, Result};
 
@@ -536,7 +536,7 @@ fn unpacked_scratch_bound(
     if options.routing.unpacked_matmul != Some(true) {
         return 0;
     }
-    let Ok(engine) = UnpackedEngine::on(profile, UNPACKED_ROW_PARTS, true) else {
+    let Ok(engine) = UnpackedEngine::on(profile, UNPACKED_TILE, true) else {
         return 0;
     };
     let (dim, ffn) = (config.dim as u64, config.ffn_dim as u64);

@@ -16,7 +16,7 @@ pub use clause::{Clause, Override};
 pub use prefill::{
     linear_kind, route_batch, route_matmul, route_matmul_engine, route_prefill_attention,
     BatchLaunch, EngineRoute, LinearKind, MatmulRoute, NoCoopMatrix, PrefillAttentionRoute,
-    UNPACKED_ROW_PARTS,
+    UNPACKED_TILE,
 };
 pub use table::{write_route_table, RouteRow};
 

@@ -37,9 +37,10 @@ pub fn linear_kind(n_tokens: u64) -> LinearKind {
     }
 }
 
-/// Row parts of the unpacked matmul's tile where a run asks for it: 2 of its 8
-/// subgroups along the rows, 128 x 128 at S = 16, the coopmat tile's shape.
-pub const UNPACKED_ROW_PARTS: u32 = 2;
+/// The unpacked matmul's tile where a run asks for it, as (row parts, token blocks per
+/// subgroup): 2 of its 8 subgroups along the rows, each 4 x 2 matrices, 128 x 128 at
+/// S = 16, the coopmat tile's shape.
+pub const UNPACKED_TILE: (u32, u32) = (2, 2);
 
 /// The engine a batch's quant matrices multiply on, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -85,7 +86,7 @@ impl EngineRoute {
                 why.join("; ")
             )));
         }
-        let unpacked = UnpackedEngine::on(profile, UNPACKED_ROW_PARTS, true)?;
+        let unpacked = UnpackedEngine::on(profile, UNPACKED_TILE, true)?;
         Ok(EngineRoute {
             unpacked: Some(unpacked),
             ..self

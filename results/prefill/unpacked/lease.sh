@@ -2,7 +2,8 @@
 # H200 lease for the unpacked matmul (issue 41, item 2; issue 42's steps of many rows):
 # its kernels' tests and the matrix-unit prompt routes end to end on real matrix units,
 # the matmul bench (tiled coopmat against the unpacked kernel's three steps, apart and
-# summed, at 512 and 2,048 tokens, and at 32 beside the decode columns), then pp512 /
+# summed, at 512 and 2,048 tokens, in five tiles; and at 32 beside the decode columns),
+# then pp512 /
 # pp2048 of the 8B and SmolLM2 shapes with --unpacked-matmul true and false (same
 # binary, alternated). Run from the checkout's root with carry [.gl, .bin/$BIN]
 # (compare, matmul_test, matmul_bench, prefill_test, engine_test, stripped and xz'd),
@@ -30,7 +31,7 @@ timeout 60 /tmp/engine_test --nocapture steps_of_many_rows >"$OUT/engine_test.lo
 echo "engine test exited $?" | tee -a "$OUT/engine_test.log"
 grep -E "test result|FAILED|panicked|worst|largest" "$OUT"/*_test.log | head -20
 timeout 240 /tmp/matmul_bench --adapter NVIDIA --shapes llama3-8b --types q4_k,q6_k --kernels dot4 \
-    --matrices attn_q,attn_k,ffn_up,ffn_down --tokens 512,2048 --unpacked 2:1,2:0,4:1 \
+    --matrices attn_q,attn_k,ffn_up,ffn_down --tokens 512,2048 --unpacked 2:1,2:0,4:1,2:1:4,4:1:4 \
     --iters 5 --json "$OUT/matmul_bench.json" >"$OUT/matmul_bench.log" 2>&1
 echo "matmul bench exited $?" >>"$OUT/matmul_bench.log"
 grep -E "probe|unpacked|coopmat" "$OUT/matmul_bench.log" | cut -c1-150 | head -80

@@ -22,13 +22,14 @@ use crate::{Error, Result};
 
 /// Subgroups of an unpacked workgroup.
 pub const UNPACKED_SUBGROUPS: u32 = 8;
-/// Matrices per subgroup: rows by tokens.
-const PART_MATRICES: (u64, u64) = (4, 2);
+/// Matrix blocks of rows per subgroup.
+const PART_ROWS: u64 = 4;
 /// Invocations of an unpacking workgroup (`unpack.wgsl`, `unpack_x.wgsl`).
 const UNPACK_WG: u64 = 64;
 
 /// How an unpacked matmul multiplies: the matrix shape, the subgroups' size, how its 8
-/// subgroups split a tile, and whether a subgroup loads a step ahead.
+/// subgroups split a tile and how many token blocks each takes, and whether a subgroup
+/// loads a step ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct UnpackedEngine {
     /// The cooperative-matrix shape multiplied on.
@@ -37,9 +38,12 @@ pub struct UnpackedEngine {
     /// size.
     pub subgroup_max: u32,
     /// Subgroups along the rows: 1, 2, 4 or 8 (the rest along the tokens). Each takes
-    /// 4 x 2 matrices, so at S = 16 a tile is 64 rows by 256 tokens (1), 128 x 128 (2),
-    /// 256 x 64 (4) or 512 x 32 (8).
+    /// 4 x `part_tokens` matrices, so at S = 16 with 2 a tile is 64 rows by 256 tokens
+    /// (1), 128 x 128 (2), 256 x 64 (4) or 512 x 32 (8).
     pub row_parts: u32,
+    /// Blocks of S tokens per subgroup: 2 or 4 (twice the accumulators, each row
+    /// matrix loaded feeding twice the multiplies).
+    pub part_tokens: u32,
     /// Each subgroup loads the next K step's matrices before it multiplies this one's.
     pub prefetch: bool,
 }
@@ -48,7 +52,11 @@ impl UnpackedEngine {
     /// The engine of `row_parts` and `prefetch` on `profile`, or why it cannot run
     /// there: no cooperative matrices or subgroups, a workgroup past the invocation
     /// limit, or `row_parts` not 1, 2, 4 or 8.
-    pub fn on(profile: &DeviceProfile, row_parts: u32, prefetch: bool) -> Result<UnpackedEngine> {
+    pub fn on(
+        profile: &DeviceProfile,
+        (row_parts, part_tokens): (u32, u32),
+        prefetch: bool,
+    ) -> Result<UnpackedEngine> {
         let shape = profile
             .coop_matrix
             .ok_or_else(|| Error::Invalid(format!("{}: no cooperative matrices", profile.name)))?;
@@ -62,39 +70,47 @@ impl UnpackedEngine {
                 profile.name, profile.max_invocations_per_workgroup
             )));
         }
-        UnpackedEngine::new(shape, profile.subgroup_max, row_parts, prefetch)
+        UnpackedEngine::new(
+            shape,
+            profile.subgroup_max,
+            (row_parts, part_tokens),
+            prefetch,
+        )
     }
 
     /// The engine on matrices of `shape` in subgroups of `subgroup_max`, whatever the
     /// adapter (the tests run it with its matrices emulated); an error where
-    /// `row_parts` is not 1, 2, 4 or 8.
+    /// `row_parts` is not 1, 2, 4 or 8, or `part_tokens` not 2 or 4.
     pub fn new(
         shape: CoopMatrix,
         subgroup_max: u32,
-        row_parts: u32,
+        (row_parts, part_tokens): (u32, u32),
         prefetch: bool,
     ) -> Result<UnpackedEngine> {
-        if ![1, 2, 4, 8].contains(&row_parts) {
+        if ![1, 2, 4, 8].contains(&row_parts) || ![2, 4].contains(&part_tokens) {
             return Err(Error::Invalid(format!(
-                "unpacked matmul: {row_parts} row parts (1, 2, 4 or 8)"
+                "unpacked matmul: {row_parts} row parts (1, 2, 4 or 8) of {part_tokens} \
+                 token blocks (2 or 4)"
             )));
         }
         Ok(UnpackedEngine {
             shape,
             subgroup_max,
             row_parts,
+            part_tokens,
             prefetch,
         })
     }
 
     /// Rows of a workgroup's tile.
     pub fn tile_rows(&self) -> u64 {
-        self.row_parts as u64 * PART_MATRICES.0 * self.shape.size as u64
+        self.row_parts as u64 * PART_ROWS * self.shape.size as u64
     }
 
     /// Tokens of a workgroup's tile.
     pub fn tile_tokens(&self) -> u64 {
-        (UNPACKED_SUBGROUPS / self.row_parts) as u64 * PART_MATRICES.1 * self.shape.size as u64
+        let token_parts = (UNPACKED_SUBGROUPS / self.row_parts) as u64;
+        token_parts * self.part_tokens as u64 * self.shape.size as u64
     }
 }
 
@@ -210,6 +226,7 @@ impl UnpackedMatmul {
         let (enables, mut consts) = coop_preamble(e.shape);
         consts.push(WgslConst::u32("SUBGROUP_MAX", e.subgroup_max));
         consts.push(WgslConst::u32("ROW_PARTS", e.row_parts));
+        consts.push(WgslConst::u32("BT", e.part_tokens));
         consts.push(WgslConst::bool("PREFETCH", e.prefetch));
         compose("matmul/unpacked.wgsl", &enables, &consts)
     }
@@ -432,7 +449,7 @@ fn grid(device: &DeviceProfile, items: u64) -> Result<[u32; 3]> {
 
 /// Every unpacked kernel in its canonical configurations: each type's weights, and x,
 /// unpacked to f16; the multiply on 16 x 16 and 8 x 8 f16 matrices with subgroups of
-/// 32, 2 row parts, loading a step ahead.
+/// 32, 2 row parts of 2 token blocks, loading a step ahead.
 pub fn sources() -> Result<Vec<(String, String)>> {
     let launch = |kernel, size| -> Result<UnpackedMatmul> {
         let shape = CoopMatrix {
@@ -445,7 +462,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             k: 0,
             row_bytes: 0,
             parts: Vec::new(),
-            engine: UnpackedEngine::new(shape, 32, 2, true)?,
+            engine: UnpackedEngine::new(shape, 32, (2, 2), true)?,
         })
     };
     let mut out = Vec::new();
