@@ -8,7 +8,7 @@
 # binary, alternated). Run from the checkout's root with carry [.gl, .bin/$BIN]
 # (compare, matmul_test, matmul_bench, prefill_test, engine_test, stripped and xz'd),
 # in two calls of the device tool (each under its 10 minutes): `bash lease.sh kernels`
-# (tests and benches, about 7 minutes), then `bash lease.sh prompts` (about 4).
+# (tests and benches, about 7 minutes), then `bash lease.sh prompts` (about 5).
 set -u
 BIN=${BIN:-unpacked1}
 PART=${1:-kernels}
@@ -48,5 +48,12 @@ for run in "true llama3-8b" "false llama3-8b" "true smollm2-135m" "false smollm2
   timeout 90 /tmp/compare --adapter NVIDIA --synthetic $2 --skip-matvec --pp 512,2048 -n 8 \
     --unpacked-matmul $1 2>&1 | grep -E "prompt of|decode at" | sed "s/^/unpacked $1 $2: /" |
     tee -a "$OUT/pp.log" | sed 's/ (batches.*//'
+done
+# Batches of 2,048 (issue 41, item 3): the weights unpacked once for four times the
+# tokens.
+for u in true false; do
+  timeout 90 /tmp/compare --adapter NVIDIA --synthetic llama3-8b --skip-matvec --pp 2048 -n 4 \
+    --ubatch 2048 --unpacked-matmul $u 2>&1 | grep -E "prompt of" |
+    sed "s/^/ubatch 2048 unpacked $u: /" | tee -a "$OUT/pp.log" | sed 's/ (batches.*//'
 done
 fi
