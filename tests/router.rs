@@ -599,8 +599,9 @@ fn matmuls_take_cooperative_matrices_where_they_fill_the_device() {
 /// Unpacked matmuls where a run asks for them: on the H200's profile a matrix that
 /// fills the device takes `matmul/unpacked` (its clause gives the tile and the scratch
 /// it needs: its rows in whole tiles of f16, and the batch's x), one a batch splits
-/// into too few tiles still takes dot4, not asking leaves them tiled, and asking where
-/// the batch is not on cooperative matrices is refused.
+/// into too few tiles still takes dot4, one whose unpacked weights would not fit a
+/// binding stays tiled, not asking leaves them tiled, and asking where the batch is
+/// not on cooperative matrices is refused.
 #[test]
 fn matmuls_unpack_where_asked() {
     let h200 = DeviceProfile::preset("h200").unwrap();
@@ -632,6 +633,20 @@ fn matmuls_unpack_where_asked() {
         small.launch().tiled().map(|l| l.engine()),
         Some(MatmulEngine::Dot4 { .. })
     ));
+    // A device whose bindings hold 64 MiB: the 117 MB of 14,336 x 4,096 unpacked stay
+    // tiled, and the clause says why.
+    let small_bindings = DeviceProfile {
+        max_binding_bytes: 64 << 20,
+        ..h200.clone()
+    };
+    let matvec = route(&small_bindings, GgmlType::Q4_K, 14336, 4096).unwrap();
+    let tiled = route_matmul(&small_bindings, &unpacked, matvec.launch(), 512).unwrap();
+    assert!(matches!(tiled.launch(), BatchLaunch::Tiled(_)), "{tiled:?}");
+    let why: Vec<String> = tiled.clauses().iter().map(|c| c.to_string()).collect();
+    assert!(
+        why.iter().any(|c| c.contains("exceed the largest binding")),
+        "{why:?}"
+    );
     let not_asked = coop.clone().with_unpacked(&h200, None).unwrap();
     assert!(not_asked.unpacked().is_none());
     assert!(matches!(

@@ -281,9 +281,17 @@ pub enum Clause {
         tile: (u64, u64),
         /// Whether a subgroup loads the next K step's matrices before multiplying.
         prefetch: bool,
-        /// Bytes of the two scratch buffers: the largest matrix's unpacked weights,
-        /// and a batch's unpacked x.
+        /// Bytes of the two scratch buffers: the matrix's unpacked weights, and a
+        /// batch's unpacked x.
         scratch: (u64, u64),
+    },
+    /// Unpacked matmuls were asked for, and this matrix's unpacked weights or its
+    /// batch's x would not fit one binding: it stays tiled.
+    MatmulUnpackedPastBinding {
+        /// Bytes of its unpacked weights and of a batch's unpacked x.
+        scratch: (u64, u64),
+        /// The largest binding the device takes.
+        binding: u64,
     },
     /// (token, query head) rows and key positions per prefill attention workgroup.
     PrefillAttentionTiles {
@@ -622,6 +630,14 @@ impl std::fmt::Display for Clause {
                 } else {
                     ""
                 }
+            ),
+            Clause::MatmulUnpackedPastBinding {
+                scratch: (weights, x),
+                binding,
+            } => write!(
+                f,
+                "tiled, not unpacked as asked: {weights} bytes of unpacked weights or {x} of \
+                 x exceed the largest binding ({binding} bytes)"
             ),
             Clause::PrefillAttentionTiles {
                 rows,

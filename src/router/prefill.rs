@@ -331,14 +331,22 @@ pub fn route_matmul(
     let launch = match (chosen, engine.unpacked) {
         (MatmulEngine::CoopMatrix { shape, .. }, Some(unpacked)) => {
             let u = UnpackedMatmul::of(matvec, unpacked)?;
-            clauses.clear();
-            clauses.push(Clause::MatmulUnpacked {
-                shape,
-                tile: (unpacked.tile_rows(), unpacked.tile_tokens()),
-                prefetch: unpacked.prefetch,
-                scratch: (u.weight_scratch_bytes(), u.x_scratch_bytes(tokens)),
-            });
-            BatchLaunch::Unpacked(u)
+            let scratch = (u.weight_scratch_bytes(), u.x_scratch_bytes(tokens));
+            let binding = profile.usable_binding_bytes();
+            if scratch.0.max(scratch.1) > binding {
+                // A scratch one binding cannot hold: the tiled kernel, which needs none.
+                clauses.push(Clause::MatmulUnpackedPastBinding { scratch, binding });
+                BatchLaunch::Tiled(launch)
+            } else {
+                clauses.clear();
+                clauses.push(Clause::MatmulUnpacked {
+                    shape,
+                    tile: (unpacked.tile_rows(), unpacked.tile_tokens()),
+                    prefetch: unpacked.prefetch,
+                    scratch,
+                });
+                BatchLaunch::Unpacked(u)
+            }
         }
         _ => BatchLaunch::Tiled(launch),
     };
