@@ -465,12 +465,18 @@ fn unpacked_pipelines(
 /// type, then multiplied from memory) against the CPU reference, over weights in three
 /// bindings, for batches of 300, 64, 7 and 1 tokens through the same two scratch
 /// buffers (each batch's last tile of tokens holds stale tokens of the one before),
-/// outputs written into a wider y.
+/// outputs written into a wider y; the unpacking grids in rows of 9 workgroups, as a
+/// matrix past the device's workgroups per dimension lays them out.
 #[test]
 fn every_unpacked_matmul_matches_its_cpu_reference() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let profile = device.profile().clone();
+    // The unpacking grids laid out as the largest matrices' are: rows of 9 workgroups.
+    let narrow_grid = DeviceProfile {
+        max_workgroups_per_dim: 9,
+        ..profile.clone()
+    };
     let new_buffer = |what, bytes| {
         let b = device
             .create_buffer(what, bytes, BufferUse::Storage)
@@ -491,7 +497,10 @@ fn every_unpacked_matmul_matches_its_cpu_reference() {
             let wu = new_buffer("unpacked weights", um.weight_scratch_bytes());
             let xu = new_buffer("unpacked x", um.x_scratch_bytes(300));
             let mut list = CommandList::new();
-            for d in um.unpack_dispatches(&profile, unpack, &parts, wu).unwrap() {
+            for d in um
+                .unpack_dispatches(&narrow_grid, unpack, &parts, wu)
+                .unwrap()
+            {
                 list.dispatch(d);
             }
             device.submit(&list).unwrap();
@@ -520,7 +529,7 @@ fn every_unpacked_matmul_matches_its_cpu_reference() {
                 let mut list = CommandList::new();
                 let stride = per_token as u64;
                 list.dispatch(
-                    um.unpack_x_dispatch(&profile, unpack_x, x, stride, xu, n_tokens)
+                    um.unpack_x_dispatch(&narrow_grid, unpack_x, x, stride, xu, n_tokens)
                         .unwrap(),
                 );
                 list.dispatch(
