@@ -615,14 +615,43 @@ fn a_hostile_prompt_of_special_tokens_changes_no_other_sequence() {
 /// them where the steps stay on the column matvec).
 #[test]
 fn steps_of_many_rows_keep_each_sequence_its_own() {
-    let path = model_file(11);
-    let mut engine = engine_on_units(&path, &options(24));
-    let on_units = engine
+    many_rows_keep_each_sequence_its_own(options(24));
+}
+
+/// As [`steps_of_many_rows_keep_each_sequence_its_own`], the steps' layer matrices
+/// unpacked (`--unpacked-matmul true`: `Clause::DecodeRowsUnpacked`), on the adapter's
+/// matrix units or on emulated ones.
+#[test]
+fn unpacked_steps_of_many_rows_keep_each_sequence_its_own() {
+    let mut options = options(24);
+    options.routing.unpacked_matmul = Some(true);
+    let engine = many_rows_keep_each_sequence_its_own(options);
+    let unpacked = engine
         .model()
         .plan()
         .decode_rows
         .iter()
-        .any(|c| matches!(c, brass::router::Clause::DecodeRowsOnMatrixUnits { .. }));
+        .any(|c| matches!(c, brass::router::Clause::DecodeRowsUnpacked { .. }));
+    let profile = engine.model().device().profile();
+    assert!(
+        unpacked || profile.coop_matrix.is_none(),
+        "{}",
+        engine.model().plan()
+    );
+}
+
+/// The check of [`steps_of_many_rows_keep_each_sequence_its_own`] with `options`; the
+/// engine, for what else a caller checks of its plan.
+fn many_rows_keep_each_sequence_its_own(options: LoadOptions) -> Engine {
+    let path = model_file(11);
+    let mut engine = engine_on_units(&path, &options);
+    let on_units = engine.model().plan().decode_rows.iter().any(|c| {
+        matches!(
+            c,
+            brass::router::Clause::DecodeRowsOnMatrixUnits { .. }
+                | brass::router::Clause::DecodeRowsUnpacked { .. }
+        )
+    });
     let adapter = engine.model().device().profile().name.clone();
     eprintln!("{adapter}: steps of many rows on the matrix units: {on_units}");
     let mut rng = common::Rng::new(7);
@@ -689,4 +718,5 @@ fn steps_of_many_rows_keep_each_sequence_its_own() {
         }
     }
     eprintln!("largest difference from alone: {worst:.2e} of the logits' largest");
+    engine
 }

@@ -221,8 +221,9 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
 /// profile, cooperative matrices forced so the synthetic model's small matrices take
 /// them): every layer matrix's matmul is `matmul/unpacked` with its clause, the
 /// lm-head stays tiled, the scratch is the largest matrix's, and the printed plan
-/// says so; not asked for, nothing is unpacked; asked for on lavapipe (no matrix
-/// units), the load is refused with the reason.
+/// says so; with 24 sequences a decode step's rows take the layer matrices unpacked
+/// too; not asked for, nothing is unpacked; asked for on lavapipe (no matrix units),
+/// the load is refused with the reason.
 #[test]
 fn prompt_matmuls_unpack_where_asked() {
     use brass::router::{BatchLaunch, Clause};
@@ -268,6 +269,43 @@ fn prompt_matmuls_unpack_where_asked() {
     let tiled = plan(&file, &h200, &options(None)).unwrap();
     assert_eq!(tiled.unpacked_scratch(), None);
     assert!(!tiled.to_string().contains("unpacked"), "{tiled}");
+
+    // 24 sequences: steps of many rows take the layer matrices unpacked too, the
+    // lm-head the decode columns.
+    let many = LoadOptions {
+        sequences: 24,
+        ..options(Some(true))
+    };
+    let p = plan(&file, &h200, &many).unwrap();
+    for m in p.layers.iter().flat_map(|l| l.matrices()) {
+        assert!(
+            m.decode_unpacked.is_some() && m.decode_columns.is_none(),
+            "{p}"
+        );
+    }
+    assert!(p.output.decode_columns.is_some() && p.output.decode_unpacked.is_none());
+    assert!(
+        p.decode_rows
+            .iter()
+            .any(|c| matches!(c, Clause::DecodeRowsUnpacked { .. })),
+        "{p}"
+    );
+    let (weights, x) = p.decode_unpacked_scratch(24).unwrap();
+    assert!(weights > 0 && x > 0);
+    assert!(
+        p.to_string().contains("quant matrices unpacked, as asked"),
+        "{p}"
+    );
+    let columns = plan(
+        &file,
+        &h200,
+        &LoadOptions {
+            sequences: 24,
+            ..options(None)
+        },
+    )
+    .unwrap();
+    assert_eq!(columns.decode_unpacked_scratch(24), None);
 
     let lavapipe_options = LoadOptions {
         routing: Overrides {

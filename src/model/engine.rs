@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::forward::{DecodeScratch, Head, Output, Place, SeqAt};
-use super::layout::{DecodeRows, Widths};
+use super::layout::{DecodeRows, UnpackedScratch, Widths};
 use super::non_finite::Probes;
 use super::{LoadOptions, Model};
 use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice};
@@ -225,16 +225,17 @@ impl Engine {
         let buffers = OwnedBuffers::new(model.device().clone());
         let widths = Widths::of(model.config(), &model.plan().offsets);
         let windows = model.windows.len() as u64;
-        let rows = DecodeRows::new(
+        let capacity = model.sequences() as u64;
+        let mut rows = DecodeRows::new(
             &buffers,
             &widths,
-            (
-                model.sequences() as u64,
-                model.config().vocab as u64,
-                windows,
-            ),
+            (capacity, model.config().vocab as u64, windows),
             (model.plan().attention.launch(), model.device().profile()),
         )?;
+        if let Some(bytes) = model.plan().decode_unpacked_scratch(capacity) {
+            let scratch = UnpackedScratch::new(&buffers, "decode rows'", bytes)?;
+            rows.rows.unpacked = Some(scratch);
+        }
         Ok(Engine {
             model,
             tokenizer,

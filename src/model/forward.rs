@@ -220,12 +220,27 @@ impl<'m> Pass<'m> {
         }
     }
 
+    /// The unpacked matmul `m` multiplies this pass's rows with: in a decode step of
+    /// [`DECODE_MATRIX_UNITS_FROM`] rows or more, where the plan gave it one.
+    fn unpacked_rows<'a>(&self, m: &'a Matrix) -> Option<&'a UnpackedMatmul> {
+        match self.place {
+            Place::Each(_) if self.n >= DECODE_MATRIX_UNITS_FROM => m.plan.decode_unpacked.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether `m` multiplies this pass's rows on the matrix units (the decode columns
+    /// or unpacked), where a matvec would take them.
+    fn rows_on_units(&self, m: &Matrix) -> bool {
+        self.on_matrix_units(m).is_some() || self.unpacked_rows(m).is_some()
+    }
+
     /// Whether any of `ms` takes x quantized in this pass: a matvec whose route reads
     /// x as the op before wrote it quantized (`XForm::Q8`), or a matmul of int8 x
-    /// (the decode columns' included).
+    /// (the decode columns' and the unpacked decode rows' included).
     fn takes_q8(&self, ms: &[&Matrix]) -> bool {
         ms.iter().any(|m| match self.kind() {
-            LinearKind::Matvec if self.on_matrix_units(m).is_some() => true,
+            LinearKind::Matvec if self.rows_on_units(m) => true,
             LinearKind::Matvec => m.plan.route.launch().x_form() == XForm::Q8,
             LinearKind::Matmul => m
                 .plan
@@ -299,8 +314,16 @@ impl<'m> Pass<'m> {
     fn linear(&mut self, ms: &[&Matrix], x: X, (y, y_stride): (Slice, u64)) -> Result<()> {
         let model = self.model;
         let dev = model.device.as_ref();
+        // The matrices of one call share x: the unpacked ones convert it once.
         let mut x_unpacked = false;
         for m in ms {
+            if let Some(u) = self.unpacked_rows(m) {
+                // A step of many rows, unpacked as asked (`DecodeRowsUnpacked`).
+                let fresh = !std::mem::replace(&mut x_unpacked, true);
+                let x = fresh.then_some(x);
+                self.unpacked_matmul(m, u, &m.decode_unpacked, x, (y, y_stride))?;
+                continue;
+            }
             if let Some(launch) = self.on_matrix_units(m) {
                 // A step of many rows: its matrices on the matrix units (the plan's
                 // `DecodeRowsOnMatrixUnits`), every row still computed alone.
@@ -356,9 +379,9 @@ impl<'m> Pass<'m> {
                             self.matmul(m, launch, &m.matmul, x, (y, y_stride))?
                         }
                         BatchLaunch::Unpacked(u) => {
-                            // The matrices of one call share x: converted once.
                             let fresh = !std::mem::replace(&mut x_unpacked, true);
-                            self.unpacked_matmul(m, u, fresh.then_some(x), (y, y_stride))?
+                            let x = fresh.then_some(x);
+                            self.unpacked_matmul(m, u, &m.unpacked, x, (y, y_stride))?
                         }
                     }
                 }
@@ -367,19 +390,21 @@ impl<'m> Pass<'m> {
         Ok(())
     }
 
-    /// y rows = W · x rows by `u`, over `m`'s weights: the weights unpacked into the
-    /// batch's scratch, x too where `x` is given (the first unpacked matrix of a
-    /// `linear` call; the others find it there), then the multiply.
+    /// y rows = W · x rows by `u`, over `m`'s weights (its pipelines made once, in
+    /// `pipelines`): the weights unpacked into the pass's scratch, x too where `x` is
+    /// given (the first unpacked matrix of a `linear` call; the others find it there),
+    /// then the multiply.
     fn unpacked_matmul(
         &mut self,
         m: &Matrix,
         u: &UnpackedMatmul,
+        pipelines: &OnceLock<[PipelineId; 3]>,
         x: Option<X>,
         (y, y_stride): (Slice, u64),
     ) -> Result<()> {
         let model = self.model;
         let dev = model.device.as_ref();
-        let [unpack, unpack_x, gemm] = once(&m.unpacked, || u.pipelines(dev, &model.pipelines))?;
+        let [unpack, unpack_x, gemm] = once(pipelines, || u.pipelines(dev, &model.pipelines))?;
         let scratch = self
             .rows
             .unpacked
@@ -617,7 +642,7 @@ impl<'m> Pass<'m> {
         let f32_hidden = self.first_rows(self.rows.hidden, 4 * self.w.ffn);
         let q8_hidden = self.first_rows(self.rows.hidden_q8, q8_row(self.w.ffn));
         let glu_inside = self.kind() == LinearKind::Matvec
-            && self.on_matrix_units(&l.down).is_none()
+            && !self.rows_on_units(&l.down)
             && matches!(l.down.plan.route.launch().x_form(), XForm::Glu { .. });
         let x = if glu_inside {
             // The down projection's matvec computes act(gate) * up itself.
@@ -1070,15 +1095,8 @@ impl Model {
             );
             let widths = Widths::of(&self.config, &self.plan.offsets);
             let mut rows = Rows::new(&buffers, &widths, ubatch, tokens)?;
-            if let Some((weights, x)) = self.plan.unpacked_scratch() {
-                let storage = |label: &str, bytes: u64| -> Result<Slice> {
-                    let b = buffers.create(label, bytes, BufferUse::Storage)?;
-                    Ok(Slice::new(b, 0, bytes))
-                };
-                rows.unpacked = Some(UnpackedScratch {
-                    weights: storage("unpacked weights", weights)?,
-                    x: storage("unpacked x", x)?,
-                });
+            if let Some(bytes) = self.plan.unpacked_scratch() {
+                rows.unpacked = Some(UnpackedScratch::new(&buffers, "prefill", bytes)?);
             }
             *batch = Some(BatchBuffers {
                 rows,

@@ -150,6 +150,26 @@ pub(super) struct UnpackedScratch {
     pub x: Slice,
 }
 
+impl UnpackedScratch {
+    /// Buffers of `weights` and `x` bytes (`Plan::unpacked_scratch`,
+    /// `Plan::decode_unpacked_scratch`), labelled as `whose`.
+    pub(super) fn new(
+        buffers: &OwnedBuffers,
+        whose: &str,
+        (weights, x): (u64, u64),
+    ) -> Result<UnpackedScratch> {
+        let storage = |what: &str, bytes: u64| -> Result<Slice> {
+            let label = format!("{whose} unpacked {what}");
+            let b = buffers.create(&label, bytes, BufferUse::Storage)?;
+            Ok(Slice::new(b, 0, bytes))
+        };
+        Ok(UnpackedScratch {
+            weights: storage("weights", weights)?,
+            x: storage("x", x)?,
+        })
+    }
+}
+
 impl Rows {
     pub(super) fn new(
         buffers: &OwnedBuffers,

@@ -117,6 +117,7 @@ impl Model {
                 matvec: OnceLock::new(),
                 matmul: OnceLock::new(),
                 unpacked: OnceLock::new(),
+                decode_unpacked: OnceLock::new(),
                 columns: OnceLock::new(),
             })
         };

@@ -179,8 +179,10 @@ struct Matrix {
     queue: Option<Slice>,
     matvec: OnceLock<PipelineId>,
     matmul: OnceLock<PipelineId>,
-    /// An unpacked matmul's three: the weights' unpacking, x's, the multiply.
+    /// An unpacked matmul's three (the weights' unpacking, x's, the multiply): a
+    /// batch's, and a decode step's rows' (`PlannedMatrix::decode_unpacked`).
     unpacked: OnceLock<[PipelineId; 3]>,
+    decode_unpacked: OnceLock<[PipelineId; 3]>,
     /// The decode columns' (`PlannedMatrix::decode_columns`).
     columns: OnceLock<PipelineId>,
 }

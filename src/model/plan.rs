@@ -13,7 +13,7 @@ use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::KvType;
-use crate::kernels::matmul::{MatmulEngine, MatmulLaunch, UnpackedEngine};
+use crate::kernels::matmul::{MatmulEngine, MatmulLaunch, UnpackedEngine, UnpackedMatmul};
 use crate::kernels::matvec::Family;
 use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
@@ -51,6 +51,14 @@ pub const DECODE_MATRIX_UNITS_FROM: u64 = 20;
 /// shapes at 32 rows taken together.
 const DECODE_COLUMNS_TILE: (u32, u32, u32) = (2, 2, 4);
 
+/// The unpacked matmul's tile for a decode step's rows where the run asks for unpacked
+/// matmuls, as (row parts, token blocks a subgroup): 4 x 2, 256 rows by 64 tokens at
+/// S = 16, between the prompt's 128 x 128 (a step of 32 rows would leave three
+/// quarters of its tokens empty) and 512 x 32 (28 workgroups for a 14,336-row
+/// matrix). Not measured: `results/prefill/unpacked/lease.sh` benches the three at 32
+/// tokens.
+pub const DECODE_UNPACKED_TILE: (u32, u32) = (4, 2);
+
 /// A weight matrix of the forward pass: one GGUF tensor, or several stacked row-wise
 /// when they share an input and a type (Q, K and V; gate and up), so that one dispatch
 /// computes them all. One token multiplies it by its matvec, a batch by its matmul
@@ -69,6 +77,10 @@ pub struct PlannedMatrix {
     /// rows a step, where the model serves that many sequences and the adapter has
     /// cooperative matrices (`matmul/columns.wgsl`).
     pub decode_columns: Option<MatmulLaunch>,
+    /// Its decode step's rows unpacked (`matmul/unpacked`, where the run asks for
+    /// unpacked matmuls), from `DECODE_MATRIX_UNITS_FROM` rows a step, in place of the
+    /// decode columns.
+    pub decode_unpacked: Option<UnpackedMatmul>,
 }
 
 impl PlannedMatrix {
@@ -382,15 +394,29 @@ fn decode_columns_plan(
     }
     let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
     let engine = MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?;
-    let matrices = layers
-        .iter_mut()
-        .flat_map(LayerPlan::matrices_mut)
-        .chain([output]);
-    for m in matrices {
+    // Unpacked where asked (and the adapter runs it): the layer matrices, whose
+    // unpacked weights one scratch holds; the lm-head keeps the columns.
+    let unpacked = match options.routing.unpacked_matmul {
+        Some(true) => UnpackedEngine::on(profile, DECODE_UNPACKED_TILE, true).ok(),
+        _ => None,
+    };
+    let binding = profile.usable_binding_bytes();
+    let rows = options.sequences as u64;
+    for m in layers.iter_mut().flat_map(LayerPlan::matrices_mut) {
         let launch = m.route.launch();
-        if launch.family() == Family::Dot4 {
-            m.decode_columns = MatmulLaunch::of(launch, engine).ok();
+        if launch.family() != Family::Dot4 {
+            continue;
         }
+        let u = unpacked.and_then(|e| UnpackedMatmul::of(launch, e).ok());
+        match u {
+            Some(u) if u.weight_scratch_bytes().max(u.x_scratch_bytes(rows)) <= binding => {
+                m.decode_unpacked = Some(u)
+            }
+            _ => m.decode_columns = MatmulLaunch::of(launch, engine).ok(),
+        }
+    }
+    if output.route.launch().family() == Family::Dot4 {
+        output.decode_columns = MatmulLaunch::of(output.route.launch(), engine).ok();
     }
     Some(engine)
 }
@@ -422,6 +448,16 @@ fn decode_rows_plan(
             rows: engine.tile(),
             tokens: engine.token_tile(),
         });
+        let unpacked: Vec<&UnpackedMatmul> = matrices()
+            .filter_map(|m| m.decode_unpacked.as_ref())
+            .collect();
+        if let Some(e) = unpacked.first().map(|u| u.engine()) {
+            clauses.push(Clause::DecodeRowsUnpacked {
+                from: DECODE_MATRIX_UNITS_FROM,
+                matrices: unpacked.len() as u64,
+                tile: (e.tile_rows(), e.tile_tokens()),
+            });
+        }
     }
     clauses.push(Clause::DecodeAttentionRows);
     clauses
@@ -523,10 +559,12 @@ fn plan_prefill(
 }
 
 /// What the unpacked matmuls' scratch can take, where the run asks for them and the
-/// adapter can run them (0 elsewhere): the unpacked weights of the largest layer
-/// matrix (q, k and v stacked, gate and up stacked, the output and down projections)
-/// and a batch's widest unpacked x, each in whole tiles. Counted against the device
-/// before the matrices are routed, so at least what `Plan::unpacked_scratch` finds.
+/// adapter can run them (0 elsewhere): for a prompt's batch, and for a decode step of
+/// many sequences where the model serves that many, the unpacked weights of the
+/// largest layer matrix (q, k and v stacked, gate and up stacked, the output and down
+/// projections) and the widest unpacked x of its rows, each in whole tiles. Counted
+/// against the device before the matrices are routed, so at least what
+/// `Plan::unpacked_scratch` and `Plan::decode_unpacked_scratch` find.
 fn unpacked_scratch_bound(
     config: &Config,
     widths: &Widths,
@@ -536,9 +574,6 @@ fn unpacked_scratch_bound(
     if options.routing.unpacked_matmul != Some(true) {
         return 0;
     }
-    let Ok(engine) = UnpackedEngine::on(profile, UNPACKED_TILE, true) else {
-        return 0;
-    };
     let (dim, ffn) = (config.dim as u64, config.ffn_dim as u64);
     let q_dim = (config.n_heads * config.head_dim) as u64;
     let shapes = [
@@ -547,16 +582,27 @@ fn unpacked_scratch_bound(
         (widths.gate_up, dim),
         (dim, ffn),
     ];
-    let bytes = engine.shape.input.bytes();
-    let weights = shapes
-        .iter()
-        .map(|&(m, k)| m.next_multiple_of(engine.tile_rows()) * k * bytes)
-        .max()
-        .unwrap_or(0);
+    let scratch = |tile, rows: u64| {
+        let Ok(engine) = UnpackedEngine::on(profile, tile, true) else {
+            return 0;
+        };
+        let bytes = engine.shape.input.bytes();
+        let weights = shapes
+            .iter()
+            .map(|&(m, k)| m.next_multiple_of(engine.tile_rows()) * k * bytes)
+            .max()
+            .unwrap_or(0);
+        let widest = shapes.iter().map(|&(_, k)| k).max().unwrap_or(0);
+        let x = rows.next_multiple_of(engine.tile_tokens()) * widest * bytes;
+        weights.saturating_add(x)
+    };
     let ubatch = options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64;
-    let widest = shapes.iter().map(|&(_, k)| k).max().unwrap_or(0);
-    let x = ubatch.next_multiple_of(engine.tile_tokens()) * widest * bytes;
-    weights.saturating_add(x)
+    let sequences = options.sequences as u64;
+    let decode = match sequences >= DECODE_MATRIX_UNITS_FROM {
+        true => scratch(DECODE_UNPACKED_TILE, sequences),
+        false => 0,
+    };
+    scratch(UNPACKED_TILE, ubatch).saturating_add(decode)
 }
 
 /// Share of the device's memory a default context may fill: the rest is left to the
@@ -647,6 +693,7 @@ impl Planner<'_> {
             route: self.route(name, MatvecQuery { ty: t.ty, m, k, x })?,
             batch: None,
             decode_columns: None,
+            decode_unpacked: None,
         })
     }
 
@@ -699,6 +746,7 @@ impl Planner<'_> {
             route: self.route(&name, query)?,
             batch: None,
             decode_columns: None,
+            decode_unpacked: None,
         }])
     }
 }
@@ -717,6 +765,18 @@ impl Plan {
                 }
                 BatchLaunch::Tiled(_) => None,
             })
+            .reduce(|(w, x), (w2, x2)| (w.max(w2), x.max(x2)))
+    }
+
+    /// Bytes of a decode step's unpacked-matmul scratch over `rows` rows, where its
+    /// matrices have unpacked decode routes: the largest matrix's unpacked weights, and
+    /// the rows' x.
+    pub fn decode_unpacked_scratch(&self, rows: u64) -> Option<(u64, u64)> {
+        self.layers
+            .iter()
+            .flat_map(LayerPlan::matrices)
+            .filter_map(|m| m.decode_unpacked.as_ref())
+            .map(|u| (u.weight_scratch_bytes(), u.x_scratch_bytes(rows)))
             .reduce(|(w, x), (w2, x2)| (w.max(w2), x.max(x2)))
     }
 

@@ -388,6 +388,16 @@ pub enum Clause {
         /// Tokens of a workgroup's tile.
         tokens: u64,
     },
+    /// Steps of `from` rows or more multiply the layer matrices unpacked, as asked
+    /// (`matmul/unpacked`: each step unpacks each matrix's weights and the rows' x).
+    DecodeRowsUnpacked {
+        /// Rows a step needs.
+        from: u64,
+        /// Matrices that take them there.
+        matrices: u64,
+        /// Rows and tokens of a workgroup's tile.
+        tile: (u64, u64),
+    },
     /// A decode step of several sequences: RoPE with the cache append, and attention,
     /// are one dispatch each over the step's rows, each row at its own position in its
     /// own sequence's region of the cache, split as its own positions split alone.
@@ -708,6 +718,18 @@ impl std::fmt::Display for Clause {
                 "steps of {from} rows or more multiply {matrices} quant matrices on the matrix \
                  units, {rows} x {tokens} a workgroup: still no row depends on another, but \
                  weights and x meet in f16, so a row's logits are not the column matvec's"
+            ),
+            Clause::DecodeRowsUnpacked {
+                from,
+                matrices,
+                tile: (rows, tokens),
+            } => write!(
+                f,
+                "steps of {from} rows or more multiply {matrices} quant matrices unpacked, as \
+                 asked: each step decodes their weights and the rows' x into f16 rows \
+                 multiplied from memory, {rows} x {tokens} a workgroup; no row depends on \
+                 another, but weights and x meet in f16, so a row's logits are not the \
+                 column matvec's"
             ),
             Clause::DecodeAttentionRows => write!(
                 f,
