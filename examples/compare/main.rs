@@ -79,8 +79,7 @@ struct Args {
     #[arg(long)]
     coop_matrix: Option<bool>,
     /// Whether prompts' attention runs on the matrix units (attention/flash): true
-    /// where the adapter can run it, false for the scalar kernel (default: the scalar
-    /// kernel, until the matrix kernel's whole test has passed on such a device).
+    /// where the adapter can run it (the default), false for the scalar kernel.
     #[arg(long)]
     matrix_attention: Option<bool>,
     /// Whether a prompt batch's quant matrices multiply unpacked (matmul/unpacked:

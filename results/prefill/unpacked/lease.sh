@@ -14,7 +14,7 @@ BIN=${BIN:-unpacked1}
 PART=${1:-kernels}
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export BRASS_CACHE=/tmp/bc BRASS_ADAPTER=NVIDIA
+export BRASS_CACHE=${BRASS_CACHE:-/tmp/bc} BRASS_ADAPTER=NVIDIA
 mkdir -p /work && ln -sfn "$PWD" /work/main
 for b in compare matmul_test matmul_bench prefill_test engine_test; do
     xz -dc ".bin/$BIN/$b.xz" >"/tmp/$b"; chmod +x "/tmp/$b"; done

@@ -92,11 +92,6 @@ pub enum PrefillEngine {
 pub enum NoMatrixAttention {
     /// The run turned cooperative matrices, or the matrix attention, off.
     Asked,
-    /// The run did not ask for it, and it is not yet the default: on matrix units its
-    /// test (`prefill_attention_on_matrix_units_matches_the_reference`) has passed on
-    /// the H200 only for one head of 64 values over up to 40 tokens, not yet in whole
-    /// (with the matrices emulated on subgroups, its logic passes on lavapipe).
-    NotYetVerified,
     /// The adapter offers no shape brass stages (f16 or f32 in, f32 out).
     NoShape,
     /// The adapter has no subgroups, or lanes too few for a softmax team.
@@ -129,11 +124,6 @@ impl std::fmt::Display for NoMatrixAttention {
                     "the run turned cooperative matrices or matrix attention off"
                 )
             }
-            NoMatrixAttention::NotYetVerified => write!(
-                f,
-                "the matrix kernel (attention/flash) is not yet the default, its whole test \
-                 not yet passed on a device with matrix units (--matrix-attention true runs it)"
-            ),
             NoMatrixAttention::NoShape => write!(f, "the adapter has no cooperative matrices"),
             NoMatrixAttention::NoSubgroups => {
                 write!(f, "the adapter has no subgroups of at least 4 lanes")
