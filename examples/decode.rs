@@ -100,7 +100,8 @@ struct Args {
     #[arg(long)]
     coop_matrix: Option<bool>,
     /// Whether prompts' attention runs on the matrix units (attention/flash): true
-    /// where the adapter can run it (the default), false for the scalar kernel.
+    /// where the adapter can run it, false for the scalar kernel (default: the scalar
+    /// kernel, until the family and long-context tests pass with it on the H200).
     #[arg(long)]
     matrix_attention: Option<bool>,
     /// Whether a prompt batch's quant matrices multiply unpacked (matmul/unpacked:

@@ -344,23 +344,21 @@ fn prompt_attention_goes_to_the_matrix_units_where_planned() {
         };
         (b.attention.clone(), p.to_string())
     };
-    // By default, and when asked.
-    for matrix in [None, Some(true)] {
-        let (on_units, text) = attention(&h200, None, matrix);
-        assert!(
-            matches!(on_units.launch().engine(), PrefillEngine::Matrix { .. }),
-            "{text}"
-        );
-        assert!(matches!(
-            on_units.clauses(),
-            [Clause::PrefillAttentionOnMatrixUnits { .. }]
-        ));
-        assert!(
-            text.contains("causal flash attention on 16x16 f16 matrix units"),
-            "{text}"
-        );
-    }
+    let (on_units, text) = attention(&h200, None, Some(true));
+    assert!(
+        matches!(on_units.launch().engine(), PrefillEngine::Matrix { .. }),
+        "{text}"
+    );
+    assert!(matches!(
+        on_units.clauses(),
+        [Clause::PrefillAttentionOnMatrixUnits { .. }]
+    ));
+    assert!(
+        text.contains("causal flash attention on 16x16 f16 matrix units"),
+        "{text}"
+    );
     for (profile, coop, matrix, why) in [
+        (&h200, None, None, NoMatrixAttention::NotYetVerified),
         (&h200, Some(false), Some(true), NoMatrixAttention::Asked),
         (&h200, None, Some(false), NoMatrixAttention::Asked),
         (&lavapipe, None, Some(true), NoMatrixAttention::NoShape),

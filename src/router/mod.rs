@@ -136,9 +136,12 @@ pub struct Overrides {
     /// adapter has none), no (dot4), or (None) where the adapter has them
     /// ([`route_matmul_engine`]).
     pub coop_matrix: Option<bool>,
-    /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes or
-    /// (None) where the adapter can run it (else the scalar kernel, and the clause says
-    /// why), or no.
+    /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
+    /// where the adapter can run it (else the scalar kernel, and the clause says why),
+    /// no, or (None) not yet: the family and long-context tests do not yet pass with
+    /// it on the H200 ([`NoMatrixAttention::NotYetVerified`]).
+    ///
+    /// [`NoMatrixAttention::NotYetVerified`]: crate::kernels::attention::NoMatrixAttention::NotYetVerified
     pub matrix_attention: Option<bool>,
     /// Whether a batch's quant matrices multiply unpacked (`matmul/unpacked.wgsl`:
     /// weights and x decoded once a batch into rows the matrix units load from memory)

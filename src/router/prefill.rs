@@ -375,11 +375,11 @@ impl PrefillAttentionRoute {
     }
 }
 
-/// Routes the prefill attention: on the matrix units where the adapter has them and
-/// neither `coop` nor `matrix` turns them off ([`PrefillAttention::on_matrix_units`]:
-/// the tile that computes the head in the fewest slices, then the most rows; its whole
-/// test passed on the H200 on 2026-12-05, `results/prefill/flash`); else the scalar
-/// kernel with the most (token, query head) rows and the longest key
+/// Routes the prefill attention: on the matrix units where `matrix` asks for them, the
+/// adapter has them and `coop` does not turn them off
+/// ([`PrefillAttention::on_matrix_units`]: the tile that computes the head in the fewest
+/// slices, then the most rows; not yet by default, [`NoMatrixAttention::NotYetVerified`]);
+/// else the scalar kernel with the most (token, query head) rows and the longest key
 /// tile that fit the workgroup memory (up to [`PREFILL_WORKGROUP_BYTES`]), the head
 /// sliced where one row does not fit, and the keys in passes where the device ends an
 /// invocation's loops after a count.
@@ -391,7 +391,8 @@ pub fn route_prefill_attention(
 ) -> Result<PrefillAttentionRoute> {
     let why = match (coop, matrix) {
         (Some(false), _) | (_, Some(false)) => NoMatrixAttention::Asked,
-        _ => match PrefillAttention::on_matrix_units(heads, kv, profile)? {
+        (_, None) => NoMatrixAttention::NotYetVerified,
+        (_, Some(true)) => match PrefillAttention::on_matrix_units(heads, kv, profile)? {
             Ok(launch) => {
                 launch.check(profile)?;
                 let PrefillEngine::Matrix { shape, .. } = launch.engine() else {
