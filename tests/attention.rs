@@ -744,10 +744,15 @@ fn prefill_launches(g: &Gpu, h: Heads, kv: KvType) -> Vec<PrefillAttention> {
         return Vec::new();
     }
     let profile = g.device.profile();
-    let mut launches = vec![PrefillAttention::new(h, kv, profile).unwrap()];
+    let device = PrefillAttention::new(h, kv, profile).unwrap();
+    let mut launches = vec![device.clone()];
     let tiny = PrefillAttention::with_budget(h, kv, 2 << 10, 3).unwrap();
     if !launches.contains(&tiny) {
         launches.push(tiny);
+    }
+    // Register tiles of 4 rows (the bench's option): twice the invocations.
+    if let Some(four) = device.with_tile_rows(4) {
+        launches.push(four.with_loop_limit(profile.loop_iterations).unwrap());
     }
     for l in &launches {
         l.check(profile).unwrap();
@@ -948,10 +953,10 @@ fn prefill_attention_matches_the_reference() {
                     let expected = prefill_ref((&q, q_stride), (&ks, &vs), heads, tokens, None);
                     let exact = prefill_ref((&q, q_stride), (&k, &v), heads, tokens, None);
                     let (kc, vc, qb) = (g.cache(kv, &k, hd), g.cache(kv, &v, hd), g.buf(&q));
-                    // The sliced launch of the fewest rows per workgroup is slow on a CPU: it takes
-                    // the smaller cases.
+                    // The sliced launch of the fewest rows per workgroup, and the one of 4-row
+                    // register tiles, are slow on a CPU: they take the smaller cases.
                     let small = n_tokens * n_pos <= 4096;
-                    for launch in launches.iter().take(if small { 2 } else { 1 }) {
+                    for launch in launches.iter().take(if small { 3 } else { 1 }) {
                         let (actual, n_dispatches) =
                             g.prefill(launch, (start, n_tokens), (qb, q_stride), kc, vc, None);
                         let ctx = format!(

@@ -2,6 +2,7 @@ const WG: u32 = 32u;
 const HD: u32 = 128u;
 const KV_ROW: u32 = 64u;
 const ROWS: u32 = 32u;
+const TILE_QUADS: u32 = 2u;
 const KT: u32 = 32u;
 const CHUNK: u32 = 16u;
 const SLICE: u32 = 64u;
@@ -115,15 +116,18 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // memory by drivers. No subgroup operations, so any subgroup size is right.
 //
 // The host sets WG (invocations, at least ROWS), HD (head_dim, even), ROWS (a multiple
-// of 8), KT (a multiple of 4), CHUNK (pairs per staged chunk, a multiple of 4) and
-// SLICE (output pairs per workgroup, at most HD / 2); the workgroup memory they take is
-// the host's `PrefillAttention::workgroup_bytes`. The format includes give KvWord,
-// k_pair and v_pair.
+// of 4 TILE_QUADS), TILE_QUADS (row quads of an invocation's register tile: 2, 8 rows,
+// or 1, 4 rows: twice the invocations on the same workgroup memory), KT (a multiple of
+// 4), CHUNK (pairs per staged chunk, a multiple of 4) and SLICE (output pairs per
+// workgroup, at most HD / 2); the workgroup memory they take is the host's
+// `PrefillAttention::workgroup_bytes`. The format includes give KvWord, k_pair and
+// v_pair. The second row quad of a tile is written out under `if (TILE_QUADS == 2u)`,
+// a constant the compiler folds.
 
 
 const HALF: u32 = HD / 2u;
 const ROW_QUADS: u32 = ROWS / 4u;
-const ROW_TILES: u32 = ROWS / 8u;
+const ROW_TILES: u32 = ROW_QUADS / TILE_QUADS;
 const KEY_QUADS: u32 = KT / 4u;
 const PAIR_QUADS: u32 = CHUNK / 4u;
 // K is staged [pair][key], its rows one key longer than the tile, so the pairs that
@@ -171,18 +175,18 @@ fn stage_q(r0: u32, rows: u32, kvh: u32, c0: u32, nc: u32, lid: u32) {
     }
 }
 
-// Adds the scores of row tile rt (the 8 rows of row quads 2 rt and 2 rt + 1) with keys
-// kq, kq + KEY_QUADS, .. over the staged K chunk of nc pairs into the tile's scores
-// (the first chunk starts them). A matrix's column is a key, its rows the quad's rows.
+// Adds the scores of row tile rt (the 4 TILE_QUADS rows of row quads TILE_QUADS rt
+// on) with keys kq, kq + KEY_QUADS, .. over the staged K chunk of nc pairs into the
+// tile's scores (the first chunk starts them). A matrix's column is a key, its rows
+// the quad's rows.
 fn add_scores(rt: u32, kq: u32, nc: u32, first: bool) {
+    let qa = TILE_QUADS * rt;
     var sa = mat4x4<f32>();
     var sb = mat4x4<f32>();
     for (var p = 0u; p < nc; p++) {
-        let q = 2u * p * ROW_QUADS + 2u * rt;
+        let q = 2u * p * ROW_QUADS + qa;
         let qax = q_tile[q];
-        let qbx = q_tile[q + 1u];
         let qay = q_tile[q + ROW_QUADS];
-        let qby = q_tile[q + ROW_QUADS + 1u];
         let k = p * K_STRIDE + kq;
         let k0 = kv_tile[k];
         let k1 = kv_tile[k + KEY_QUADS];
@@ -192,17 +196,25 @@ fn add_scores(rt: u32, kq: u32, nc: u32, first: bool) {
         sa[1] += qax * k1.x + qay * k1.y;
         sa[2] += qax * k2.x + qay * k2.y;
         sa[3] += qax * k3.x + qay * k3.y;
-        sb[0] += qbx * k0.x + qby * k0.y;
-        sb[1] += qbx * k1.x + qby * k1.y;
-        sb[2] += qbx * k2.x + qby * k2.y;
-        sb[3] += qbx * k3.x + qby * k3.y;
+        if (TILE_QUADS == 2u) {
+            let qbx = q_tile[q + 1u];
+            let qby = q_tile[q + ROW_QUADS + 1u];
+            sb[0] += qbx * k0.x + qby * k0.y;
+            sb[1] += qbx * k1.x + qby * k1.y;
+            sb[2] += qbx * k2.x + qby * k2.y;
+            sb[3] += qbx * k3.x + qby * k3.y;
+        }
     }
     if (!first) {
-        sa += read_scores(kq, 2u * rt);
-        sb += read_scores(kq, 2u * rt + 1u);
+        sa += read_scores(kq, qa);
     }
-    write_scores(kq, 2u * rt, sa);
-    write_scores(kq, 2u * rt + 1u, sb);
+    write_scores(kq, qa, sa);
+    if (TILE_QUADS == 2u) {
+        if (!first) {
+            sb += read_scores(kq, qa + 1u);
+        }
+        write_scores(kq, qa + 1u, sb);
+    }
 }
 
 // The scores of row quad rq with keys kq, kq + KEY_QUADS, ...
@@ -254,12 +266,17 @@ fn store_acc(p0: u32, pq: u32, nc: u32, xy: u32, rq: u32, a: mat4x4<f32>) {
 // p0, first rescaling them by the rows' factors. Every pair of the chunk is one
 // invocation's; the barrier after this keeps the next chunk's reads after its writes.
 fn add_values(rt: u32, pq: u32, p0: u32, nc: u32, nt: u32) {
-    let qa = 2u * rt;
-    let qb = qa + 1u;
+    let qa = TILE_QUADS * rt;
+    // The second quad is qa's again where tiles have one (never stored).
+    let qb = qa + TILE_QUADS - 1u;
     var xa = load_acc(p0, pq, nc, 0u, qa, rescale[qa]);
     var ya = load_acc(p0, pq, nc, 1u, qa, rescale[qa]);
-    var xb = load_acc(p0, pq, nc, 0u, qb, rescale[qb]);
-    var yb = load_acc(p0, pq, nc, 1u, qb, rescale[qb]);
+    var xb = mat4x4<f32>();
+    var yb = mat4x4<f32>();
+    if (TILE_QUADS == 2u) {
+        xb = load_acc(p0, pq, nc, 0u, qb, rescale[qb]);
+        yb = load_acc(p0, pq, nc, 1u, qb, rescale[qb]);
+    }
     for (var t = 0u; t < nt; t++) {
         let wa = scores[t * ROW_QUADS + qa];
         let wb = scores[t * ROW_QUADS + qb];
@@ -276,19 +293,23 @@ fn add_values(rt: u32, pq: u32, p0: u32, nc: u32, nt: u32) {
         ya[1] += wa * v1.y;
         ya[2] += wa * v2.y;
         ya[3] += wa * v3.y;
-        xb[0] += wb * v0.x;
-        xb[1] += wb * v1.x;
-        xb[2] += wb * v2.x;
-        xb[3] += wb * v3.x;
-        yb[0] += wb * v0.y;
-        yb[1] += wb * v1.y;
-        yb[2] += wb * v2.y;
-        yb[3] += wb * v3.y;
+        if (TILE_QUADS == 2u) {
+            xb[0] += wb * v0.x;
+            xb[1] += wb * v1.x;
+            xb[2] += wb * v2.x;
+            xb[3] += wb * v3.x;
+            yb[0] += wb * v0.y;
+            yb[1] += wb * v1.y;
+            yb[2] += wb * v2.y;
+            yb[3] += wb * v3.y;
+        }
     }
     store_acc(p0, pq, nc, 0u, qa, xa);
     store_acc(p0, pq, nc, 1u, qa, ya);
-    store_acc(p0, pq, nc, 0u, qb, xb);
-    store_acc(p0, pq, nc, 1u, qb, yb);
+    if (TILE_QUADS == 2u) {
+        store_acc(p0, pq, nc, 0u, qb, xb);
+        store_acc(p0, pq, nc, 1u, qb, yb);
+    }
 }
 
 @compute @workgroup_size(WG)

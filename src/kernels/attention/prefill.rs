@@ -178,6 +178,9 @@ pub struct PrefillAttention {
     chunk: u32,
     /// Output pairs per workgroup: the whole head unless its accumulators do not fit.
     slice: u32,
+    /// Rows of an invocation's register tile (the scalar kernel's): 8, or 4 (twice the
+    /// invocations on the same workgroup memory).
+    tile_rows: u32,
     /// The grid's limit per dimension: more row blocks take more dispatches.
     max_workgroups_per_dim: u32,
     /// Key positions a dispatch walks at most, where the device cuts an invocation's
@@ -250,7 +253,7 @@ impl PrefillAttention {
             self.key_tile as u64,
             self.chunk as u64,
         );
-        let (tile_rows, tile) = (PREFILL_TILE_ROWS as u64, PREFILL_TILE as u64);
+        let (tile_rows, tile) = (self.tile_rows as u64, PREFILL_TILE as u64);
         let half = self.heads.head_dim / 2;
         let strided = |n: u64| n.div_ceil(wg) + 1;
         let q_chunks = half.div_ceil(chunk);
@@ -353,21 +356,40 @@ impl PrefillAttention {
             heads,
             kv,
             engine: PrefillEngine::Scalar,
-            wg: Self::invocations(rows, key_tile, chunk),
+            wg: Self::invocations(rows, key_tile, chunk, PREFILL_TILE_ROWS),
             rows,
             key_tile,
             chunk,
             slice: (heads.head_dim / 2) as u32,
+            tile_rows: PREFILL_TILE_ROWS,
             max_workgroups_per_dim: max_workgroups_per_dim.max(1),
             keys_per_pass: None,
         })
     }
 
+    /// The scalar launch with register tiles of `tile_rows` rows (8 or 4), its
+    /// invocations following: None for another size, or rows not a multiple of it.
+    pub fn with_tile_rows(self, tile_rows: u32) -> Option<PrefillAttention> {
+        let fits = matches!(self.engine, PrefillEngine::Scalar)
+            && [8, 4].contains(&tile_rows)
+            && self.rows.is_multiple_of(tile_rows);
+        fits.then(|| PrefillAttention {
+            tile_rows,
+            wg: Self::invocations(self.rows, self.key_tile, self.chunk, tile_rows),
+            ..self
+        })
+    }
+
+    /// Rows of an invocation's register tile (the scalar kernel's).
+    pub fn tile_rows(&self) -> u32 {
+        self.tile_rows
+    }
+
     /// Invocations of a workgroup of `attention/prefill.wgsl`: one per register tile of
     /// the scores or of a V chunk's output, whichever are more (a warp at least, and one
     /// per row for the softmax), up to [`PREFILL_WG`].
-    fn invocations(rows: u32, key_tile: u32, chunk: u32) -> u32 {
-        let row_tiles = rows / PREFILL_TILE_ROWS;
+    fn invocations(rows: u32, key_tile: u32, chunk: u32, tile_rows: u32) -> u32 {
+        let row_tiles = rows / tile_rows;
         (row_tiles * key_tile.max(chunk) / PREFILL_TILE)
             .next_power_of_two()
             .clamp(32, PREFILL_WG)
@@ -493,6 +515,7 @@ impl PrefillAttention {
             key_tile,
             chunk: 0,
             slice: col_groups * out_blocks * s / 2,
+            tile_rows: PREFILL_TILE_ROWS,
             max_workgroups_per_dim: max_workgroups_per_dim.max(1),
             keys_per_pass: None,
         })
@@ -690,6 +713,7 @@ impl PrefillAttention {
             u("HD", self.heads.head_dim as u32),
             u("KV_ROW", self.kv.row_words(self.heads.head_dim) as u32),
             u("ROWS", self.rows),
+            u("TILE_QUADS", self.tile_rows / 4),
             u("KT", self.key_tile),
             u("CHUNK", self.chunk),
             u("SLICE", self.slice),
