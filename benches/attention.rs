@@ -13,7 +13,7 @@
 //!     [--heads 4/1x128] [--kv f16,f32,q8_0] [--workgroups 256,512] [--min-chunk 64,128]
 //!     [--merge last-workgroup,combine] [--portable] [--iters 30] [--adapter INDEX|NAME]
 //!     [--prefill-tokens 512,2048,8192] [--prefill-start 0] [--no-decode] [--no-prefill]
-//!     [--flash-tiles 64:32,32:64] [--scalar-tiles 64:32:16,32:32:32,16:32:32:4]
+//!     [--flash-tiles 64:32,32:64] [--scalar-tiles 64:32:16,32:32:32,16:32:32:8]
 
 use brass::device::{
     bandwidth_probe, coop_compute_probe, f32_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -87,9 +87,9 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     flash_tiles: Vec<String>,
     /// Also time the kernel without matrix units at these tiles, ROWS:KEYS:CHUNK each,
-    /// or ROWS:KEYS:CHUNK:TILE_ROWS with register tiles of 4 rows (comma-separated; the
-    /// whole head per workgroup), where they fit the workgroup memory, however little
-    /// the router allows itself.
+    /// or ROWS:KEYS:CHUNK:TILE_ROWS with register tiles of 8 or 4 rows (the router's 4
+    /// where not given; comma-separated; the whole head per workgroup), where they fit
+    /// the workgroup memory, however much the router allows itself.
     #[arg(long, value_delimiter = ',')]
     scalar_tiles: Vec<String>,
     /// cargo bench passes --bench; accepted and ignored.
@@ -213,8 +213,8 @@ fn scalar_tiles(
     for spec in &args.scalar_tiles {
         let sizes: Vec<u32> = spec.split(':').filter_map(|n| n.parse().ok()).collect();
         let (rows, keys, chunk, tile_rows) = match sizes[..] {
-            [rows, keys, chunk] => (rows, keys, chunk, 8),
-            [rows, keys, chunk, tile_rows] => (rows, keys, chunk, tile_rows),
+            [rows, keys, chunk] => (rows, keys, chunk, None),
+            [rows, keys, chunk, tile_rows] => (rows, keys, chunk, Some(tile_rows)),
             _ => {
                 return Err(brass::Error::Invalid(format!(
                     "--scalar-tiles {spec}: expected ROWS:KEYS:CHUNK[:TILE_ROWS]"
@@ -224,7 +224,10 @@ fn scalar_tiles(
         let tiles = (rows, keys, chunk);
         let launch =
             PrefillAttention::scalar_tiles(heads, kv, tiles, profile.max_workgroups_per_dim)
-                .and_then(|l| l.with_tile_rows(tile_rows));
+                .and_then(|l| match tile_rows {
+                    Some(rows) => l.with_tile_rows(rows),
+                    None => Some(l),
+                });
         let unsuited = "rows not a multiple of 8 (of the register tile's 8 or 4 rows), or \
                         keys or pairs of 4";
         if let Some(l) = fitting(profile, ("scalar", spec), launch, unsuited) {

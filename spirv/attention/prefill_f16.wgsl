@@ -1,10 +1,10 @@
-const WG: u32 = 32u;
+const WG: u32 = 64u;
 const HD: u32 = 128u;
 const KV_ROW: u32 = 64u;
 const ROWS: u32 = 32u;
-const TILE_QUADS: u32 = 2u;
+const TILE_QUADS: u32 = 1u;
 const KT: u32 = 32u;
-const CHUNK: u32 = 16u;
+const CHUNK: u32 = 32u;
 const SLICE: u32 = 64u;
 
 // KV cache in f16: a u32 per pair of values (no SHADER_F16 needed). Rounding to f16
