@@ -1168,12 +1168,7 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
                 }
                 Err(why) => panic!("{shape} {kv} {n_heads}/{n_kv}x{hd}: {why}"),
             };
-            let source = coop_emulation::emulate(
-                &launch.source().unwrap(),
-                size,
-                lanes,
-                &[("q_s", "CT"), ("kv_s", "CT"), ("sc", "f32"), ("p_s", "CT")],
-            );
+            let source = coop_emulation::emulate(&launch.source().unwrap(), size, lanes);
             let key = format!("{} emulated on {lanes} lanes", launch.pipeline_key());
             let id = g
                 .cache

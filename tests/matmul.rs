@@ -452,9 +452,7 @@ fn unpacked_pipelines(
         cache.get_or_create(device, &unpack_key, || Ok((um.unpack_source()?, unpack))),
         cache.get_or_create(device, &x_key, || Ok((um.x_source()?, x))),
         cache.get_or_create(device, &format!("{gemm_key} emulated"), || {
-            let arrays = [("wu", "CT"), ("xu", "CT"), ("yc", "f32")];
-            let source =
-                coop_emulation::emulate(&um.gemm_source()?, e.shape.size, e.subgroup_max, &arrays);
+            let source = coop_emulation::emulate(&um.gemm_source()?, e.shape.size, e.subgroup_max);
             Ok((source, gemm))
         }),
     ]
@@ -624,12 +622,7 @@ fn pipeline_of(device: &dyn Device, cache: &PipelineCache, mm: &MatmulLaunch) ->
     let key = format!("{} emulated", mm.pipeline_key());
     cache
         .get_or_create(device, &key, || {
-            let source = coop_emulation::emulate(
-                &mm.source()?,
-                shape.size,
-                lanes,
-                &[("staged", "CT"), ("yc", "f32")],
-            );
+            let source = coop_emulation::emulate(&mm.source()?, shape.size, lanes);
             Ok((source, mm.template()))
         })
         .unwrap()

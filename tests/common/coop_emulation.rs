@@ -10,10 +10,13 @@
 //! (a shuffle whose slot is the same for every lane), and adds it times its own
 //! columns of B.
 
+use std::cell::RefCell;
+
 /// The kernel `source` (composed for matrices of `size` x `size`) with its matrices
-/// emulated on subgroups of `lanes` lanes; `arrays` names the arrays (workgroup or
-/// storage) it loads matrices from and stores them to, each with its element type.
-pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> String {
+/// emulated on subgroups of `lanes` lanes: each array (workgroup or storage) it loads
+/// matrices from gets a load function, each it stores them to a store function, over
+/// the element type the array is declared with.
+pub fn emulate(source: &str, size: u32, lanes: u32) -> String {
     assert!(
         lanes <= size && size.is_multiple_of(lanes),
         "lanes {lanes}, matrices {size}"
@@ -32,21 +35,28 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
         out += line;
         out.push('\n');
     }
+    // The arrays loaded from and stored to, as the calls name them: a read-only storage
+    // array can take no store function.
+    let (loaded, stored) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    let note = |arrays: &RefCell<Vec<String>>, array: &str| {
+        let mut arrays = arrays.borrow_mut();
+        if !arrays.iter().any(|a| a == array) {
+            arrays.push(array.to_string());
+        }
+    };
     // coopLoadT before coopLoad, whose name begins it.
     for (call, row_major) in [("coopLoadT", true), ("coopLoad", false)] {
         out = rewrite(&out, call, |_, array, index, stride| {
+            note(&loaded, array);
             format!("emu_load_{array}({index}, {stride}, {row_major})")
         });
     }
-    // Stores only into the arrays the kernel stores matrices to (a read-only storage
-    // array can take no store function).
-    let stored = std::cell::RefCell::new(Vec::new());
     out = rewrite(&out, "coopStore", |head, array, index, stride| {
-        stored.borrow_mut().push(array.to_string());
+        note(&stored, array);
         let matrix = head.trim_start_matches('(').trim_end_matches(", ");
         format!("emu_store_{array}({matrix}, {index}, {stride})")
     });
-    let stored = stored.into_inner();
+    let (loaded, stored) = (loaded.into_inner(), stored.into_inner());
     out = out.replace("coopMultiplyAdd(", "emu_mma(");
     // The entry point's lane index, added where it takes none.
     let lane = match out.find("@builtin(subgroup_invocation_id) ") {
@@ -75,14 +85,26 @@ pub fn emulate(source: &str, size: u32, lanes: u32, arrays: &[(&str, &str)]) -> 
         size * size / lanes
     );
     out += &mma(size, lanes);
-    for (array, element) in arrays {
-        let (load, store) = load_store(array, element, size, lanes);
-        out += &load;
-        if stored.iter().any(|s| s == array) {
-            out += &store;
-        }
+    for array in &loaded {
+        out += &load(array, size, lanes);
+    }
+    for array in &stored {
+        out += &store(array, &element_of(source, array), size, lanes);
     }
     out
+}
+
+/// The element type `source` declares `array` with (`var<...> array: array<T, ...>`),
+/// which a store converts to.
+fn element_of(source: &str, array: &str) -> String {
+    let decl = format!("> {array}: array<");
+    let at = source.find(&decl).unwrap_or_else(|| {
+        panic!("`{array}`, which matrices are loaded from or stored to, declared as an array")
+    });
+    let t = &source[at + decl.len()..];
+    t[..t.find([',', '>']).unwrap_or(t.len())]
+        .trim()
+        .to_string()
 }
 
 /// The emulated multiply-add, written out whole: lavapipe ends an invocation's loops
@@ -103,27 +125,36 @@ fn mma(size: u32, lanes: u32) -> String {
     f + "    return r;\n}\n"
 }
 
-/// The load (column-major, or row-major where asked) and the column-major store of
-/// `array`, whose elements are `element`, written out whole.
-fn load_store(array: &str, element: &str, size: u32, lanes: u32) -> (String, String) {
-    let mut load = format!(
+/// The load of a matrix from `array`, column-major or row-major where asked, written
+/// out whole.
+fn load(array: &str, size: u32, lanes: u32) -> String {
+    let mut f = format!(
         "\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) -> MatC {{\n    \
          var m: MatC;\n    let step = select(vec2<u32>(stride, 1u), vec2<u32>(1u, stride), \
          row_major);\n"
     );
-    let mut store = format!("\nfn emu_store_{array}(m: MatC, base: u32, stride: u32) {{\n");
     for jc in 0..size / lanes {
-        load += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
-        store += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
+        f += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
         for i in 0..size {
             let slot = i + size * jc;
-            load +=
-                &format!("    m[{slot}] = f32({array}[base + j{jc} * step.x + {i}u * step.y]);\n");
-            store +=
-                &format!("    {array}[base + j{jc} * stride + {i}u] = {element}(m[{slot}]);\n");
+            f += &format!("    m[{slot}] = f32({array}[base + j{jc} * step.x + {i}u * step.y]);\n");
         }
     }
-    (load + "    return m;\n}\n", store + "}\n")
+    f + "    return m;\n}\n"
+}
+
+/// The column-major store of a matrix to `array`, whose elements are `element`, written
+/// out whole.
+fn store(array: &str, element: &str, size: u32, lanes: u32) -> String {
+    let mut f = format!("\nfn emu_store_{array}(m: MatC, base: u32, stride: u32) {{\n");
+    for jc in 0..size / lanes {
+        f += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
+        for i in 0..size {
+            let slot = i + size * jc;
+            f += &format!("    {array}[base + j{jc} * stride + {i}u] = {element}(m[{slot}]);\n");
+        }
+    }
+    f + "}\n"
 }
 
 /// Each call of `call` whose last arguments are `&array[index], stride` made

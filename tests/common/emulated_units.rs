@@ -46,32 +46,6 @@ impl EmulatedUnits {
     }
 }
 
-/// The arrays `wgsl` loads matrices from or stores them to, each with its element type
-/// as declared (`var<...> name: array<T, ...>`).
-fn matrix_arrays(wgsl: &str) -> Vec<(String, String)> {
-    let mut found: Vec<(String, String)> = Vec::new();
-    for call in ["coopLoadT", "coopLoad", "coopStore"] {
-        for (at, _) in wgsl.match_indices(call) {
-            let rest = &wgsl[at..];
-            let Some(amp) = rest.find('&') else { continue };
-            let name_end = rest[amp..].find('[').map(|i| amp + i);
-            let Some(name_end) = name_end else { continue };
-            let name = rest[amp + 1..name_end].trim().to_string();
-            if found.iter().any(|(n, _)| *n == name) {
-                continue;
-            }
-            let decl = format!("> {name}: array<");
-            let element = wgsl.find(&decl).map(|d| {
-                let t = &wgsl[d + decl.len()..];
-                let end = t.find([',', '>']).unwrap_or(t.len());
-                t[..end].trim().to_string()
-            });
-            found.push((name, element.expect("a matrix array declared as an array")));
-        }
-    }
-    found
-}
-
 impl Device for EmulatedUnits {
     fn profile(&self) -> &DeviceProfile {
         &self.profile
@@ -98,13 +72,7 @@ impl Device for EmulatedUnits {
             return self.inner.create_pipeline(desc);
         }
         let shape = self.profile.coop_matrix.expect("emulated units");
-        let arrays = matrix_arrays(desc.wgsl);
-        let arrays: Vec<(&str, &str)> = arrays
-            .iter()
-            .map(|(n, t)| (n.as_str(), t.as_str()))
-            .collect();
-        let wgsl =
-            coop_emulation::emulate(desc.wgsl, shape.size, self.profile.subgroup_max, &arrays);
+        let wgsl = coop_emulation::emulate(desc.wgsl, shape.size, self.profile.subgroup_max);
         self.inner.create_pipeline(&PipelineDesc {
             wgsl: &wgsl,
             ..*desc
