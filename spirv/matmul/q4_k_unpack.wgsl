@@ -34,6 +34,14 @@ struct WGroup {
     offset: i32,
     min: f32,
 }
+// The one formula for the drivers that turn a weight group (io.wgsl's WGroup) into the
+// values they multiply on the matrix units (coop_staging.wgsl, unpack.wgsl).
+
+// Four of a group's values, those of the int8 quants of word q: scale * (q + offset) +
+// min.
+fn group_values4(q: u32, scale: f32, offset: i32, min: f32) -> vec4<f32> {
+    return vec4<f32>(unpack4xI8(q) + vec4<i32>(offset)) * scale + min;
+}
 // Unpacking driver: a matrix's weights decoded once into rows of CT (f16, or f32 where
 // the adapter multiplies only f32), for unpacked.wgsl to multiply straight from memory
 // on the matrix units. coopmat.wgsl decodes every weight group once per tile of tokens,
@@ -56,10 +64,10 @@ const WG: u32 = 64u;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<CT>>;
 
 // 16 values scale * (q + offset) + min from four words of int8 quants, to out[at..at + 4]:
-// coop_staging.wgsl's arithmetic, so the values are the ones coopmat.wgsl multiplies.
+// group_values4, as coopmat.wgsl stages the values it multiplies.
 fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
     for (var i = 0u; i < 4u; i++) {
-        out[at + i] = vec4<CT>(vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min);
+        out[at + i] = vec4<CT>(group_values4(q[i], scale, offset, min));
     }
 }
 

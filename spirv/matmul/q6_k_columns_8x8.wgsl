@@ -43,20 +43,32 @@ struct WGroup {
     offset: i32,
     min: f32,
 }
+// The one formula for the drivers that turn a weight group (io.wgsl's WGroup) into the
+// values they multiply on the matrix units (coop_staging.wgsl, unpack.wgsl).
+
+// Four of a group's values, those of the int8 quants of word q: scale * (q + offset) +
+// min.
+fn group_values4(q: u32, scale: f32, offset: i32, min: f32) -> vec4<f32> {
+    return vec4<f32>(unpack4xI8(q) + vec4<i32>(offset)) * scale + min;
+}
 // Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
 // groups of 32 values written as CT into the includer's `staged` (array<CT>), where
 // the matrix loads read them.
 
+
+// Four values as CT at staged[at..at + 4].
+fn put4(at: u32, v: vec4<f32>) {
+    let c = vec4<CT>(v);
+    staged[at] = c.x;
+    staged[at + 1u] = c.y;
+    staged[at + 2u] = c.z;
+    staged[at + 3u] = c.w;
+}
+
 // 16 staged values from four words of int8 quants: scale * (q + offset) + min.
 fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
     for (var i = 0u; i < 4u; i++) {
-        let v = vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min;
-        let c = vec4<CT>(v);
-        let o = at + 4u * i;
-        staged[o] = c.x;
-        staged[o + 1u] = c.y;
-        staged[o + 2u] = c.z;
-        staged[o + 3u] = c.w;
+        put4(at + 4u * i, group_values4(q[i], scale, offset, min));
     }
 }
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
@@ -159,6 +171,13 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
     return Q8Group(lo, hi, q8_tail_of(amax / 127.0, s1.x, s1.y), lo2, hi2,
                    q8_tail2_of(amax, s1, s2));
 }
+// The one formula for the drivers that turn q8 x (q8_x.wgsl) back into values from
+// both int8 planes (columns.wgsl, unpack_x.wgsl).
+
+// Four values of x from the two planes' words q1 and q2: d * (256 q1 + q2).
+fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
+    return vec4<f32>(256 * unpack4xI8(q1) + unpack4xI8(q2)) * d;
+}
 // Matmul driver, a decode step's rows on the matrix units: Y[t, row] = dot(W[row, :],
 // X[t, :]) for the tokens of a decode step of many sequences (each token a sequence's
 // row), where the prompt's tiles (coopmat.wgsl, 128 tokens a workgroup) would leave
@@ -219,12 +238,7 @@ var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
 // 16 staged x values from the two planes' words: d * (256 q1 + q2).
 fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     for (var i = 0u; i < 4u; i++) {
-        let c = vec4<CT>(vec4<f32>(256 * unpack4xI8(q1[i]) + unpack4xI8(q2[i])) * d);
-        let o = at + 4u * i;
-        staged[o] = c.x;
-        staged[o + 1u] = c.y;
-        staged[o + 2u] = c.z;
-        staged[o + 3u] = c.w;
+        put4(at + 4u * i, q8_planes4(q1[i], q2[i], d));
     }
 }
 

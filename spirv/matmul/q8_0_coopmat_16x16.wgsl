@@ -141,20 +141,32 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
     return Q8Group(lo, hi, q8_tail_of(amax / 127.0, s1.x, s1.y), lo2, hi2,
                    q8_tail2_of(amax, s1, s2));
 }
+// The one formula for the drivers that turn a weight group (io.wgsl's WGroup) into the
+// values they multiply on the matrix units (coop_staging.wgsl, unpack.wgsl).
+
+// Four of a group's values, those of the int8 quants of word q: scale * (q + offset) +
+// min.
+fn group_values4(q: u32, scale: f32, offset: i32, min: f32) -> vec4<f32> {
+    return vec4<f32>(unpack4xI8(q) + vec4<i32>(offset)) * scale + min;
+}
 // Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
 // groups of 32 values written as CT into the includer's `staged` (array<CT>), where
 // the matrix loads read them.
 
+
+// Four values as CT at staged[at..at + 4].
+fn put4(at: u32, v: vec4<f32>) {
+    let c = vec4<CT>(v);
+    staged[at] = c.x;
+    staged[at + 1u] = c.y;
+    staged[at + 2u] = c.z;
+    staged[at + 3u] = c.w;
+}
+
 // 16 staged values from four words of int8 quants: scale * (q + offset) + min.
 fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
     for (var i = 0u; i < 4u; i++) {
-        let v = vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min;
-        let c = vec4<CT>(v);
-        let o = at + 4u * i;
-        staged[o] = c.x;
-        staged[o + 1u] = c.y;
-        staged[o + 2u] = c.z;
-        staged[o + 3u] = c.w;
+        put4(at + 4u * i, group_values4(q[i], scale, offset, min));
     }
 }
 // Matmul driver, cooperative-matrix family: Y[t, row] = dot(W[row, :], X[t, :]) on the

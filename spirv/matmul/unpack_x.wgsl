@@ -101,6 +101,13 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
     return Q8Group(lo, hi, q8_tail_of(amax / 127.0, s1.x, s1.y), lo2, hi2,
                    q8_tail2_of(amax, s1, s2));
 }
+// The one formula for the drivers that turn q8 x (q8_x.wgsl) back into values from
+// both int8 planes (columns.wgsl, unpack_x.wgsl).
+
+// Four values of x from the two planes' words q1 and q2: d * (256 q1 + q2).
+fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
+    return vec4<f32>(256 * unpack4xI8(q1) + unpack4xI8(q2)) * d;
+}
 // x for unpacked.wgsl: the tokens' q8 groups (q8_x.wgsl's layout) as CT, token after
 // token, K values each, once per batch where coopmat.wgsl converts them once per tile
 // of rows. Both int8 planes, d * (256 q1 + q2), as the decode columns (columns.wgsl)
@@ -131,7 +138,7 @@ struct Params {
 // 16 values d * (256 q1 + q2) from the two planes' words, to out[at..at + 4].
 fn put16(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     for (var i = 0u; i < 4u; i++) {
-        out[at + i] = vec4<CT>(vec4<f32>(256 * unpack4xI8(q1[i]) + unpack4xI8(q2[i])) * d);
+        out[at + i] = vec4<CT>(q8_planes4(q1[i], q2[i], d));
     }
 }
 

@@ -32,6 +32,7 @@
 #include "matmul/io.wgsl"
 #include "matmul/coop_staging.wgsl"
 #include "matvec/q8_x.wgsl"
+#include "matmul/x_planes.wgsl"
 
 // x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
@@ -61,12 +62,7 @@ var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
 // 16 staged x values from the two planes' words: d * (256 q1 + q2).
 fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     for (var i = 0u; i < 4u; i++) {
-        let c = vec4<CT>(vec4<f32>(256 * unpack4xI8(q1[i]) + unpack4xI8(q2[i])) * d);
-        let o = at + 4u * i;
-        staged[o] = c.x;
-        staged[o + 1u] = c.y;
-        staged[o + 2u] = c.z;
-        staged[o + 3u] = c.w;
+        put4(at + 4u * i, q8_planes4(q1[i], q2[i], d));
     }
 }
 

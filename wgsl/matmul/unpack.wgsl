@@ -15,16 +15,17 @@
 // Workgroups: a grid of x by y over the part's groups, WG each.
 
 #include "matmul/io.wgsl"
+#include "matmul/group_values.wgsl"
 
 const WG: u32 = 64u;
 
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<CT>>;
 
 // 16 values scale * (q + offset) + min from four words of int8 quants, to out[at..at + 4]:
-// coop_staging.wgsl's arithmetic, so the values are the ones coopmat.wgsl multiplies.
+// group_values4, as coopmat.wgsl stages the values it multiplies.
 fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
     for (var i = 0u; i < 4u; i++) {
-        out[at + i] = vec4<CT>(vec4<f32>(unpack4xI8(q[i]) + vec4<i32>(offset)) * scale + min);
+        out[at + i] = vec4<CT>(group_values4(q[i], scale, offset, min));
     }
 }
 

@@ -12,6 +12,7 @@
 // grid of x by y over the batch's groups, WG each.
 
 #include "matvec/q8_x.wgsl"
+#include "matmul/x_planes.wgsl"
 
 const WG: u32 = 64u;
 
@@ -29,7 +30,7 @@ struct Params {
 // 16 values d * (256 q1 + q2) from the two planes' words, to out[at..at + 4].
 fn put16(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     for (var i = 0u; i < 4u; i++) {
-        out[at + i] = vec4<CT>(vec4<f32>(256 * unpack4xI8(q1[i]) + unpack4xI8(q2[i])) * d);
+        out[at + i] = vec4<CT>(q8_planes4(q1[i], q2[i], d));
     }
 }
 
