@@ -378,10 +378,12 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
     })
 }
 
-/// Gives each quant matrix over dot4 weights its decode columns on the matrix units
-/// where the model serves more than [`DECODE_MATRIX_UNITS_FROM`] - 1 sequences, the
-/// adapter has cooperative matrices of a tile that fits, and the run did not turn them
-/// off. Returns the engine, or None.
+/// Gives each quant matrix over dot4 weights, where the model serves more than
+/// [`DECODE_MATRIX_UNITS_FROM`] - 1 sequences and the run did not turn the matrix
+/// units off, its decode rows on them: unpacked where the run asked for that and the
+/// adapter runs it (layer matrices only, whose unpacked weights one scratch holds),
+/// else as columns where the adapter has cooperative matrices of a tile that fits.
+/// Returns the columns' engine, or None.
 fn decode_columns_plan(
     profile: &DeviceProfile,
     options: &LoadOptions,
@@ -392,13 +394,34 @@ fn decode_columns_plan(
     {
         return None;
     }
+    decode_unpacked_plan(profile, options, layers);
     let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
     let engine = MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?;
-    // Unpacked where asked (and the adapter runs it): the layer matrices, whose
-    // unpacked weights one scratch holds; the lm-head keeps the columns.
-    let unpacked = match options.routing.unpacked_matmul {
-        Some(true) => UnpackedEngine::on(profile, DECODE_UNPACKED_TILE, true).ok(),
-        _ => None,
+    let dot4 = |m: &&mut PlannedMatrix| m.route.launch().family() == Family::Dot4;
+    for m in layers
+        .iter_mut()
+        .flat_map(LayerPlan::matrices_mut)
+        .filter(dot4)
+    {
+        if m.decode_unpacked.is_none() {
+            m.decode_columns = MatmulLaunch::of(m.route.launch(), engine).ok();
+        }
+    }
+    if dot4(&output) {
+        output.decode_columns = MatmulLaunch::of(output.route.launch(), engine).ok();
+    }
+    Some(engine)
+}
+
+/// Gives the layer matrices over dot4 weights their unpacked decode rows where the run
+/// asked (`--unpacked-matmul true`), the adapter runs the unpacked engine, and the
+/// scratch fits a binding; independent of whether the columns' tile fits.
+fn decode_unpacked_plan(profile: &DeviceProfile, options: &LoadOptions, layers: &mut [LayerPlan]) {
+    if options.routing.unpacked_matmul != Some(true) {
+        return;
+    }
+    let Ok(engine) = UnpackedEngine::on(profile, DECODE_UNPACKED_TILE, true) else {
+        return;
     };
     let binding = profile.usable_binding_bytes();
     let rows = options.sequences as u64;
@@ -407,18 +430,10 @@ fn decode_columns_plan(
         if launch.family() != Family::Dot4 {
             continue;
         }
-        let u = unpacked.and_then(|e| UnpackedMatmul::of(launch, e).ok());
-        match u {
-            Some(u) if u.weight_scratch_bytes().max(u.x_scratch_bytes(rows)) <= binding => {
-                m.decode_unpacked = Some(u)
-            }
-            _ => m.decode_columns = MatmulLaunch::of(launch, engine).ok(),
-        }
+        m.decode_unpacked = UnpackedMatmul::of(launch, engine)
+            .ok()
+            .filter(|u| u.weight_scratch_bytes().max(u.x_scratch_bytes(rows)) <= binding);
     }
-    if output.route.launch().family() == Family::Dot4 {
-        output.decode_columns = MatmulLaunch::of(output.route.launch(), engine).ok();
-    }
-    Some(engine)
 }
 
 /// The clauses of a decode step over several sequences: none for one.
@@ -448,16 +463,16 @@ fn decode_rows_plan(
             rows: engine.tile(),
             tokens: engine.token_tile(),
         });
-        let unpacked: Vec<&UnpackedMatmul> = matrices()
-            .filter_map(|m| m.decode_unpacked.as_ref())
-            .collect();
-        if let Some(e) = unpacked.first().map(|u| u.engine()) {
-            clauses.push(Clause::DecodeRowsUnpacked {
-                from: DECODE_MATRIX_UNITS_FROM,
-                matrices: unpacked.len() as u64,
-                tile: (e.tile_rows(), e.tile_tokens()),
-            });
-        }
+    }
+    let unpacked: Vec<&UnpackedMatmul> = matrices()
+        .filter_map(|m| m.decode_unpacked.as_ref())
+        .collect();
+    if let Some(e) = unpacked.first().map(|u| u.engine()) {
+        clauses.push(Clause::DecodeRowsUnpacked {
+            from: DECODE_MATRIX_UNITS_FROM,
+            matrices: unpacked.len() as u64,
+            tile: (e.tile_rows(), e.tile_tokens()),
+        });
     }
     clauses.push(Clause::DecodeAttentionRows);
     clauses
