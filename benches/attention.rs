@@ -405,7 +405,8 @@ fn prefill(
                     launches.push(tile);
                 }
             }
-            match PrefillAttention::on_matrix_units(heads, kv, device.profile())? {
+            let keys = args.prefill_tokens.iter().max().copied().unwrap_or(0);
+            match PrefillAttention::on_matrix_units(heads, kv, device.profile(), keys)? {
                 Ok(matrix) => {
                     launches.push(matrix);
                     for tile in flash_tiles(args, device.profile(), heads, kv)? {

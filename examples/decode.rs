@@ -99,9 +99,9 @@ struct Args {
     /// adapter has none), false for dot4 (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
-    /// Whether prompts' attention runs on the matrix units (attention/flash): true
-    /// where the adapter can run it, false for the scalar kernel (default: the scalar
-    /// kernel, until the family and long-context tests pass with it on the H200).
+    /// Whether prompts' attention runs on the matrix units (attention/flash, f16
+    /// operands): true where the adapter can run it, false for the scalar kernel (f32;
+    /// default: the matrix units where the adapter has them, unless the cache is f32).
     #[arg(long)]
     matrix_attention: Option<bool>,
     /// Whether a prompt batch's quant matrices multiply unpacked (matmul/unpacked:

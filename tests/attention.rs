@@ -1038,7 +1038,8 @@ fn prefill_attention_on_matrix_units_matches_the_reference() {
             if kv.check_head_dim(h.head_dim).is_err() {
                 continue;
             }
-            let launch = match PrefillAttention::on_matrix_units(h, kv, profile).unwrap() {
+            let keys = 1000 + token_counts.iter().max().copied().unwrap_or(0) as u64;
+            let launch = match PrefillAttention::on_matrix_units(h, kv, profile, keys).unwrap() {
                 Ok(l) => l,
                 Err(why) => {
                     eprintln!(

@@ -152,8 +152,26 @@ const MAX_TOKENS: usize = 6;
 
 #[test]
 fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
+    each_sequence_alone_on(engine_of);
+}
+
+/// As [`each_sequence_gets_bit_for_bit_what_it_gets_alone`], on the adapter's matrix
+/// units or emulated ones: prompts on flash attention and the tiled matmuls, steps of
+/// many rows on the decode columns (the H200's default routes).
+#[test]
+fn each_sequence_on_matrix_units_gets_bit_for_bit_what_it_gets_alone() {
+    let engine = each_sequence_alone_on(engine_on_units);
+    let plan = engine.model().plan().to_string();
+    if engine.model().device().profile().coop_matrix.is_some() {
+        assert!(plan.contains("causal flash attention on"), "{plan}");
+    }
+}
+
+/// The check of [`each_sequence_gets_bit_for_bit_what_it_gets_alone`] on the engine
+/// `load` gives; the engine, for what else a caller checks of its plan.
+fn each_sequence_alone_on(load: fn(&Path, &LoadOptions) -> Engine) -> Engine {
     let path = model_file(5);
-    let mut engine = engine_of(&path, &options(SEQUENCES));
+    let mut engine = load(&path, &options(SEQUENCES));
     let plan = engine.model().plan().to_string();
     assert!(
         plan.contains(&format!("decode rows: {SEQUENCES} sequences step together")),
@@ -230,6 +248,7 @@ fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
         }
         assert!(engine.sequences().is_empty());
     }
+    engine
 }
 
 /// Prompts joining together are processed in the same step while they come to at most
@@ -238,6 +257,17 @@ fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
 /// and logits are bit for bit what it gets alone.
 #[test]
 fn prompts_joining_together_share_a_step_up_to_a_batch() {
+    prompts_joining_together_on(engine_of);
+}
+
+/// As [`prompts_joining_together_share_a_step_up_to_a_batch`], on the adapter's matrix
+/// units or emulated ones (prompts on flash attention).
+#[test]
+fn prompts_joining_together_on_matrix_units_share_a_step_up_to_a_batch() {
+    prompts_joining_together_on(engine_on_units);
+}
+
+fn prompts_joining_together_on(load: fn(&Path, &LoadOptions) -> Engine) {
     let path = model_file(5);
     let mut rng = common::Rng::new(7);
     // Prompt tokens before each one's last: 2 + 1 + 0 + 8 = 11 of the batch's 16, then
@@ -250,7 +280,7 @@ fn prompts_joining_together_share_a_step_up_to_a_batch() {
                 .collect()
         })
         .collect();
-    let mut engine = engine_of(&path, &options(prompts.len()));
+    let mut engine = load(&path, &options(prompts.len()));
     let expected: Vec<Run> = prompts
         .iter()
         .map(|p| alone(&mut engine, p, MAX_TOKENS))

@@ -212,11 +212,6 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
     }
 }
 
-/// Where prompts' attention goes to the matrix units: asked for (`matrix_attention`) on
-/// the H200 preset (cooperative matrices, no loop limit), the plan routes
-/// `attention/flash` and says so; by default (not yet verified), with it or cooperative
-/// matrices turned off, and on lavapipe (no matrix units), the scalar kernel, with the
-/// clause that says why.
 /// A prompt batch's quant matrices unpacked where the run asks for it (on the H200's
 /// profile, cooperative matrices forced so the synthetic model's small matrices take
 /// them): every layer matrix's matmul is `matmul/unpacked` with its clause, the
@@ -320,17 +315,23 @@ fn prompt_matmuls_unpack_where_asked() {
     assert!(err.contains("unpacked matmuls asked for"), "{err}");
 }
 
+/// Where prompts' attention goes to the matrix units: by default or asked for
+/// (`matrix_attention`) on the H200 preset (cooperative matrices, no loop limit), the
+/// plan routes `attention/flash` and says so, over an f32 cache only where asked; by
+/// default over an f32 cache, with it or cooperative matrices turned off, and on
+/// lavapipe (no matrix units), the scalar kernel, with the clause that says why.
 #[test]
 fn prompt_attention_goes_to_the_matrix_units_where_planned() {
-    use brass::kernels::attention::{NoMatrixAttention, PrefillEngine};
+    use brass::kernels::attention::{KvType, NoMatrixAttention, PrefillEngine};
     use brass::model::PrefillPlan;
     use brass::router::Clause;
     let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
     let h200 = DeviceProfile::preset("h200").unwrap();
     let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
-    let attention = |profile: &DeviceProfile, coop_matrix, matrix_attention| {
+    let attention_over = |kv, profile: &DeviceProfile, coop_matrix, matrix_attention| {
         let options = LoadOptions {
             context: Some(64),
+            kv,
             routing: Overrides {
                 coop_matrix,
                 matrix_attention,
@@ -344,24 +345,45 @@ fn prompt_attention_goes_to_the_matrix_units_where_planned() {
         };
         (b.attention.clone(), p.to_string())
     };
-    let (on_units, text) = attention(&h200, None, Some(true));
-    assert!(
-        matches!(on_units.launch().engine(), PrefillEngine::Matrix { .. }),
-        "{text}"
-    );
-    assert!(matches!(
-        on_units.clauses(),
-        [Clause::PrefillAttentionOnMatrixUnits { .. }]
-    ));
-    assert!(
-        text.contains("causal flash attention on 16x16 f16 matrix units"),
+    let attention = |profile, coop_matrix, matrix_attention| {
+        attention_over(KvType::F16, profile, coop_matrix, matrix_attention)
+    };
+    // By default, and where asked, over an f32 cache too.
+    for (kv, matrix) in [
+        (KvType::F16, None),
+        (KvType::Q8_0, None),
+        (KvType::F16, Some(true)),
+        (KvType::F32, Some(true)),
+    ] {
+        let (on_units, text) = attention_over(kv, &h200, None, matrix);
+        assert!(
+            matches!(on_units.launch().engine(), PrefillEngine::Matrix { .. }),
+            "{kv} {matrix:?}: {text}"
+        );
+        assert!(matches!(
+            on_units.clauses(),
+            [Clause::PrefillAttentionOnMatrixUnits { .. }]
+        ));
+        assert!(
+            text.contains("causal flash attention on 16x16 f16 matrix units"),
+            "{text}"
+        );
+    }
+    let (over_f32, text) = attention_over(KvType::F32, &h200, None, None);
+    assert_eq!(over_f32.launch().engine(), PrefillEngine::Scalar, "{text}");
+    assert_eq!(
+        over_f32.clauses().first(),
+        Some(&Clause::PrefillAttentionScalar {
+            why: NoMatrixAttention::F32Cache
+        }),
         "{text}"
     );
     for (profile, coop, matrix, why) in [
-        (&h200, None, None, NoMatrixAttention::NotYetVerified),
         (&h200, Some(false), Some(true), NoMatrixAttention::Asked),
+        (&h200, Some(false), None, NoMatrixAttention::Asked),
         (&h200, None, Some(false), NoMatrixAttention::Asked),
         (&lavapipe, None, Some(true), NoMatrixAttention::NoShape),
+        (&lavapipe, None, None, NoMatrixAttention::NoShape),
     ] {
         let (route, text) = attention(profile, coop, matrix);
         assert_eq!(route.launch().engine(), PrefillEngine::Scalar, "{text}");
@@ -371,4 +393,52 @@ fn prompt_attention_goes_to_the_matrix_units_where_planned() {
             "{text}"
         );
     }
+    // A device that ends an invocation's loops after a count (lavapipe's, here with
+    // matrix units as the tests emulate them): flash attention where its walk over the
+    // context stays within half the count, which the plan states; past that, the scalar
+    // kernel's passes.
+    let mut limited = lavapipe.clone();
+    limited.coop_matrix = Some(brass::device::CoopMatrix {
+        size: 8,
+        input: brass::device::CoopInput::F16,
+    });
+    let limit = limited.loop_iterations.unwrap();
+    let walk = |context: usize| {
+        let options = LoadOptions {
+            context: Some(context),
+            allow_past_trained_context: true,
+            ..Default::default()
+        };
+        let p = plan(&file, &limited, &options).unwrap();
+        let PrefillPlan::Batched(b) = &p.prefill else {
+            panic!("prompts not batched: {p}");
+        };
+        (b.attention.clone(), p.to_string())
+    };
+    let (short, text) = walk(64);
+    let [Clause::PrefillAttentionOnMatrixUnits { .. }, Clause::PrefillMatrixWalkWithinLoopLimit {
+        limit: l,
+        keys: 64,
+        iterations,
+    }] = short.clauses()
+    else {
+        panic!("{text}");
+    };
+    assert!(*l == limit && *iterations <= limit / 2, "{text}");
+    assert_eq!(short.launch().max_keys(), Some(64));
+    assert!(text.contains("the walk over 64 keys takes"), "{text}");
+    let (long, text) = walk(100_000);
+    assert_eq!(long.launch().engine(), PrefillEngine::Scalar, "{text}");
+    let Some(Clause::PrefillAttentionScalar {
+        why:
+            NoMatrixAttention::LoopLimit {
+                keys: 100_000,
+                iterations,
+                limit: l,
+            },
+    }) = long.clauses().first()
+    else {
+        panic!("{text}");
+    };
+    assert!(*l == limit && *iterations > limit / 2, "{text}");
 }

@@ -511,7 +511,7 @@ fn plan_prefill(
     let Ok(attention) = route_prefill_attention(
         profile,
         config.heads(),
-        kv,
+        (kv, n_ctx as u64),
         (coop, options.routing.matrix_attention),
     ) else {
         return token_at_a_time(Clause::NoPrefillAttention);

@@ -336,6 +336,17 @@ pub enum Clause {
         /// Key positions per pass, at most.
         keys: u64,
     },
+    /// The device stops an invocation's loops after `limit` iterations; the matrix
+    /// kernel, which has no passes, walks the context's `keys` in `iterations` at most,
+    /// within half of that (a longer context would take the scalar kernel).
+    PrefillMatrixWalkWithinLoopLimit {
+        /// Loop iterations per invocation.
+        limit: u64,
+        /// Key positions a walk takes at most: the context.
+        keys: u64,
+        /// Loop iterations an invocation runs for them, at most.
+        iterations: u64,
+    },
     /// Prompts are batched: `tokens` a batch.
     Batch {
         /// Tokens per batch.
@@ -682,6 +693,15 @@ impl std::fmt::Display for Clause {
                 f,
                 "the device stops an invocation's loops after {limit} iterations: passes \
                  of at most {keys} keys"
+            ),
+            Clause::PrefillMatrixWalkWithinLoopLimit {
+                limit,
+                keys,
+                iterations,
+            } => write!(
+                f,
+                "the device stops an invocation's loops after {limit} iterations: the \
+                 walk over {keys} keys takes {iterations} at most, within half of them"
             ),
             Clause::Batch {
                 tokens,

@@ -138,10 +138,10 @@ pub struct Overrides {
     pub coop_matrix: Option<bool>,
     /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
     /// where the adapter can run it (else the scalar kernel, and the clause says why),
-    /// no, or (None) not yet: the family and long-context tests do not yet pass with
-    /// it on the H200 ([`NoMatrixAttention::NotYetVerified`]).
+    /// no, or (None) where the adapter can run it and the cache is not f32
+    /// ([`NoMatrixAttention::F32Cache`]).
     ///
-    /// [`NoMatrixAttention::NotYetVerified`]: crate::kernels::attention::NoMatrixAttention::NotYetVerified
+    /// [`NoMatrixAttention::F32Cache`]: crate::kernels::attention::NoMatrixAttention::F32Cache
     pub matrix_attention: Option<bool>,
     /// Whether a batch's quant matrices multiply unpacked (`matmul/unpacked.wgsl`:
     /// weights and x decoded once a batch into rows the matrix units load from memory)

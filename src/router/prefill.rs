@@ -375,10 +375,11 @@ impl PrefillAttentionRoute {
     }
 }
 
-/// Routes the prefill attention: on the matrix units where `matrix` asks for them, the
-/// adapter has them and `coop` does not turn them off
-/// ([`PrefillAttention::on_matrix_units`]: the tile that computes the head in the fewest
-/// slices, then the most rows; not yet by default, [`NoMatrixAttention::NotYetVerified`]);
+/// Routes the prefill attention: on the matrix units where the adapter has them and
+/// neither `matrix` nor `coop` turns them off ([`PrefillAttention::on_matrix_units`]:
+/// the tile that computes the head in the fewest slices, then the most rows; over an
+/// f32 cache only where `matrix` asks, [`NoMatrixAttention::F32Cache`]; `keys`, the
+/// context, bounds the walk a loop limit must allow);
 /// else the scalar kernel with the most (token, query head) rows and the longest key
 /// tile that fit the workgroup memory (up to [`PREFILL_WORKGROUP_BYTES`]), the head
 /// sliced where one row does not fit, and the keys in passes where the device ends an
@@ -386,30 +387,40 @@ impl PrefillAttentionRoute {
 pub fn route_prefill_attention(
     profile: &DeviceProfile,
     heads: Heads,
-    kv: KvType,
+    (kv, keys): (KvType, u64),
     (coop, matrix): (Option<bool>, Option<bool>),
 ) -> Result<PrefillAttentionRoute> {
     let why = match (coop, matrix) {
         (Some(false), _) | (_, Some(false)) => NoMatrixAttention::Asked,
-        (_, None) => NoMatrixAttention::NotYetVerified,
-        (_, Some(true)) => match PrefillAttention::on_matrix_units(heads, kv, profile)? {
-            Ok(launch) => {
-                launch.check(profile)?;
-                let PrefillEngine::Matrix { shape, .. } = launch.engine() else {
-                    unreachable!("on_matrix_units makes matrix launches");
-                };
-                let clauses = vec![Clause::PrefillAttentionOnMatrixUnits {
-                    shape,
-                    rows: launch.rows(),
-                    key_tile: launch.key_tile(),
-                    slices: launch.n_slices(),
-                    bytes: launch.workgroup_bytes(),
-                    budget: profile.workgroup_storage_bytes as u64,
-                }];
-                return Ok(PrefillAttentionRoute { launch, clauses });
+        (_, None) if kv == KvType::F32 => NoMatrixAttention::F32Cache,
+        (_, None | Some(true)) => {
+            match PrefillAttention::on_matrix_units(heads, kv, profile, keys)? {
+                Ok(launch) => {
+                    launch.check(profile)?;
+                    let PrefillEngine::Matrix { shape, .. } = launch.engine() else {
+                        unreachable!("on_matrix_units makes matrix launches");
+                    };
+                    let mut clauses = vec![Clause::PrefillAttentionOnMatrixUnits {
+                        shape,
+                        rows: launch.rows(),
+                        key_tile: launch.key_tile(),
+                        slices: launch.n_slices(),
+                        bytes: launch.workgroup_bytes(),
+                        budget: profile.workgroup_storage_bytes as u64,
+                    }];
+                    if let (Some(limit), Some(keys)) = (profile.loop_iterations, launch.max_keys())
+                    {
+                        clauses.push(Clause::PrefillMatrixWalkWithinLoopLimit {
+                            limit,
+                            keys,
+                            iterations: launch.matrix_loop_iterations(keys),
+                        });
+                    }
+                    return Ok(PrefillAttentionRoute { launch, clauses });
+                }
+                Err(why) => why,
             }
-            Err(why) => why,
-        },
+        }
     };
     let launch = PrefillAttention::new(heads, kv, profile)?;
     launch.check(profile)?;

@@ -100,22 +100,25 @@ pub enum PrefillEngine {
 pub enum NoMatrixAttention {
     /// The run turned cooperative matrices, or the matrix attention, off.
     Asked,
-    /// The run did not ask for it, and it is not yet the default: on the H200 its
-    /// kernel test (`prefill_attention_on_matrix_units_matches_the_reference`) passes in
-    /// whole and a Q4_K_M model's prompts match exact math through it, but with it as
-    /// the default the family, long-context and float-model tests miss their bounds
-    /// there (`results/prefill/flash/h200_2026-12-05_default`): bounds set on the f32
-    /// scalar kernel, which its f16 operands (Q, K, V and the probabilities) miss by a
-    /// few times (batched logits 3-4e-2 from token at a time on the int8 route, bound
-    /// 1e-2). With the matrices emulated on subgroups its logic passes on lavapipe.
-    NotYetVerified,
+    /// The cache is f32 and the run did not ask for the matrix kernel: an f32 cache is
+    /// the run's ask for f32 attention, and the matrix kernel multiplies f16 Q, K, V and
+    /// probabilities (`--matrix-attention true` runs it all the same).
+    F32Cache,
     /// The adapter offers no shape brass stages (f16 or f32 in, f32 out).
     NoShape,
     /// The adapter has no subgroups, or lanes too few for a softmax team.
     NoSubgroups,
-    /// The device ends an invocation's loops after a count: the keys would need
-    /// passes, which only the scalar kernel takes.
-    LoopLimit,
+    /// The device ends an invocation's loops after a count, and a workgroup walking
+    /// the context's keys would run past half of it: the keys would need passes, which
+    /// only the scalar kernel takes.
+    LoopLimit {
+        /// Keys the longest walk takes: the context.
+        keys: u64,
+        /// Loop iterations an invocation runs for them, at most.
+        iterations: u64,
+        /// The device's count.
+        limit: u64,
+    },
     /// [`FLASH_SUBGROUPS`] subgroups of the adapter's largest size exceed a workgroup.
     TooManyInvocations {
         /// Invocations such a workgroup has.
@@ -141,19 +144,23 @@ impl std::fmt::Display for NoMatrixAttention {
                     "the run turned cooperative matrices or matrix attention off"
                 )
             }
-            NoMatrixAttention::NotYetVerified => write!(
+            NoMatrixAttention::F32Cache => write!(
                 f,
-                "the matrix kernel (attention/flash) is not yet the default: its f16 \
-                 operands miss the family, long-context and float-model tests' bounds on \
-                 the H200 (--matrix-attention true runs it)"
+                "the f32 cache asks for f32 attention, and the matrix kernel \
+                 (attention/flash) multiplies f16 operands (--matrix-attention true runs it)"
             ),
             NoMatrixAttention::NoShape => write!(f, "the adapter has no cooperative matrices"),
             NoMatrixAttention::NoSubgroups => {
                 write!(f, "the adapter has no subgroups of at least 4 lanes")
             }
-            NoMatrixAttention::LoopLimit => write!(
+            NoMatrixAttention::LoopLimit {
+                keys,
+                iterations,
+                limit,
+            } => write!(
                 f,
-                "the device stops an invocation's loops after a count, so the keys go in \
+                "the device stops an invocation's loops after {limit} iterations and \
+                 {keys} keys take up to {iterations}, past half of that, so the keys go in \
                  passes, which the scalar kernel takes"
             ),
             NoMatrixAttention::TooManyInvocations { invocations, limit } => write!(
@@ -195,6 +202,10 @@ pub struct PrefillAttention {
     /// loops short ([`DeviceProfile::loop_iterations`]): longer prompts take a pass
     /// per this many keys. None: every key in one pass.
     keys_per_pass: Option<u64>,
+    /// Key positions the matrix kernel's walk may take at most, where the device cuts
+    /// an invocation's loops short (it has no passes: the launch was fitted to this
+    /// many, and refuses more). None: any.
+    max_keys: Option<u64>,
 }
 
 /// The pipelines of a [`PrefillAttention`] on a device.
@@ -234,6 +245,7 @@ impl PrefillAttention {
         let Some(limit) = limit else {
             return Ok(PrefillAttention {
                 keys_per_pass: None,
+                max_keys: None,
                 ..self
             });
         };
@@ -293,6 +305,12 @@ impl PrefillAttention {
         let strided = |n: u64| n.div_ceil(wg) + 1;
         let rows = self.rows as u64;
         2 * strided(rows * self.slice as u64) + strided(rows * self.heads.head_dim / 2)
+    }
+
+    /// Key positions the matrix kernel's walk may take at most, where the device cuts
+    /// an invocation's loops short (None: any).
+    pub fn max_keys(&self) -> Option<u64> {
+        self.max_keys
     }
 
     /// Key positions a dispatch walks at most (None: all of them in one).
@@ -372,6 +390,7 @@ impl PrefillAttention {
             tile_rows: PREFILL_TILE_ROWS,
             max_workgroups_per_dim: max_workgroups_per_dim.max(1),
             keys_per_pass: None,
+            max_keys: None,
         })
     }
 
@@ -406,12 +425,15 @@ impl PrefillAttention {
 
     /// The launch of `attention/flash.wgsl` on `profile`'s matrix units: of the tiles
     /// that fit its workgroup memory, the one that computes the head in the fewest
-    /// slices, then the one with the most rows, then the longest key tile. An error
-    /// says why the adapter cannot run it.
+    /// slices, then the one with the most rows, then the longest key tile, for prompts
+    /// within `keys` positions (where the device cuts an invocation's loops short, the
+    /// walk over them must stay within half its count). An error says why the adapter
+    /// cannot run it.
     pub fn on_matrix_units(
         heads: Heads,
         kv: KvType,
         profile: &DeviceProfile,
+        keys: u64,
     ) -> Result<std::result::Result<PrefillAttention, NoMatrixAttention>> {
         AttentionLaunch::check_heads(heads, kv)?;
         let Some(shape) = profile.coop_matrix else {
@@ -419,9 +441,6 @@ impl PrefillAttention {
         };
         if !profile.subgroups || profile.subgroup_min < 4 {
             return Ok(Err(NoMatrixAttention::NoSubgroups));
-        }
-        if profile.loop_iterations.is_some() {
-            return Ok(Err(NoMatrixAttention::LoopLimit));
         }
         let subgroup_max = profile.subgroup_max;
         let wg = FLASH_SUBGROUPS * subgroup_max;
@@ -434,13 +453,64 @@ impl PrefillAttention {
                 limit,
             }));
         }
-        Ok(Self::matrix_with_budget(
+        let launch = match Self::matrix_with_budget(
             heads,
             kv,
             (shape, subgroup_max, profile.subgroup_min),
             profile.workgroup_storage_bytes,
             profile.max_workgroups_per_dim,
-        ))
+        ) {
+            Ok(launch) => launch,
+            Err(why) => return Ok(Err(why)),
+        };
+        let Some(limit) = profile.loop_iterations else {
+            return Ok(Ok(launch));
+        };
+        let iterations = launch.matrix_loop_iterations(keys);
+        if iterations > limit / 2 {
+            return Ok(Err(NoMatrixAttention::LoopLimit {
+                keys,
+                iterations,
+                limit,
+            }));
+        }
+        Ok(Ok(PrefillAttention {
+            max_keys: Some(keys),
+            ..launch
+        }))
+    }
+
+    /// Loop iterations an invocation of `attention/flash.wgsl` runs at most when its
+    /// workgroup walks `keys` keys, every tile rescaling: each loop counted as its trips
+    /// plus one, as in [`Self::with_loop_limit`]. Zero for the scalar kernel, which
+    /// counts its own in passes.
+    pub fn matrix_loop_iterations(&self, keys: u64) -> u64 {
+        let PrefillEngine::Matrix {
+            shape,
+            subgroup_max,
+            out_blocks,
+            team,
+        } = self.engine
+        else {
+            return 0;
+        };
+        let s = shape.size as u64;
+        let wg = FLASH_SUBGROUPS as u64 * subgroup_max as u64;
+        let (rows, kt) = (self.rows as u64, self.key_tile as u64);
+        let (hdp, team, out_blocks) = (self.padded_head(shape), team as u64, out_blocks as u64);
+        let strided = |n: u64| n.div_ceil(wg) + 1;
+        // A subgroup's S x S, element by element over its lanes (at least 4).
+        let per_lane = (s * s).div_ceil(4) + 1;
+        let shuffles = team.ilog2() as u64 + 1;
+        let score_blocks = (rows / s) * (kt / s);
+        let per_tile = 2 * strided(kt * hdp / 2)
+            + (score_blocks.div_ceil(FLASH_SUBGROUPS as u64) + 1) * (hdp / s + 1)
+            + 2 * (kt.div_ceil(team) + 1 + shuffles)
+            + out_blocks * 2 * per_lane
+            + (kt / s + 1);
+        let fixed =
+            strided(rows * hdp / 2) + strided(self.score_len(shape)) + out_blocks * per_lane;
+        fixed + (keys.div_ceil(kt) + 1) * (per_tile + 1)
     }
 
     /// [`Self::on_matrix_units`] for matrices of `shape`, subgroups of `subgroup_max`
@@ -526,6 +596,7 @@ impl PrefillAttention {
             tile_rows: PREFILL_TILE_ROWS,
             max_workgroups_per_dim: max_workgroups_per_dim.max(1),
             keys_per_pass: None,
+            max_keys: None,
         })
     }
 
@@ -642,8 +713,18 @@ impl PrefillAttention {
             if !profile.subgroups || profile.subgroup_min < team {
                 return fail(format!("softmax teams of {team} lanes"));
             }
-            if profile.loop_iterations.is_some() {
-                return fail(format!("{} stops an invocation's loops", profile.name));
+            if let Some(limit) = profile.loop_iterations {
+                let Some(keys) = self.max_keys else {
+                    return fail(format!("{} stops an invocation's loops", profile.name));
+                };
+                let iterations = self.matrix_loop_iterations(keys);
+                if iterations > limit / 2 {
+                    return fail(format!(
+                        "{keys} keys take {iterations} loop iterations of an invocation, \
+                         past half of {}'s {limit}",
+                        profile.name
+                    ));
+                }
             }
         }
         if self.wg
@@ -881,6 +962,12 @@ impl PrefillAttention {
                 rows_bytes(out_stride),
                 q.size,
                 out.size
+            ));
+        }
+        if let Some(max_keys) = self.max_keys.filter(|&keys| n_pos > keys) {
+            return fail(format!(
+                "{n_pos} positions: the launch walks at most {max_keys} keys within the \
+                 device's loop limit"
             ));
         }
         if state.size < state_bytes {
