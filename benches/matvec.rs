@@ -4,10 +4,11 @@
 //!
 //! cargo bench --bench matvec -- [--types q4_k,q6_k] [--families coop,scalar] [--kernels q4_k_dot4]
 //!     [--shapes llama3-8b,muse] [--iters 30] [--x-q8] [--prefetch true|false] [--json out.json]
-//!     [--adapter INDEX|NAME] [--cols N]
+//!     [--adapter INDEX|NAME] [--cols N] [--x-direct --columns-at-once C]
 //!
 //! With --cols N each dispatch multiplies N columns of x (a decode step of N sequences):
 //! GB/s and % then count the weights once and x and y N times, as the dispatch reads them.
+//! With --columns-at-once C (x in place) each loaded weight slice is dotted with C of them.
 
 use std::collections::HashMap;
 
@@ -79,6 +80,10 @@ struct Args {
     /// Columns of x per dispatch (`MatvecLaunch::dispatches_columns`).
     #[arg(long, default_value_t = 1)]
     cols: u64,
+    /// A/B, with --x-direct: columns each loaded weight slice is dotted with
+    /// (`Overrides::columns_at_once`; Q4_K and Q5_K dot4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+    columns_at_once: Option<u32>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -294,6 +299,7 @@ fn bench_case(
         force: Some(Force::Kernel(kernel.name.to_string())),
         x_q8: quantized_x.then_some(true),
         x_in_place: (args.x_direct || args.x_staged).then_some(args.x_direct),
+        columns_at_once: args.columns_at_once,
         workgroup_size: args.coop_wg,
         lanes: args.coop_lanes,
         max_workgroups: args.coop_groups,

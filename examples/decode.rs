@@ -85,6 +85,12 @@ struct Args {
     /// all, false for none (default: for matrices of at least 128 MB).
     #[arg(long)]
     x_q8: Option<bool>,
+    /// Columns (a step's rows, one per sequence) each loaded weight slice of a dot4
+    /// matvec is dotted with, 1 to 8 (default: 1, until measured on the H200): x then
+    /// arrives quantized and is read in place (as with --x-q8 true --glu-q8 true, unless
+    /// those say otherwise), where the kernel splits its slices (Q4_K, Q5_K).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+    columns_at_once: Option<u32>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
     /// dispatch: true for all, false for none, computing it while staging (default: for
     /// matrices of at least 8 MB).
@@ -297,8 +303,10 @@ fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
         kv: args.kv_type,
         routing: Overrides {
             force,
-            x_q8: args.x_q8,
-            glu_q8: args.glu_q8,
+            x_q8: args.x_q8.or(args.columns_at_once.map(|_| true)),
+            glu_q8: args.glu_q8.or(args.columns_at_once.map(|_| true)),
+            x_in_place: args.columns_at_once.map(|_| true),
+            columns_at_once: args.columns_at_once,
             x_planes: args.x_planes,
             coop_matrix: args.coop_matrix,
             matrix_attention: args.matrix_attention,

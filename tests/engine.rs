@@ -170,8 +170,36 @@ fn each_sequence_on_matrix_units_gets_bit_for_bit_what_it_gets_alone() {
 /// The check of [`each_sequence_gets_bit_for_bit_what_it_gets_alone`] on the engine
 /// `load` gives; the engine, for what else a caller checks of its plan.
 fn each_sequence_alone_on(load: fn(&Path, &LoadOptions) -> Engine) -> Engine {
+    each_sequence_alone_with(load, options(SEQUENCES))
+}
+
+/// As [`each_sequence_gets_bit_for_bit_what_it_gets_alone`], the dot4 matrices reading
+/// x in place and dotting each loaded slice with up to 8 of a step's rows at once
+/// (`Overrides::columns_at_once`), where their kernels split slices (Q4_K, Q5_K).
+#[test]
+fn each_sequence_with_columns_at_once_gets_bit_for_bit_what_it_gets_alone() {
+    let mut options = options(SEQUENCES);
+    options.routing = brass::router::Overrides {
+        x_q8: Some(true),
+        glu_q8: Some(true),
+        x_in_place: Some(true),
+        columns_at_once: Some(8),
+        ..options.routing
+    };
+    let engine = each_sequence_alone_with(engine_of, options);
+    let plan = engine.model().plan().to_string();
+    assert!(
+        plan.contains("each weight slice dotted with 8 columns at once"),
+        "{plan}"
+    );
+}
+
+fn each_sequence_alone_with(
+    load: fn(&Path, &LoadOptions) -> Engine,
+    options: LoadOptions,
+) -> Engine {
     let path = model_file(5);
-    let mut engine = load(&path, &options(SEQUENCES));
+    let mut engine = load(&path, &options);
     let plan = engine.model().plan().to_string();
     assert!(
         plan.contains(&format!("decode rows: {SEQUENCES} sequences step together")),

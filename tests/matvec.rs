@@ -1042,3 +1042,60 @@ fn dot4_columns_on_every_route_are_one_column_dispatches_bit_for_bit() {
         }
     }
 }
+
+/// dot4 launches that read x in place and dot each loaded slice with several columns
+/// (`columns_at_once`: 2, 5 and the most, one and two int8 planes, whole subgroups and
+/// teams of 4 lanes): each column of every count is bit for bit the launch's
+/// one-column dispatch and within the int8 bound of the CPU reference (see
+/// `check_columns`). A kernel that does not split its slices, or a launch that stages
+/// x, takes columns one at a time, and its plan says why.
+#[test]
+fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
+    use brass::kernels::matvec::{LaunchConfig, MAX_COLUMNS_AT_ONCE};
+    use brass::router::Clause;
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let (m, k) = (67, 512);
+    let at_once = |launch: &MatvecLaunch| match launch.config() {
+        LaunchConfig::Dot4(c) => c.columns_at_once,
+        other => panic!("{other:?}"),
+    };
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for (columns, lanes, planes) in [(2, 0, 1), (5, 4, 2), (MAX_COLUMNS_AT_ONCE, 0, 1)] {
+            let overrides = Overrides {
+                x_q8: Some(true),
+                x_in_place: Some(true),
+                columns_at_once: Some(columns),
+                lanes: Some(lanes),
+                x_planes: Some(planes),
+                ..Overrides::default()
+            };
+            let launch = launch_of(device.profile(), kernel, (m, k), XInput::Norm, overrides);
+            let taken = if kernel.splits_slices() { columns } else { 1 };
+            assert_eq!(at_once(&launch), taken, "{}", launch.pipeline_key());
+            check_columns(&device, &cache, &launch);
+        }
+        // Staged x: one at a time, and the clause says so.
+        let query = MatvecQuery {
+            ty: kernel.ty,
+            m,
+            k,
+            x: XInput::F32,
+        };
+        let overrides = Overrides {
+            force: Some(Force::Kernel(kernel.name.to_string())),
+            columns_at_once: Some(4),
+            ..Overrides::default()
+        };
+        let route = route_matvec(device.profile(), &query, &overrides).unwrap();
+        assert_eq!(at_once(route.launch()), 1);
+        assert!(
+            route.clauses().contains(&Clause::ColumnsAtOnce {
+                columns: 1,
+                asked: 4
+            }),
+            "{:?}",
+            route.clauses()
+        );
+    }
+}

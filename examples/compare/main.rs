@@ -63,6 +63,12 @@ struct Args {
     /// all, false for none (default: the model's rule; see `router::Overrides::x_q8`).
     #[arg(long)]
     x_q8: Option<bool>,
+    /// Columns (a step's rows, one per sequence) each loaded weight slice of a dot4
+    /// matvec is dotted with, 1 to 8 (default: 1, until measured on the H200): x then
+    /// arrives quantized and is read in place (as with --x-q8 true --glu-q8 true, unless
+    /// those say otherwise), where the kernel splits its slices (Q4_K, Q5_K).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+    columns_at_once: Option<u32>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
     /// dispatch: true for all, false for none (default: the model's rule; see
     /// `router::Overrides::glu_q8`).
@@ -337,8 +343,10 @@ fn measure_device(
     let load = LoadOptions {
         kv: args.kv_type,
         routing: Overrides {
-            x_q8: args.x_q8,
-            glu_q8: args.glu_q8,
+            x_q8: args.x_q8.or(args.columns_at_once.map(|_| true)),
+            glu_q8: args.glu_q8.or(args.columns_at_once.map(|_| true)),
+            x_in_place: args.columns_at_once.map(|_| true),
+            columns_at_once: args.columns_at_once,
             x_planes: args.x_planes,
             attention_workgroups: args.attention_workgroups,
             attention_min_chunk: args.attention_min_chunk,

@@ -7,6 +7,7 @@ const X_Q8: bool = false;
 const X_DIRECT: bool = false;
 const QUEUE: bool = false;
 const PREFETCH: bool = false;
+const COLUMNS_AT_ONCE: u32 = 1u;
 
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
@@ -33,8 +34,10 @@ const PREFETCH: bool = false;
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
 // already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
-// queue; see `take_batch`) and PREFETCH (whether lanes load a slice ahead: the per-type
-// files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl).
+// queue; see `take_batch`), PREFETCH (whether lanes load a slice ahead: the per-type
+// files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl) and
+// COLUMNS_AT_ONCE (1, or with X_DIRECT and a per-type file that splits its slices up to
+// 8: columns each loaded slice is dotted with; see `batch_rows`).
 // The per-type file, which includes this one, q8_x.wgsl and one of those two, defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -292,8 +295,14 @@ fn take_batch(lid: u32, groups: u32, n_batches: u32) -> u32 {
 // the batch's weights in L1 or L2 rather than DRAM, but every column still issues all
 // of the weight loads and their arithmetic: on the H200 (Q4_K, 8B shapes, 2026-12-04)
 // a column costs about what a one-column dispatch does, in place 1.0x, staged 0.4-0.6x
-// at 8 columns (staging is redone per column and batch). Bit-identical, not yet faster;
-// the register form (a slice loaded once, dotted with a fixed run of columns) is next.
+// at 8 columns (staging is redone per column and batch).
+//
+// With COLUMNS_AT_ONCE > 1 (x in place) the register form runs instead
+// (`columns_at_once`, dot4_prefetch.wgsl): each slice loaded once and dotted with up to
+// COLUMNS_AT_ONCE columns, one accumulator each. A column's sums are the same code in
+// the same order whichever of the run it is and however many columns the dispatch has,
+// so it is bit for bit this launch's one-column dispatch (not the COLUMNS_AT_ONCE = 1
+// pipeline's: a model takes one or the other for every step).
 //
 // Staged x holds one column at a time. x in one tile and one column is staged once, by
 // the workgroup's first batch (`first`); otherwise per column and tile. Either way by
@@ -306,6 +315,12 @@ fn batch_rows(base: u32, first: bool, one_tile: bool, lid: u32, sg_id: u32, per_
     // In place, x is one tile of all of K.
     let span = select(TILE, params.k, X_DIRECT);
     let restage = !X_DIRECT && (first || !one_tile || params.cols > 1u);
+    if (COLUMNS_AT_ONCE > 1u) {
+        for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
+            columns_at_once(rb, ok, c0, min(COLUMNS_AT_ONCE, params.cols - c0), row, tl, lanes);
+        }
+        return;
+    }
     for (var c = 0u; c < params.cols; c++) {
         x_col = c * params.x_stride;
         var acc = 0.0;
@@ -380,11 +395,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 }
 // Included after dot4.wgsl by the per-type files that do not split their slices (see
-// dot4_prefetch.wgsl): the driver's call to `rows_prefetched` is dead code for them,
-// and a route asking them for PREFETCH fails to compile rather than compute nothing.
+// dot4_prefetch.wgsl): the driver's calls to `rows_prefetched` and `columns_at_once`
+// are dead code for them, and a route asking them for PREFETCH or for columns at once
+// fails to compile rather than compute nothing.
 const_assert !PREFETCH;
+const_assert COLUMNS_AT_ONCE == 1u;
 
 fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {}
+
+fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {}
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
 // first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
 // second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's

@@ -7,6 +7,7 @@ const X_Q8: bool = false;
 const X_DIRECT: bool = false;
 const QUEUE: bool = false;
 const PREFETCH: bool = false;
+const COLUMNS_AT_ONCE: u32 = 1u;
 
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
@@ -33,8 +34,10 @@ const PREFETCH: bool = false;
 // the SwiGLU of two halves of its binding; see `x_at`), X_Q8 (whether x arrives
 // already quantized; see `stage_x`), X_DIRECT (with X_Q8: whether x is read in place
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
-// queue; see `take_batch`) and PREFETCH (whether lanes load a slice ahead: the per-type
-// files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl).
+// queue; see `take_batch`), PREFETCH (whether lanes load a slice ahead: the per-type
+// files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl) and
+// COLUMNS_AT_ONCE (1, or with X_DIRECT and a per-type file that splits its slices up to
+// 8: columns each loaded slice is dotted with; see `batch_rows`).
 // The per-type file, which includes this one, q8_x.wgsl and one of those two, defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -292,8 +295,14 @@ fn take_batch(lid: u32, groups: u32, n_batches: u32) -> u32 {
 // the batch's weights in L1 or L2 rather than DRAM, but every column still issues all
 // of the weight loads and their arithmetic: on the H200 (Q4_K, 8B shapes, 2026-12-04)
 // a column costs about what a one-column dispatch does, in place 1.0x, staged 0.4-0.6x
-// at 8 columns (staging is redone per column and batch). Bit-identical, not yet faster;
-// the register form (a slice loaded once, dotted with a fixed run of columns) is next.
+// at 8 columns (staging is redone per column and batch).
+//
+// With COLUMNS_AT_ONCE > 1 (x in place) the register form runs instead
+// (`columns_at_once`, dot4_prefetch.wgsl): each slice loaded once and dotted with up to
+// COLUMNS_AT_ONCE columns, one accumulator each. A column's sums are the same code in
+// the same order whichever of the run it is and however many columns the dispatch has,
+// so it is bit for bit this launch's one-column dispatch (not the COLUMNS_AT_ONCE = 1
+// pipeline's: a model takes one or the other for every step).
 //
 // Staged x holds one column at a time. x in one tile and one column is staged once, by
 // the workgroup's first batch (`first`); otherwise per column and tile. Either way by
@@ -306,6 +315,12 @@ fn batch_rows(base: u32, first: bool, one_tile: bool, lid: u32, sg_id: u32, per_
     // In place, x is one tile of all of K.
     let span = select(TILE, params.k, X_DIRECT);
     let restage = !X_DIRECT && (first || !one_tile || params.cols > 1u);
+    if (COLUMNS_AT_ONCE > 1u) {
+        for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
+            columns_at_once(rb, ok, c0, min(COLUMNS_AT_ONCE, params.cols - c0), row, tl, lanes);
+        }
+        return;
+    }
     for (var c = 0u; c < params.cols; c++) {
         x_col = c * params.x_stride;
         var acc = 0.0;
@@ -379,9 +394,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
 }
-// Loading a slice ahead, for a route with PREFETCH (router clause 6): included after
-// dot4.wgsl by the per-type files that split a slice into `slice_load` (its loads, as
-// a `Raw`) and `slice_math` (the rest). Without PREFETCH the driver never calls it.
+// Loading a slice ahead, for a route with PREFETCH (router clause 6), and a loaded slice
+// dotted with several columns (COLUMNS_AT_ONCE): included after dot4.wgsl by the
+// per-type files that split a slice into `slice_load` (its loads, as a `Raw`) and
+// `slice_math` (the rest). Without either the driver never calls them.
 
 // Slice s of `row` (nothing past the rows or the row's slices), x in one tile.
 fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
@@ -448,6 +464,32 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
         s = next_s;
         i = select(i + 1u, 0u, row_end);
         raw = next;
+    }
+}
+
+// x in place, `n` columns from c0 (1 to COLUMNS_AT_ONCE): each of the lane's slices of
+// the row at byte `rb` loaded once and dotted with every column, one accumulator each,
+// then each column's row total written. A column's slices are summed in the order
+// row_partial sums them with STEP = 1 whatever `n` is; every lane of the subgroup calls
+// it (the totals are subgroup operations).
+fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {
+    var acc: array<f32, COLUMNS_AT_ONCE>;
+    let n_slices = (params.k / BLOCK) * SLICES;
+    for (var s = tl; ok && s < n_slices; s += lanes) {
+        let b = s / SLICES;
+        let raw = slice_load(rb, b, s % SLICES);
+        for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+            if (c < n) {
+                x_col = (c0 + c) * params.x_stride;
+                acc[c] += slice_math(raw, s % SLICES, b * (BLOCK / 32u));
+            }
+        }
+    }
+    for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+        let total = row_total(acc[c]);
+        if (c < n && tl == 0u && ok) {
+            y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
+        }
     }
 }
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The

@@ -20,7 +20,7 @@ mod launch;
 pub(crate) use launch::{coop_rows_per_workgroup, dot4_rows_per_workgroup};
 pub use launch::{
     create_queue, Batches, CoopLaunch, Dot4Launch, Dot4X, FloatX, LaunchConfig, MatvecLaunch,
-    RowPart, StagedFrom, XForm, ARRANGE_PIECE_BYTES, MAX_COLUMNS, QUEUE_BYTES,
+    RowPart, StagedFrom, XForm, ARRANGE_PIECE_BYTES, MAX_COLUMNS, MAX_COLUMNS_AT_ONCE, QUEUE_BYTES,
 };
 
 use super::wgsl::{compose, WgslConst};

@@ -9,7 +9,8 @@
 /// Every kernel brass ships, as (file stem under `spirv/`, complete WGSL). Coop
 /// matvecs are given in one canonical configuration: 256 invocations, a 4,096-element
 /// tile, x staged as f16 (the H200's route for K = 4,096); the dot4 kernels that can
-/// load a slice ahead also with that path (`<name>_prefetch`).
+/// load a slice ahead also with that path (`<name>_prefetch`) and with x in place, 8
+/// columns at once (`<name>_columns8`).
 ///
 /// Panics if a kernel does not compose, which its tests rule out.
 pub fn catalog() -> Vec<(String, String)> {
@@ -27,6 +28,8 @@ pub fn catalog() -> Vec<(String, String)> {
     for k in MATVEC_KERNELS.iter().filter(|k| k.splits_slices()) {
         let wgsl = source(MatvecLaunch::canonical(k, true));
         out.push((format!("{}_prefetch", k.name), wgsl));
+        let wgsl = source(MatvecLaunch::canonical_columns_at_once(k, 8));
+        out.push((format!("{}_columns8", k.name), wgsl));
     }
     for (name, wgsl) in crate::device::probe_sources() {
         out.push((name.to_string(), wgsl.to_string()));

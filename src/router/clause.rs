@@ -69,6 +69,15 @@ pub enum Clause {
     GluWhileStaging,
     /// x arrives quantized; staging copies it.
     StagingCopiesQ8,
+    /// Each loaded weight slice is dotted with `columns` of a step's rows at once, as
+    /// asked (`asked`); one, where the launch stages x or its kernel does not split its
+    /// slices.
+    ColumnsAtOnce {
+        /// Columns taken at once.
+        columns: u32,
+        /// Columns the override asked for.
+        asked: u32,
+    },
     /// x arrives quantized and the lanes read it in place: nothing staged.
     ReadInPlace {
         /// Rows of each workgroup's one batch.
@@ -819,6 +828,18 @@ impl std::fmt::Display for Clause {
             ),
             Clause::GluWhileStaging => write!(f, "input silu(gate) * up, computed while staging x"),
             Clause::StagingCopiesQ8 => write!(f, "x arrives quantized; staging copies it"),
+            Clause::ColumnsAtOnce { asked: 1, .. } => {
+                write!(f, "columns one at a time, as asked")
+            }
+            Clause::ColumnsAtOnce { columns, asked } if columns == asked => write!(
+                f,
+                "each weight slice dotted with {columns} columns at once, as asked"
+            ),
+            Clause::ColumnsAtOnce { asked, .. } => write!(
+                f,
+                "columns one at a time: {asked} at once asked, which needs x read in place \
+                 and a kernel that splits its slices"
+            ),
             Clause::ReadInPlace {
                 rows_per_workgroup,
                 forced: on,

@@ -109,6 +109,11 @@ pub struct Overrides {
     /// Whether a dot4 route given quantized x reads it in place rather than staging a
     /// copy (None: where the kernel's lanes each read a whole 32-value group).
     pub x_in_place: Option<bool>,
+    /// Columns (a step's rows) each loaded weight slice of a dot4 route that reads x in
+    /// place is dotted with, 1 to [`MAX_COLUMNS_AT_ONCE`] (None: one; not yet measured).
+    ///
+    /// [`MAX_COLUMNS_AT_ONCE`]: crate::kernels::matvec::MAX_COLUMNS_AT_ONCE
+    pub columns_at_once: Option<u32>,
     /// Invocations per coop and dot4 workgroup.
     pub workgroup_size: Option<u32>,
     /// dot4 lanes per row (0: a whole subgroup).
@@ -495,6 +500,7 @@ fn dot4_launch(
             lanes,
             planes: x_planes(o, why),
             x: Dot4X::InPlace,
+            columns_at_once: columns_at_once(kernel, true, o, why),
         };
         return (LaunchConfig::Dot4(config), parts);
     };
@@ -550,8 +556,30 @@ fn dot4_launch(
             from,
             batches,
         },
+        columns_at_once: columns_at_once(kernel, false, o, why),
     };
     (LaunchConfig::Dot4(config), parts)
+}
+
+/// The columns a dot4 launch dots each loaded slice with: as many as the override asks
+/// where x is read `in_place` and the kernel splits its slices, else one; with the
+/// clause that says which, where the override asked.
+fn columns_at_once(
+    kernel: &'static MatvecKernel,
+    in_place: bool,
+    o: &Overrides,
+    why: &mut Vec<Clause>,
+) -> u32 {
+    let Some(asked) = o.columns_at_once else {
+        return 1;
+    };
+    let columns = if in_place && kernel.splits_slices() {
+        asked
+    } else {
+        1
+    };
+    why.push(Clause::ColumnsAtOnce { columns, asked });
+    columns
 }
 
 /// The int8 planes dot4 multiplies x on: one, as llama.cpp rounds activations, unless

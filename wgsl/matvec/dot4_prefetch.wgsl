@@ -1,6 +1,7 @@
-// Loading a slice ahead, for a route with PREFETCH (router clause 6): included after
-// dot4.wgsl by the per-type files that split a slice into `slice_load` (its loads, as
-// a `Raw`) and `slice_math` (the rest). Without PREFETCH the driver never calls it.
+// Loading a slice ahead, for a route with PREFETCH (router clause 6), and a loaded slice
+// dotted with several columns (COLUMNS_AT_ONCE): included after dot4.wgsl by the
+// per-type files that split a slice into `slice_load` (its loads, as a `Raw`) and
+// `slice_math` (the rest). Without either the driver never calls them.
 
 // Slice s of `row` (nothing past the rows or the row's slices), x in one tile.
 fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
@@ -67,5 +68,31 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
         s = next_s;
         i = select(i + 1u, 0u, row_end);
         raw = next;
+    }
+}
+
+// x in place, `n` columns from c0 (1 to COLUMNS_AT_ONCE): each of the lane's slices of
+// the row at byte `rb` loaded once and dotted with every column, one accumulator each,
+// then each column's row total written. A column's slices are summed in the order
+// row_partial sums them with STEP = 1 whatever `n` is; every lane of the subgroup calls
+// it (the totals are subgroup operations).
+fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {
+    var acc: array<f32, COLUMNS_AT_ONCE>;
+    let n_slices = (params.k / BLOCK) * SLICES;
+    for (var s = tl; ok && s < n_slices; s += lanes) {
+        let b = s / SLICES;
+        let raw = slice_load(rb, b, s % SLICES);
+        for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+            if (c < n) {
+                x_col = (c0 + c) * params.x_stride;
+                acc[c] += slice_math(raw, s % SLICES, b * (BLOCK / 32u));
+            }
+        }
+    }
+    for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+        let total = row_total(acc[c]);
+        if (c < n && tl == 0u && ok) {
+            y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
+        }
     }
 }

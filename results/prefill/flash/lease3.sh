@@ -9,7 +9,8 @@
 # attention_test, plan_test, session_test (xz). With LLAMA=1 it also builds llama.cpp's
 # CUDA backend in the background first (../shared/anchors/build-on-device.sh, about
 # 4 minutes) and runs llama-bench on the same files. PHASES (default "tests pp") picks
-# the parts, to keep one call within the device's 600 s.
+# the parts, to keep one call within the device's 600 s; "columns" (matvec_bench.xz
+# too) measures issue 42's columns at once.
 set -u
 phase() { [[ " ${PHASES:-tests pp} " == *" $1 "* ]]; }
 BIN=${BIN:-flash6}
@@ -44,6 +45,26 @@ phase pp && timeout 150 /tmp/compare --adapter NVIDIA --synthetic llama3-8b --sk
   --parallel 1,8,32 --parallel-prompt 128 -o "$OUT/parallel.json" >"$OUT/parallel.log" 2>&1
 phase pp && echo "parallel exited $?" >>"$OUT/parallel.log"
 phase pp && grep -E "sequences:|exited" "$OUT/parallel.log" | cut -c1-170
+# Issue 42: a step's rows dotted 8 at a time with each loaded weight slice (x in place),
+# the matvecs alone (8 columns, then 1) and end to end.
+if phase columns; then
+  xz -dc ".bin/$BIN/matvec_bench.xz" >/tmp/matvec_bench; chmod +x /tmp/matvec_bench
+  for c in 8 1; do
+    for at_once in "" "--columns-at-once 8"; do
+      timeout 120 /tmp/matvec_bench --kernels q4_k_dot4,q5_k_dot4,q6_k_dot4 --types q4_k,q5_k,q6_k \
+        --shapes llama3-8b --x-direct --cols $c $at_once 2>&1 | grep -E "llama3" |
+        sed "s/^/cols $c $at_once: /" | tee -a "$OUT/columns_bench.log" | cut -c1-190
+    done
+  done
+  # --columns-at-once 1: x in place, one column at a time (the same x forms as 8).
+  for at_once in 1 8; do
+    timeout 150 /tmp/compare --adapter NVIDIA --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
+      --parallel 1,8,16 --parallel-prompt 128 --columns-at-once $at_once \
+      >>"$OUT/parallel_columns.log" 2>&1
+    echo "parallel $at_once exited $?" >>"$OUT/parallel_columns.log"
+  done
+  grep -E "sequences:|exited" "$OUT/parallel_columns.log" | cut -c1-170
+fi
 if [ "${LLAMA:-0}" = 1 ]; then
   for i in $(seq 60); do [ -x /tmp/anchors/build-cuda/bin/llama-bench ] && break; sleep 5; done
   for f in "$BRASS_CACHE"/synthetic/*.gguf; do

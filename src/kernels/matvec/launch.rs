@@ -81,7 +81,16 @@ pub struct Dot4Launch {
     pub planes: u32,
     /// Where its int8 x comes from.
     pub x: Dot4X,
+    /// Columns each loaded weight slice is dotted with (`wgsl/matvec/dot4_prefetch.wgsl`,
+    /// `columns_at_once`): 1, or with x in place and a kernel that splits its slices up
+    /// to [`MAX_COLUMNS_AT_ONCE`]. A column is bit for bit this launch's one-column
+    /// dispatch either way, but not the other setting's.
+    pub columns_at_once: u32,
 }
+
+/// The most columns a dot4 launch dots each loaded slice with ([`Dot4Launch`]): one
+/// accumulator each, in registers.
+pub const MAX_COLUMNS_AT_ONCE: u32 = 8;
 
 /// Where a dot4 launch's int8 x comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -250,6 +259,7 @@ impl MatvecLaunch {
                         Batches::GridStride
                     },
                 },
+                columns_at_once: 1,
             }),
         };
         let k = tile as u64;
@@ -268,6 +278,17 @@ impl MatvecLaunch {
             }],
             config,
         }
+    }
+
+    /// [`Self::canonical`] for a dot4 kernel that splits its slices, x read in place
+    /// and each loaded slice dotted with `columns` columns at once.
+    pub fn canonical_columns_at_once(kernel: &'static MatvecKernel, columns: u32) -> MatvecLaunch {
+        let mut launch = Self::canonical(kernel, false);
+        if let LaunchConfig::Dot4(c) = &mut launch.config {
+            c.x = Dot4X::InPlace;
+            c.columns_at_once = columns;
+        }
+        launch
     }
 
     /// Whether a device of `profile` can run this launch: an error says what it lacks.
@@ -331,7 +352,7 @@ impl MatvecLaunch {
                         super::MAX_X_PLANES
                     ));
                 }
-                match c.x {
+                let stage = match c.x {
                     Dot4X::Staged { tile, batches, .. } => {
                         if batches == Batches::Prefetch
                             && !(self.kernel.splits_slices() && self.k <= tile as u64)
@@ -344,7 +365,21 @@ impl MatvecLaunch {
                         (c.wg, Some((tile, self.x_stage())))
                     }
                     Dot4X::InPlace => (c.wg, None),
+                };
+                if !(1..=MAX_COLUMNS_AT_ONCE).contains(&c.columns_at_once) {
+                    return bad(format!(
+                        "{} columns at once (1 to {MAX_COLUMNS_AT_ONCE})",
+                        c.columns_at_once
+                    ));
                 }
+                if c.columns_at_once > 1 && !(c.x == Dot4X::InPlace && self.kernel.splits_slices())
+                {
+                    return bad(format!(
+                        "{} columns at once need x in place and a kernel that splits slices",
+                        c.columns_at_once
+                    ));
+                }
+                stage
             }
         };
         if wg == 0
@@ -497,6 +532,7 @@ impl MatvecLaunch {
                     bool_("X_DIRECT", direct),
                     bool_("QUEUE", batches == Batches::Queue),
                     bool_("PREFETCH", batches == Batches::Prefetch),
+                    u32_("COLUMNS_AT_ONCE", c.columns_at_once),
                 ]
             }
         }
@@ -517,6 +553,10 @@ impl MatvecLaunch {
         let mut key = self.kernel.name.to_string();
         for c in self.constants() {
             let name = c.name.to_lowercase();
+            // One column at a time is the plain kernel: named only where more.
+            if c.name == "COLUMNS_AT_ONCE" && matches!(c.value, WgslValue::U32(1)) {
+                continue;
+            }
             match c.value {
                 WgslValue::U32(v) => key += &format!(" {name}{v}"),
                 WgslValue::Bool(true) => key += &format!(" {name}"),
