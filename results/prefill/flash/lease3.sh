@@ -10,7 +10,8 @@
 # CUDA backend in the background first (../shared/anchors/build-on-device.sh, about
 # 4 minutes) and runs llama-bench on the same files. PHASES (default "tests pp") picks
 # the parts, to keep one call within the device's 600 s; "columns" (matvec_bench.xz
-# too) measures issue 42's columns at once.
+# too) measures issue 42's columns at once; "llama" runs llama-bench on the files the
+# pp phase wrote (the build, started by the first call with LLAMA=1, must have ended).
 set -u
 phase() { [[ " ${PHASES:-tests pp} " == *" $1 "* ]]; }
 BIN=${BIN:-flash6}
@@ -18,8 +19,9 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export BRASS_CACHE=${BRASS_CACHE:-/tmp/bc} BRASS_ADAPTER=NVIDIA
 mkdir -p /work && ln -sfn "$PWD" /work/main
-if [ "${LLAMA:-0}" = 1 ]; then
-    (setsid nohup bash .anchors/build-on-device.sh cuda >"$OUT/llama_build.log" 2>&1 &)
+if [ "${LLAMA:-0}" = 1 ] && [ ! -e /tmp/anchors/started ]; then
+    mkdir -p /tmp/anchors && touch /tmp/anchors/started
+    (setsid nohup bash .anchors/build-on-device.sh cuda >/tmp/anchors/build.log 2>&1 &)
 fi
 tests="prefill_test families_test long_context_test engine_test attention_test plan_test session_test"
 for b in compare $tests; do
@@ -65,7 +67,7 @@ if phase columns; then
   done
   grep -E "sequences:|exited" "$OUT/parallel_columns.log" | cut -c1-170
 fi
-if [ "${LLAMA:-0}" = 1 ]; then
+if phase llama; then
   for i in $(seq 60); do [ -x /tmp/anchors/build-cuda/bin/llama-bench ] && break; sleep 5; done
   for f in "$BRASS_CACHE"/synthetic/*.gguf; do
     timeout 200 /tmp/anchors/build-cuda/bin/llama-bench -m "$f" -ngl 99 -fa 1 -r 3 -p 512,2048 -n 32 2>&1 |
