@@ -64,7 +64,8 @@ struct Args {
     #[arg(long)]
     x_q8: Option<bool>,
     /// Columns (a step's rows, one per sequence) each loaded weight slice of a dot4
-    /// matvec is dotted with, 1 to 8 (default: 1, until measured on the H200): x then
+    /// matvec is dotted with, 1 to 8 (default: 1; on the H200 8 ran 0.87-1.23x at 8
+    /// columns and 0.70x at one, see wgsl/matvec/dot4.wgsl `batch_rows`): x then
     /// arrives quantized and is read in place (as with --x-q8 true --glu-q8 true, unless
     /// those say otherwise), where the kernel splits its slices (Q4_K, Q5_K).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
