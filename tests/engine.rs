@@ -77,12 +77,12 @@ fn engine_of(path: &Path, options: &LoadOptions) -> Engine {
 /// An engine on the adapter's matrix units, or on emulated ones where it has none
 /// (`emulated_units`: lavapipe).
 fn engine_on_units(path: &Path, options: &LoadOptions) -> Engine {
-    let device: Arc<dyn brass::device::Device> =
-        match emulated_units::EmulatedUnits::over(common::gpu()) {
-            Some(emulated) => Arc::new(emulated),
-            None => Arc::new(common::gpu()),
-        };
-    Engine::load(device, path, options).unwrap()
+    Engine::load(
+        emulated_units::on_matrix_units(common::gpu()),
+        path,
+        options,
+    )
+    .unwrap()
 }
 
 fn greedy(max_tokens: usize) -> SequenceOptions {

@@ -172,14 +172,8 @@ fn check(arch: Arch) {
     let device: Arc<dyn Device> = Arc::new(common::gpu());
     // An adapter with matrix units (prompts on flash attention and the tiled matmuls by
     // default): its own, or lavapipe's emulated.
-    let units: Option<Arc<dyn Device>> = match emulated_units::EmulatedUnits::over(common::gpu()) {
-        Some(emulated) => Some(Arc::new(emulated)),
-        None => device
-            .profile()
-            .coop_matrix
-            .is_some()
-            .then(|| device.clone()),
-    };
+    let units = Some(emulated_units::on_matrix_units(common::gpu()))
+        .filter(|u| u.profile().coop_matrix.is_some());
     let exact_route = LoadOptions {
         context: Some(POSITIONS),
         kv: KvType::F32,

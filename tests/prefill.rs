@@ -43,6 +43,21 @@ fn load_on(
     Model::load(device, path, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The adapter's matrix units, or emulated ones (`emulated_units`: lavapipe), said on
+/// stderr; None, said so, where it has neither.
+fn matrix_units() -> Option<Arc<dyn Device>> {
+    let device = emulated_units::on_matrix_units(common::gpu());
+    let name = &device.profile().name;
+    match device.profile().coop_matrix {
+        Some(shape) => eprintln!("{name}: {shape}"),
+        None => {
+            eprintln!("{name}: no matrix units, real or emulated");
+            return None;
+        }
+    }
+    Some(device)
+}
+
 fn synthetic() -> std::path::PathBuf {
     common::reference_path("synkq_q4_k_m.gguf")
 }
@@ -136,18 +151,9 @@ fn batched_prefill_matches_exact_math() {
 /// H200), else on emulated ones (`emulated_units`: lavapipe).
 #[test]
 fn unpacked_prefill_matches_exact_math() {
-    let device: Arc<dyn Device> = match emulated_units::EmulatedUnits::over(common::gpu()) {
-        Some(emulated) => Arc::new(emulated),
-        None => Arc::new(common::gpu()),
-    };
-    let Some(shape) = device.profile().coop_matrix else {
-        eprintln!(
-            "{}: no matrix units, real or emulated",
-            device.profile().name
-        );
+    let Some(device) = matrix_units() else {
         return;
     };
-    eprintln!("{}: {shape}", device.profile().name);
     // Cooperative matrices forced: the synthetic model's matrices are too small to
     // fill the device, which would send them to dot4.
     let routing = Overrides {
@@ -167,17 +173,9 @@ fn unpacked_prefill_matches_exact_math() {
 /// emulated ones (lavapipe).
 #[test]
 fn matrix_unit_prefill_matches_exact_math() {
-    let device: Arc<dyn Device> = match emulated_units::EmulatedUnits::over(common::gpu()) {
-        Some(emulated) => Arc::new(emulated),
-        None => Arc::new(common::gpu()),
-    };
-    if device.profile().coop_matrix.is_none() {
-        eprintln!(
-            "{}: no matrix units, real or emulated",
-            device.profile().name
-        );
+    let Some(device) = matrix_units() else {
         return;
-    }
+    };
     let routing = Overrides {
         coop_matrix: Some(true),
         matrix_attention: Some(true),
@@ -485,13 +483,10 @@ fn float_model_prefills_in_batches() {
 /// probabilities (2^-11 relative each) against token at a time's f32 attention.
 #[test]
 fn float_model_with_flash_attention_prefills_in_batches() {
-    match emulated_units::EmulatedUnits::over(common::gpu()) {
-        Some(emulated) => float_model_prefills_in_batches_on(Arc::new(emulated)),
-        None if common::gpu().profile().coop_matrix.is_some() => {
-            float_model_prefills_in_batches_on(Arc::new(common::gpu()))
-        }
-        None => eprintln!("no matrix units, real or emulated"),
-    }
+    let Some(device) = matrix_units() else {
+        return;
+    };
+    float_model_prefills_in_batches_on(device);
 }
 
 fn float_model_prefills_in_batches_on(device: Arc<dyn Device>) {

@@ -5,6 +5,8 @@
 //! plans and runs its matrix-unit routes end to end, through the one forward pass,
 //! with everything but the matrix instructions themselves (those run on the H200).
 
+use std::sync::Arc;
+
 use brass::device::{
     BufferId, BufferUse, Clock, CommandList, CoopInput, CoopMatrix, Device, DeviceProfile,
     LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice, Timing, WgpuDevice,
@@ -18,32 +20,39 @@ pub struct EmulatedUnits {
     profile: DeviceProfile,
 }
 
-impl EmulatedUnits {
-    /// `inner` with emulated matrix units, or None where the emulation does not run:
-    /// the adapter has matrix units of its own, no subgroups, or subgroups of other
-    /// than one size from 4 to 16.
-    pub fn over(inner: WgpuDevice) -> Option<EmulatedUnits> {
-        let p = inner.profile();
-        let lanes = p.subgroup_max;
-        if p.coop_matrix.is_some()
-            || !p.subgroups
-            || p.subgroup_min != lanes
-            || !(4..=16).contains(&lanes)
-        {
-            return None;
-        }
-        let mut profile = p.clone();
-        profile.coop_matrix = Some(CoopMatrix {
-            size: lanes.max(8),
-            input: if p.f16 {
-                CoopInput::F16
-            } else {
-                CoopInput::F32
-            },
-        });
-        profile.name = format!("{} (matrix units emulated)", p.name);
-        Some(EmulatedUnits { inner, profile })
+/// `inner` on its own matrix units where it has them, else on emulated ones where the
+/// emulation runs, else as it is: the caller reads the profile's `coop_matrix` to know
+/// which.
+pub fn on_matrix_units(inner: WgpuDevice) -> Arc<dyn Device> {
+    match emulated_profile(inner.profile()) {
+        Some(profile) => Arc::new(EmulatedUnits { inner, profile }),
+        None => Arc::new(inner),
     }
+}
+
+/// `p` with emulated matrix units, or None where the emulation does not run: the
+/// adapter has matrix units of its own, no subgroups, or subgroups of other than one
+/// size from 4 to 16.
+fn emulated_profile(p: &DeviceProfile) -> Option<DeviceProfile> {
+    let lanes = p.subgroup_max;
+    if p.coop_matrix.is_some()
+        || !p.subgroups
+        || p.subgroup_min != lanes
+        || !(4..=16).contains(&lanes)
+    {
+        return None;
+    }
+    let mut profile = p.clone();
+    profile.coop_matrix = Some(CoopMatrix {
+        size: lanes.max(8),
+        input: if p.f16 {
+            CoopInput::F16
+        } else {
+            CoopInput::F32
+        },
+    });
+    profile.name = format!("{} (matrix units emulated)", p.name);
+    Some(profile)
 }
 
 impl Device for EmulatedUnits {

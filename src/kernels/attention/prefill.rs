@@ -466,18 +466,28 @@ impl PrefillAttention {
         let Some(limit) = profile.loop_iterations else {
             return Ok(Ok(launch));
         };
-        let iterations = launch.matrix_loop_iterations(keys);
-        if iterations > limit / 2 {
-            return Ok(Err(NoMatrixAttention::LoopLimit {
-                keys,
-                iterations,
-                limit,
-            }));
+        if let Err(why) = launch.walk_within(keys, limit) {
+            return Ok(Err(why));
         }
         Ok(Ok(PrefillAttention {
             max_keys: Some(keys),
             ..launch
         }))
+    }
+
+    /// The loop iterations the matrix kernel's walk over `keys` keys takes
+    /// ([`Self::matrix_loop_iterations`]), where they stay within half of a device's
+    /// `limit`; else why not.
+    fn walk_within(&self, keys: u64, limit: u64) -> std::result::Result<u64, NoMatrixAttention> {
+        let iterations = self.matrix_loop_iterations(keys);
+        if iterations > limit / 2 {
+            return Err(NoMatrixAttention::LoopLimit {
+                keys,
+                iterations,
+                limit,
+            });
+        }
+        Ok(iterations)
     }
 
     /// Loop iterations an invocation of `attention/flash.wgsl` runs at most when its
@@ -717,13 +727,8 @@ impl PrefillAttention {
                 let Some(keys) = self.max_keys else {
                     return fail(format!("{} stops an invocation's loops", profile.name));
                 };
-                let iterations = self.matrix_loop_iterations(keys);
-                if iterations > limit / 2 {
-                    return fail(format!(
-                        "{keys} keys take {iterations} loop iterations of an invocation, \
-                         past half of {}'s {limit}",
-                        profile.name
-                    ));
+                if let Err(why) = self.walk_within(keys, limit) {
+                    return fail(why.to_string());
                 }
             }
         }
