@@ -106,6 +106,10 @@ struct Args {
     /// adapter has none), false for dot4 (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
+    /// A/B: rows a decode step of many sequences needs before its quant matrices
+    /// multiply on the matrix units (default 20, where the H200 measured the crossover).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    decode_units_from: Option<u64>,
     /// Whether prompts' attention runs on the matrix units (attention/flash, f16
     /// operands): true where the adapter can run it, false for the scalar kernel (f32;
     /// default: the matrix units where the adapter has them, unless the cache is f32).
@@ -310,6 +314,7 @@ fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
             columns_at_once: args.columns_at_once,
             x_planes: args.x_planes,
             coop_matrix: args.coop_matrix,
+            decode_units_from: args.decode_units_from,
             matrix_attention: args.matrix_attention,
             unpacked_matmul: args.unpacked_matmul,
             ..Overrides::default()

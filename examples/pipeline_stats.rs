@@ -8,7 +8,7 @@
 //!
 //!   cargo run --release --example pipeline_stats -- --types q4_k,q6_k --m 128256 --k 4096 \
 //!       [--x-q8] [--flavours wgpu,no-loop,no-bounds,none] [--adapter INDEX|NAME]
-//!       [--attention llama3-8b,smollm2 [--kv f16]]
+//!       [--attention llama3-8b,smollm2 [--kv f16]] [--matmul]
 //!
 //! With `--attention`, the routed decode attention kernel of those synthetic presets'
 //! heads and the combine pass come first.
@@ -23,10 +23,12 @@ use ash::vk;
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 use brass::gguf::synthetic::SyntheticSpec;
 use brass::kernels::attention::{self, KvType};
+use brass::kernels::matmul::{MatmulEngine, MatmulLaunch};
 use brass::kernels::matvec::Family;
 use brass::quant::GgmlType;
 use brass::router::{
-    route_attention, route_matvec, AttentionQuery, Force, MatvecQuery, Overrides, XInput,
+    route_attention, route_matmul_engine, route_matvec, AttentionQuery, Force, MatvecQuery,
+    Overrides, XInput,
 };
 use clap::Parser;
 
@@ -59,6 +61,10 @@ struct Args {
     /// The KV cache format of `--attention`.
     #[arg(long, default_value_t = KvType::F16)]
     kv: KvType,
+    /// Show the matmuls on the matrix units of `--types` too: the prompts' tiled kernel
+    /// (`matmul/<type>_coopmat`) and the decode steps' columns in 2 and 1 token blocks.
+    #[arg(long)]
+    matmul: bool,
 }
 
 /// naga's SPIR-V options for a flavour: `wgpu` as wgpu-hal's Vulkan backend sets them
@@ -137,15 +143,26 @@ impl Raw {
                     "`{name}` has no VK_KHR_pipeline_executable_properties"
                 ));
             }
+            let has_coop = instance
+                .enumerate_device_extension_properties(physical)
+                .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?
+                .iter()
+                .any(|e| {
+                    CStr::from_ptr(e.extension_name.as_ptr()) == ash::khr::cooperative_matrix::NAME
+                });
             let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
             let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
             let mut fpe = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
+            let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
             let mut features = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12)
                 .push_next(&mut f13)
                 .push_next(&mut fpe);
+            if has_coop {
+                features = features.push_next(&mut fcm);
+            }
             instance.get_physical_device_features2(physical, &mut features);
             let queue_family = instance
                 .get_physical_device_queue_family_properties(physical)
@@ -156,7 +173,10 @@ impl Raw {
             let queues = [vk::DeviceQueueCreateInfo::default()
                 .queue_family_index(queue_family)
                 .queue_priorities(&priorities)];
-            let extensions = [ash::khr::pipeline_executable_properties::NAME.as_ptr()];
+            let mut extensions = vec![ash::khr::pipeline_executable_properties::NAME.as_ptr()];
+            if has_coop {
+                extensions.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+            }
             let info = vk::DeviceCreateInfo::default()
                 .queue_create_infos(&queues)
                 .enabled_extension_names(&extensions)
@@ -338,6 +358,20 @@ fn run() -> Result<(), String> {
         let n_storage = launch.template().storage.len();
         println!("\n{} {}x{}: {}", ty, args.m, args.k, route.pipeline_key());
         show(kernel.name, &wgsl, n_storage)?;
+        if !args.matmul || launch.family() != Family::Dot4 {
+            continue;
+        }
+        let tiled = route_matmul_engine(&profile, Some(true)).map_err(|e| e.to_string())?;
+        let columns = [2, 1]
+            .into_iter()
+            .filter_map(|tokens| MatmulEngine::coop_columns(&profile, 2, tokens, 4));
+        for engine in [tiled.engine()].into_iter().chain(columns) {
+            let matmul = MatmulLaunch::of(launch, engine).map_err(|e| e.to_string())?;
+            println!("{}", matmul.pipeline_key());
+            let wgsl = matmul.source().map_err(|e| e.to_string())?;
+            // The params, then the weights, x and y.
+            show(matmul.kernel_name(), &wgsl, 3)?;
+        }
     }
     Ok(())
 }

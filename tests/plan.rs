@@ -161,21 +161,25 @@ fn a_plan_the_device_cannot_run_is_refused() {
 /// Where the steps of many sequences go to the matrix units: a model serving 20
 /// sequences or more on an adapter with cooperative matrices (the H200 preset), each
 /// quant matrix over dot4 weights with its decode columns and the plan saying so; not
-/// at 19 sequences, not with cooperative matrices turned off, not on lavapipe.
+/// at 19 sequences, not with cooperative matrices turned off, not on lavapipe. A run
+/// that moves the crossover (`decode_units_from`) moves all of it: 4 sequences take
+/// the matrix units from steps of 4 rows, 3 do not.
 #[test]
 fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
     let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
     let h200 = DeviceProfile::preset("h200").unwrap();
     let lavapipe = DeviceProfile::preset("lavapipe").unwrap();
-    let with = |sequences: usize, coop_matrix: Option<bool>| LoadOptions {
+    let asking = |sequences: usize, coop_matrix: Option<bool>, from: Option<u64>| LoadOptions {
         context: Some(16),
         sequences,
         routing: Overrides {
             coop_matrix,
+            decode_units_from: from,
             ..Overrides::default()
         },
         ..Default::default()
     };
+    let with = |sequences: usize, coop_matrix: Option<bool>| asking(sequences, coop_matrix, None);
     let on_units = |p: &brass::model::Plan| {
         let clause = p.decode_rows.iter().find_map(|c| match c {
             brass::router::Clause::DecodeRowsOnMatrixUnits { from, matrices, .. } => {
@@ -200,8 +204,18 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
             .contains("steps of 20 rows or more multiply"),
         "{many}"
     );
+    assert_eq!(many.decode_units_from, 20);
+    let four = plan(&file, &h200, &asking(4, None, Some(4))).unwrap();
+    assert_eq!(on_units(&four), (Some((4, dot4)), dot4));
+    assert_eq!(four.decode_units_from, 4);
+    assert!(
+        four.to_string()
+            .contains("steps of 4 rows or more multiply"),
+        "{four}"
+    );
     for (profile, options) in [
         (&h200, with(19, None)),
+        (&h200, asking(3, None, Some(4))),
         (&h200, with(32, Some(false))),
         (&lavapipe, with(32, None)),
     ] {

@@ -85,6 +85,10 @@ struct Args {
     /// and the column matvec (default: where the adapter has them).
     #[arg(long)]
     coop_matrix: Option<bool>,
+    /// A/B: rows a decode step of many sequences needs before its quant matrices
+    /// multiply on the matrix units (default 20, where the H200 measured the crossover).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    decode_units_from: Option<u64>,
     /// Whether prompts' attention runs on the matrix units (attention/flash, f16
     /// operands): true where the adapter can run it, false for the scalar kernel (f32;
     /// default: the matrix units where the adapter has them, unless the cache is f32).
@@ -354,6 +358,7 @@ fn measure_device(
             attention_invocations: args.attention_invocations,
             attention_merge: args.attention_merge,
             coop_matrix: args.coop_matrix,
+            decode_units_from: args.decode_units_from,
             matrix_attention: args.matrix_attention,
             unpacked_matmul: args.unpacked_matmul,
             ..Overrides::default()

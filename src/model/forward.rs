@@ -13,7 +13,6 @@ use std::sync::OnceLock;
 
 use super::layout::{q8_row, BatchBuffers, Rows, UnpackedScratch, Widths};
 use super::non_finite::Probes;
-use super::plan::DECODE_MATRIX_UNITS_FROM;
 use super::{Input, Layer, Matrix, Model, PrefillPlan};
 use crate::device::{
     BufferUse, CommandList, Dispatch, OwnedBuffers, PipelineId, ReadTicket, Slice,
@@ -212,19 +211,23 @@ impl<'m> Pass<'m> {
     }
 
     /// The decode columns `m` multiplies this pass's rows with: in a decode step of
-    /// [`DECODE_MATRIX_UNITS_FROM`] rows or more, where the plan gave it them.
+    /// the plan's `decode_units_from` rows or more, where the plan gave it them.
     fn on_matrix_units<'a>(&self, m: &'a Matrix) -> Option<&'a MatmulLaunch> {
         match self.place {
-            Place::Each(_) if self.n >= DECODE_MATRIX_UNITS_FROM => m.plan.decode_columns.as_ref(),
+            Place::Each(_) if self.n >= self.model.plan.decode_units_from => {
+                m.plan.decode_columns.as_ref()
+            }
             _ => None,
         }
     }
 
     /// The unpacked matmul `m` multiplies this pass's rows with: in a decode step of
-    /// [`DECODE_MATRIX_UNITS_FROM`] rows or more, where the plan gave it one.
+    /// the plan's `decode_units_from` rows or more, where the plan gave it one.
     fn unpacked_rows<'a>(&self, m: &'a Matrix) -> Option<&'a UnpackedMatmul> {
         match self.place {
-            Place::Each(_) if self.n >= DECODE_MATRIX_UNITS_FROM => m.plan.decode_unpacked.as_ref(),
+            Place::Each(_) if self.n >= self.model.plan.decode_units_from => {
+                m.plan.decode_unpacked.as_ref()
+            }
             _ => None,
         }
     }

@@ -32,7 +32,7 @@ pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 pub use plan::{
     plan, BatchedPrefill, LayerPlan, Plan, PlannedMatrix, PrefillPlan, PromptLogits,
-    DEFAULT_UBATCH, LOGITS_RUN,
+    DECODE_MATRIX_UNITS_FROM, DEFAULT_UBATCH, LOGITS_RUN,
 };
 pub use session::{Generate, Prompt, Session, Stats, Token};
 

@@ -157,6 +157,10 @@ pub struct Plan {
     /// How a decode step of several sequences runs (`sequences` > 1), and why its
     /// rows' logits do not depend on each other.
     pub decode_rows: Vec<Clause>,
+    /// Rows a decode step needs before its quant matrices take the matrix units, where
+    /// the plan gave them that route ([`DECODE_MATRIX_UNITS_FROM`], unless the run asked
+    /// otherwise: [`Overrides::decode_units_from`](crate::router::Overrides)).
+    pub decode_units_from: u64,
 }
 
 /// How a prompt is processed.
@@ -359,10 +363,17 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         profile,
         options,
     )?;
+    let decode_units_from = decode_units_from(options);
     let units = decode_columns_plan(profile, options, (&mut layers, &mut output));
-    let decode_rows = decode_rows_plan(options.sequences, &layers, &output, units);
+    let decode_rows = decode_rows_plan(
+        (options.sequences, decode_units_from),
+        &layers,
+        &output,
+        units,
+    );
     Ok(Plan {
         decode_rows,
+        decode_units_from,
         device: profile.name.clone(),
         file: file.identity(),
         config,
@@ -378,8 +389,18 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
     })
 }
 
-/// Gives each quant matrix over dot4 weights, where the model serves more than
-/// [`DECODE_MATRIX_UNITS_FROM`] - 1 sequences and the run did not turn the matrix
+/// Rows a decode step needs before its quant matrices take the matrix units: the run's
+/// ask, else [`DECODE_MATRIX_UNITS_FROM`].
+fn decode_units_from(options: &LoadOptions) -> u64 {
+    options
+        .routing
+        .decode_units_from
+        .unwrap_or(DECODE_MATRIX_UNITS_FROM)
+        .max(1)
+}
+
+/// Gives each quant matrix over dot4 weights, where the model serves at least
+/// [`decode_units_from`] sequences and the run did not turn the matrix
 /// units off, its decode rows on them: unpacked where the run asked for that and the
 /// adapter runs it (layer matrices only, whose unpacked weights one scratch holds),
 /// else as columns where the adapter has cooperative matrices of a tile that fits.
@@ -389,7 +410,7 @@ fn decode_columns_plan(
     options: &LoadOptions,
     (layers, output): (&mut [LayerPlan], &mut PlannedMatrix),
 ) -> Option<MatmulEngine> {
-    if (options.sequences as u64) < DECODE_MATRIX_UNITS_FROM
+    if (options.sequences as u64) < decode_units_from(options)
         || options.routing.coop_matrix == Some(false)
     {
         return None;
@@ -438,7 +459,7 @@ fn decode_unpacked_plan(profile: &DeviceProfile, options: &LoadOptions, layers: 
 
 /// The clauses of a decode step over several sequences: none for one.
 fn decode_rows_plan(
-    sequences: usize,
+    (sequences, from): (usize, u64),
     layers: &[LayerPlan],
     output: &PlannedMatrix,
     units: Option<MatmulEngine>,
@@ -458,7 +479,7 @@ fn decode_rows_plan(
     if let Some(engine) = units {
         let on_units = matrices().filter(|m| m.decode_columns.is_some()).count() as u64;
         clauses.push(Clause::DecodeRowsOnMatrixUnits {
-            from: DECODE_MATRIX_UNITS_FROM,
+            from,
             matrices: on_units,
             rows: engine.tile(),
             tokens: engine.token_tile(),
@@ -469,7 +490,7 @@ fn decode_rows_plan(
         .collect();
     if let Some(e) = unpacked.first().map(|u| u.engine()) {
         clauses.push(Clause::DecodeRowsUnpacked {
-            from: DECODE_MATRIX_UNITS_FROM,
+            from,
             matrices: unpacked.len() as u64,
             tile: (e.tile_rows(), e.tile_tokens()),
         });
@@ -613,7 +634,7 @@ fn unpacked_scratch_bound(
     };
     let ubatch = options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64;
     let sequences = options.sequences as u64;
-    let decode = match sequences >= DECODE_MATRIX_UNITS_FROM {
+    let decode = match sequences >= decode_units_from(options) {
         true => scratch(DECODE_UNPACKED_TILE, sequences),
         false => 0,
     };

@@ -143,6 +143,10 @@ pub struct Overrides {
     /// adapter has none), no (dot4), or (None) where the adapter has them
     /// ([`route_matmul_engine`]).
     pub coop_matrix: Option<bool>,
+    /// Rows a decode step needs before its quant matrices multiply on the matrix units
+    /// (A/B of the crossover), in place of
+    /// [`DECODE_MATRIX_UNITS_FROM`](crate::model::DECODE_MATRIX_UNITS_FROM).
+    pub decode_units_from: Option<u64>,
     /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
     /// where the adapter can run it (else the scalar kernel, and the clause says why),
     /// no, or (None) where the adapter can run it and the cache is not f32
