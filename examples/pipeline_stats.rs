@@ -130,26 +130,20 @@ impl Raw {
                     CStr::from_ptr(props.device_name.as_ptr()).to_string_lossy() == name
                 })
                 .ok_or_else(|| format!("no Vulkan device named `{name}`"))?;
-            let has_ext = instance
+            let offered = instance
                 .enumerate_device_extension_properties(physical)
-                .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?
-                .iter()
-                .any(|e| {
-                    CStr::from_ptr(e.extension_name.as_ptr())
-                        == ash::khr::pipeline_executable_properties::NAME
-                });
-            if !has_ext {
+                .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
+            let has = |ext: &CStr| {
+                offered
+                    .iter()
+                    .any(|e| CStr::from_ptr(e.extension_name.as_ptr()) == ext)
+            };
+            if !has(ash::khr::pipeline_executable_properties::NAME) {
                 return Err(format!(
                     "`{name}` has no VK_KHR_pipeline_executable_properties"
                 ));
             }
-            let has_coop = instance
-                .enumerate_device_extension_properties(physical)
-                .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?
-                .iter()
-                .any(|e| {
-                    CStr::from_ptr(e.extension_name.as_ptr()) == ash::khr::cooperative_matrix::NAME
-                });
+            let has_coop = has(ash::khr::cooperative_matrix::NAME);
             let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
             let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();

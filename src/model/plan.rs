@@ -364,7 +364,11 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         options,
     )?;
     let decode_units_from = decode_units_from(options);
-    let units = decode_columns_plan(profile, options, (&mut layers, &mut output));
+    let units = decode_columns_plan(
+        profile,
+        (options, decode_units_from),
+        (&mut layers, &mut output),
+    );
     let decode_rows = decode_rows_plan(
         (options.sequences, decode_units_from),
         &layers,
@@ -399,20 +403,18 @@ fn decode_units_from(options: &LoadOptions) -> u64 {
         .max(1)
 }
 
-/// Gives each quant matrix over dot4 weights, where the model serves at least
-/// [`decode_units_from`] sequences and the run did not turn the matrix
+/// Gives each quant matrix over dot4 weights, where the model serves at least `from`
+/// sequences ([`decode_units_from`]) and the run did not turn the matrix
 /// units off, its decode rows on them: unpacked where the run asked for that and the
 /// adapter runs it (layer matrices only, whose unpacked weights one scratch holds),
 /// else as columns where the adapter has cooperative matrices of a tile that fits.
 /// Returns the columns' engine, or None.
 fn decode_columns_plan(
     profile: &DeviceProfile,
-    options: &LoadOptions,
+    (options, from): (&LoadOptions, u64),
     (layers, output): (&mut [LayerPlan], &mut PlannedMatrix),
 ) -> Option<MatmulEngine> {
-    if (options.sequences as u64) < decode_units_from(options)
-        || options.routing.coop_matrix == Some(false)
-    {
+    if (options.sequences as u64) < from || options.routing.coop_matrix == Some(false) {
         return None;
     }
     decode_unpacked_plan(profile, options, layers);
