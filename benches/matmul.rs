@@ -219,6 +219,7 @@ fn run(args: &Args) -> brass::Result<()> {
                     m,
                     k,
                     x: XInput::Norm,
+                    columns: 1,
                 };
                 let overrides = Overrides {
                     force: Some(Force::Kernel(mv.name.to_string())),

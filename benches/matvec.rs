@@ -293,6 +293,7 @@ fn bench_case(
         } else {
             XInput::F32
         },
+        columns: args.cols,
     };
     let splits = kernel.splits_slices();
     let overrides = Overrides {

@@ -339,6 +339,7 @@ fn run() -> Result<(), String> {
             m: args.m,
             k: args.k,
             x: XInput::Norm,
+            columns: 1,
         };
         let overrides = Overrides {
             force,

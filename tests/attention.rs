@@ -8,7 +8,8 @@ mod common;
 mod coop_emulation;
 
 use brass::device::{
-    read_f32, BufferUse, CommandList, Device, DeviceProfile, Dispatch, PipelineId, Slice, PRESETS,
+    read_f32, BufferUse, CommandList, Device, DeviceProfile, Dispatch, IndexChecks, PipelineId,
+    Slice, PRESETS,
 };
 use brass::kernels::attention::{
     attention_ref, rope_ref, rope_table, rope_table_scaled, AttentionLaunch, AttentionPipelines,
@@ -1180,6 +1181,7 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
                             params_bytes: 48,
                             storage: STORAGE,
                             fallback_reason: None,
+                            index_checks: IndexChecks::Kernel,
                         },
                     ))
                 })

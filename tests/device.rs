@@ -5,8 +5,8 @@ mod common;
 
 use brass::device::{
     bandwidth_probe, coop_compute_probe, f32_compute_probe, int8_compute_probe, read_f32, Access,
-    BufferId, BufferUse, CommandList, Device, Dispatch, PipelineDesc, PipelineId, Slice, Timing,
-    UPLOAD_CHUNK,
+    BufferId, BufferUse, CommandList, Device, Dispatch, IndexChecks, PipelineDesc, PipelineId,
+    Slice, Timing, UPLOAD_CHUNK,
 };
 use brass::Error;
 
@@ -34,6 +34,7 @@ fn scale_pipeline(
             params_bytes: 8,
             storage: &[Access::Read, Access::ReadWrite],
             fallback_reason: fallback,
+            index_checks: IndexChecks::Wgpu,
         })
         .unwrap()
 }
@@ -121,6 +122,7 @@ fn bad_requests_are_errors_not_panics() {
             params_bytes: 4,
             storage: &[],
             fallback_reason: None,
+            index_checks: IndexChecks::Wgpu,
         })
         .unwrap_err();
     assert!(
@@ -259,6 +261,7 @@ fn main(@builtin(subgroup_size) sg: u32, @builtin(local_invocation_index) i: u32
             params_bytes: 4,
             storage: &[Access::ReadWrite],
             fallback_reason: None,
+            index_checks: IndexChecks::Wgpu,
         })
         .unwrap();
     let b = device.create_buffer("sg", 16, BufferUse::Storage).unwrap();

@@ -50,6 +50,7 @@ fn matvec_launch_of(
         m,
         k,
         x: XInput::F32,
+        columns: 1,
     };
     let overrides = Overrides {
         force: Some(Force::Kernel(kernel.name.to_string())),

@@ -48,6 +48,7 @@ fn launch_of(
         m,
         k,
         x,
+        columns: 1,
     };
     let overrides = Overrides {
         force: Some(Force::Kernel(kernel.name.to_string())),
@@ -1081,6 +1082,7 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
             m,
             k,
             x: XInput::F32,
+            columns: 1,
         };
         let overrides = Overrides {
             force: Some(Force::Kernel(kernel.name.to_string())),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use brass::device::{Device, DeviceProfile};
 use brass::gguf::GgufFile;
 use brass::hub::default_model_path;
-use brass::model::{plan, Input, LoadOptions, Model};
+use brass::model::{plan, Input, LoadOptions, Model, DECODE_MATRIX_UNITS_FROM};
 use brass::router::Overrides;
 
 fn models() -> [PathBuf; 2] {
@@ -158,10 +158,10 @@ fn a_plan_the_device_cannot_run_is_refused() {
     assert_eq!(device.memory_in_use(), before);
 }
 
-/// Where the steps of many sequences go to the matrix units: a model serving 20
-/// sequences or more on an adapter with cooperative matrices (the H200 preset), each
-/// quant matrix over dot4 weights with its decode columns and the plan saying so; not
-/// at 19 sequences, not with cooperative matrices turned off, not on lavapipe. A run
+/// Where the steps of many sequences go to the matrix units: a model serving
+/// `DECODE_MATRIX_UNITS_FROM` sequences or more on an adapter with cooperative matrices
+/// (the H200 preset), each quant matrix over dot4 weights with its decode columns and
+/// the plan saying so; not at one fewer, not with cooperative matrices turned off, not on lavapipe. A run
 /// that moves the crossover (`decode_units_from`) moves all of it: 4 sequences take
 /// the matrix units from steps of 4 rows, 3 do not.
 #[test]
@@ -190,21 +190,22 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
         let with_columns = p.matrices().filter(|m| m.decode_columns.is_some()).count();
         (clause, with_columns as u64)
     };
-    let many = plan(&file, &h200, &with(20, None)).unwrap();
+    let from = DECODE_MATRIX_UNITS_FROM;
+    let many = plan(&file, &h200, &with(from as usize, None)).unwrap();
     let (clause, with_columns) = on_units(&many);
     let dot4 = many
         .matrices()
         .filter(|m| m.route.launch().family() == brass::kernels::matvec::Family::Dot4)
         .count() as u64;
     assert!(dot4 > 0);
-    assert_eq!(clause, Some((20, dot4)), "{many}");
+    assert_eq!(clause, Some((from, dot4)), "{many}");
     assert_eq!(with_columns, dot4);
     assert!(
         many.to_string()
-            .contains("steps of 20 rows or more multiply"),
+            .contains(&format!("steps of {from} rows or more multiply")),
         "{many}"
     );
-    assert_eq!(many.decode_units_from, 20);
+    assert_eq!(many.decode_units_from, from);
     let four = plan(&file, &h200, &asking(4, None, Some(4))).unwrap();
     assert_eq!(on_units(&four), (Some((4, dot4)), dot4));
     assert_eq!(four.decode_units_from, 4);
@@ -214,7 +215,7 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
         "{four}"
     );
     for (profile, options) in [
-        (&h200, with(19, None)),
+        (&h200, with(from as usize - 1, None)),
         (&h200, asking(3, None, Some(4))),
         (&h200, with(32, Some(false))),
         (&lavapipe, with(32, None)),
@@ -455,4 +456,45 @@ fn prompt_attention_goes_to_the_matrix_units_where_planned() {
         panic!("{text}");
     };
     assert!(*l == limit && *iterations > limit / 2, "{text}");
+}
+
+/// A model serving several sequences hands every dot4 matrix its x quantized once (the
+/// norms write q8, silu(gate) * up has its own dispatch), with the clause naming the
+/// steps' rows; one serving a single conversation keeps the rule by weight size, which
+/// the synthetic model's small matrices stay under.
+#[test]
+fn many_sequences_quantize_x_once() {
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let serving = |sequences: usize| LoadOptions {
+        context: Some(16),
+        sequences,
+        ..Default::default()
+    };
+    let q8_clauses = |p: &brass::model::Plan| {
+        let text = p.to_string();
+        (
+            text.matches("by the norm that produced it, for steps of up to")
+                .count(),
+            text.matches("quantized once by its own dispatch, for steps of up to")
+                .count(),
+        )
+    };
+    let one = plan(&file, &h200, &serving(1)).unwrap();
+    assert_eq!(q8_clauses(&one), (0, 0), "{one}");
+    assert!(
+        !one.to_string().contains("by the norm that produced it"),
+        "{one}"
+    );
+    let eight = plan(&file, &h200, &serving(8)).unwrap();
+    let (norms, glus) = q8_clauses(&eight);
+    assert!(norms > 0 && glus > 0, "{eight}");
+    assert!(
+        eight.to_string().contains("steps of up to 8 rows"),
+        "{eight}"
+    );
+    assert!(
+        !eight.to_string().contains("computed while staging x"),
+        "{eight}"
+    );
 }

@@ -18,7 +18,17 @@ fn route_with(
     x: XInput,
     overrides: &Overrides,
 ) -> brass::Result<Route> {
-    route_matvec(p, &MatvecQuery { ty, m, k, x }, overrides)
+    route_matvec(
+        p,
+        &MatvecQuery {
+            ty,
+            m,
+            k,
+            x,
+            columns: 1,
+        },
+        overrides,
+    )
 }
 
 fn route(p: &DeviceProfile, ty: GgmlType, m: u64, k: u64) -> brass::Result<Route> {

@@ -99,6 +99,7 @@ pub fn matvec_suite(
                     m,
                     k,
                     x: XInput::F32,
+                    columns: 1,
                 };
                 let route = route_matvec(device.profile(), &query, &overrides)?;
                 let t = time_matvec(device, &cache, route.launch(), effort(quick))?;

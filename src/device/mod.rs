@@ -74,6 +74,23 @@ pub struct PipelineDesc<'a> {
     /// Why this pipeline may legitimately see zero dispatches in a run (a declared
     /// fallback); `None` means an undispatched pipeline is a defect.
     pub fallback_reason: Option<&'a str>,
+    /// Who keeps the kernel's array indices in range.
+    pub index_checks: IndexChecks,
+}
+
+/// Who keeps a kernel's indices into its arrays in range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum IndexChecks {
+    /// wgpu: every dynamic index into an array clamped to its last element, and every
+    /// loop bounded by a counter.
+    #[default]
+    Wgpu,
+    /// The kernel: its indices into workgroup tiles follow from its invocation ids and
+    /// constants, in range by construction. Where the backend bounds storage reads
+    /// itself (Vulkan's robust buffer access), the device creates it without wgpu's
+    /// clamps, which hide an index's alignment from the driver (a cooperative-matrix
+    /// load of rows 16 bytes at a time needs it); elsewhere as [`IndexChecks::Wgpu`].
+    Kernel,
 }
 
 /// A byte range of a buffer.

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::{
-    Access, BufferUse, CommandList, CoopMatrix, Device, Dispatch, OwnedBuffers, PipelineDesc,
-    Slice, Timing,
+    Access, BufferUse, CommandList, CoopMatrix, Device, Dispatch, IndexChecks, OwnedBuffers,
+    PipelineDesc, Slice, Timing,
 };
 use crate::Result;
 
@@ -96,6 +96,7 @@ impl StreamRead {
             params_bytes: 8,
             storage: &[Access::Read, Access::ReadWrite],
             fallback_reason: None,
+            index_checks: IndexChecks::Wgpu,
         })?;
         Ok(StreamRead {
             pipeline,
@@ -138,6 +139,7 @@ pub fn bandwidth_probe(device: &dyn Device, runs: usize) -> Result<ProbeResult> 
         params_bytes: 8,
         storage: &[Access::ReadWrite],
         fallback_reason: None,
+        index_checks: IndexChecks::Wgpu,
     })?;
     let read = StreamRead::new(device)?;
     let max_groups = profile.max_workgroups_per_dim;
@@ -404,6 +406,7 @@ fn peak_rate_of(
         params_bytes: 8,
         storage: &[Access::ReadWrite],
         fallback_reason: None,
+        index_checks: IndexChecks::Wgpu,
     })?;
     // Several waves of workgroups on any device brass targets (the H200 holds about
     // 1,000 of 256 invocations at once).

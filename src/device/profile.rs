@@ -225,6 +225,14 @@ pub struct Tuning {
     /// silu(gate) * up is quantized by its own dispatch for dot4 down projections of at
     /// least this many bytes of weights (smaller ones compute it while staging).
     pub glu_q8_min_bytes: u64,
+    /// x is quantized once, by the norm or by silu(gate) * up's own dispatch, for every
+    /// dot4 matrix of a model whose decode steps take at least this many rows: staging
+    /// x from f32 quantizes it again in every workgroup for every row. Measured on an
+    /// H100 (2026-12-05, `compare --synthetic llama3-8b --parallel 1,8,32 --x-q8 true`
+    /// against the rule by weight size, alternated): 8 sequences 645.4-646.1 tok/s
+    /// together against 466.9-468.4; one sequence 266.4 against 271.6, which a model
+    /// serving one conversation keeps.
+    pub q8_min_columns: u64,
     /// Workgroups split-K decode attention spreads a long context over (per layer):
     /// two per compute unit. On the H200 256 beat 384 and 512 at every depth measured
     /// (8B heads, one layer: 15.9 against 21.7 and 19.8 µs at 4,096 positions, 58.6
@@ -259,6 +267,7 @@ impl Tuning {
         prefetch_min_batches: 8.0,
         norm_q8_min_bytes: 128_000_000,
         glu_q8_min_bytes: 8_000_000,
+        q8_min_columns: 2,
         attention_workgroups: 264,
         coop_min_workgroups: 64,
     };

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use super::ledger::Ledger;
 use super::{
     Access, Backend, BufferId, BufferUse, Clock, Command, CommandList, CoopInput, CoopMatrix,
-    Device, DeviceProfile, LedgerReport, MemoryInUse, PipelineDesc, PipelineId, ReadTicket, Slice,
-    Timing, Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,
+    Device, DeviceProfile, IndexChecks, LedgerReport, MemoryInUse, PipelineDesc, PipelineId,
+    ReadTicket, Slice, Timing, Tuning, Vendor, LLVMPIPE_LOOP_ITERATIONS,
 };
 use crate::{Error, Result};
 
@@ -314,6 +314,8 @@ pub struct WgpuDevice {
     /// The adapter is a CPU implementation (lavapipe, SwiftShader, WARP).
     software: bool,
     spirv_passthrough: bool,
+    /// Kernels of [`IndexChecks::Kernel`] are created without wgpu's index clamps.
+    kernel_index_checks: bool,
     uniform_align: u64,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Vec<wgpu::Error>>>,
@@ -449,6 +451,10 @@ impl WgpuDevice {
         } else {
             wanted
         };
+        // Only Vulkan bounds storage reads itself (robust buffer access); an A/B sets
+        // BRASS_INDEX_CHECKS=wgpu to give every kernel wgpu's clamps.
+        let kernel_index_checks = info.backend == wgpu::Backend::Vulkan
+            && std::env::var("BRASS_INDEX_CHECKS").map_or(true, |v| v != "wgpu");
         let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
         let coop_matrix = if adapter
             .features()
@@ -534,6 +540,7 @@ impl WgpuDevice {
             profile,
             software: info.device_type == wgpu::DeviceType::Cpu,
             spirv_passthrough: passthrough,
+            kernel_index_checks,
             uniform_align: limits.min_uniform_buffer_offset_alignment.max(16) as u64,
             lost,
             uncaptured,
@@ -1238,6 +1245,24 @@ impl Device for WgpuDevice {
                         spirv: Some(words.into()),
                         ..Default::default()
                     },
+                )
+            }
+        } else if desc.index_checks == IndexChecks::Kernel && self.kernel_index_checks {
+            let checks = wgpu::ShaderRuntimeChecks {
+                bounds_checks: false,
+                force_loop_bounding: false,
+                ..wgpu::ShaderRuntimeChecks::checked()
+            };
+            // SAFETY: the kernel's indices into its workgroup arrays are in range by
+            // construction (IndexChecks::Kernel), its loops are bounded by its
+            // parameters, and on Vulkan robust buffer access bounds its storage reads.
+            unsafe {
+                self.device.create_shader_module_trusted(
+                    wgpu::ShaderModuleDescriptor {
+                        label: Some(desc.name),
+                        source: wgpu::ShaderSource::Wgsl(desc.wgsl.into()),
+                    },
+                    checks,
                 )
             }
         } else {

@@ -28,7 +28,7 @@
 
 use serde::Serialize;
 
-use crate::device::{Access, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::device::{Access, Device, DeviceProfile, Dispatch, IndexChecks, PipelineId, Slice};
 use crate::{Error, Result};
 
 use super::wgsl::{compose, WgslConst, WgslValue};
@@ -1356,6 +1356,7 @@ fn template(params_bytes: u32, storage: &'static [Access]) -> PipelineTemplate {
         params_bytes,
         storage,
         fallback_reason: None,
+        index_checks: IndexChecks::Wgpu,
     }
 }
 

@@ -27,7 +27,7 @@ use super::matvec::{Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES};
 use super::wgsl::{compose, WgslConst};
 use super::{PipelineCache, PipelineTemplate};
 use crate::device::{
-    Access, CoopInput, CoopMatrix, Device, DeviceProfile, Dispatch, PipelineId, Slice,
+    Access, CoopInput, CoopMatrix, Device, DeviceProfile, Dispatch, IndexChecks, PipelineId, Slice,
 };
 use crate::quant::{dequantize, GgmlType};
 use crate::{Error, Result};
@@ -573,6 +573,12 @@ impl MatmulLaunch {
             params_bytes: PARAMS_BYTES,
             storage: STORAGE,
             fallback_reason: None,
+            index_checks: match self.engine {
+                MatmulEngine::CoopMatrix { .. } | MatmulEngine::CoopColumns { .. } => {
+                    IndexChecks::Kernel
+                }
+                MatmulEngine::Dot4 { .. } | MatmulEngine::Fma => IndexChecks::Wgpu,
+            },
         }
     }
 

@@ -63,6 +63,7 @@ impl PipelineCache {
             params_bytes: t.params_bytes,
             storage: t.storage,
             fallback_reason: t.fallback_reason,
+            index_checks: t.index_checks,
         })?;
         map.insert(key.to_string(), id);
         Ok(id)
@@ -105,4 +106,6 @@ pub struct PipelineTemplate {
     pub storage: &'static [crate::device::Access],
     /// [`PipelineDesc::fallback_reason`].
     pub fallback_reason: Option<&'static str>,
+    /// [`PipelineDesc::index_checks`].
+    pub index_checks: crate::device::IndexChecks,
 }

@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use crate::device::{Access, Device, Dispatch, PipelineId, Slice};
+use crate::device::{Access, Device, Dispatch, IndexChecks, PipelineId, Slice};
 use crate::Result;
 
 use super::wgsl::{compose, WgslConst};
@@ -207,6 +207,7 @@ fn get(device: &dyn Device, cache: &PipelineCache, spec: &OpSpec) -> Result<Pipe
             params_bytes: spec.params_bytes,
             storage: spec.storage,
             fallback_reason: None,
+            index_checks: IndexChecks::Wgpu,
         };
         Ok((spec.source(max_wg)?, template))
     })

@@ -44,7 +44,16 @@ pub const LOGITS_RUN: u64 = 64;
 /// units costs about the same from 17 rows to 32 (one tile of 32 tokens), 37 ms, and
 /// the column matvec's about 1.93 ms a row, so they cross near 19 rows: at 17 the
 /// matrix units lost (479.6 against 499.9 tok/s), at 24 they won (655.9 against 507.2).
-pub const DECODE_MATRIX_UNITS_FROM: u64 = 20;
+///
+/// Remeasured on an H100 (2026-12-05, `results/prefill/index_checks/`) once the matrix
+/// kernels ran without wgpu's index clamps (`IndexChecks::Kernel`: the columns 1.7-1.9
+/// times faster) and x reached the column matvec quantized by the norms
+/// (`Tuning::q8_min_columns`): `compare --parallel 10,12,14 | 1,4,8,16 --parallel-prompt
+/// 128 -n 128 --x-q8 true --decode-units-from 4|10|20`, alternated, tok/s together: the
+/// matrix units lost at 8 rows (420.7 against 646.8), 10 (516.7 against 665.7) and 12
+/// (604.4 against 674.7), drew at 14 (702.1 against 695.1) and won at 16 (784.1 against
+/// 700.4).
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 14;
 
 /// The decode columns' tile: 2 blocks of rows and 2 of tokens (32 x 32 on 16 x 16
 /// matrices), 4 groups of 32 per K step; the fastest of those measured on the 8B
@@ -728,7 +737,16 @@ impl Planner<'_> {
         Ok(PlannedMatrix {
             tensors: vec![name.to_string()],
             out_first: 0,
-            route: self.route(name, MatvecQuery { ty: t.ty, m, k, x })?,
+            route: self.route(
+                name,
+                MatvecQuery {
+                    ty: t.ty,
+                    m,
+                    k,
+                    x,
+                    columns: self.options.sequences as u64,
+                },
+            )?,
             batch: None,
             decode_columns: None,
             decode_unpacked: None,
@@ -777,6 +795,7 @@ impl Planner<'_> {
             m,
             k,
             x: XInput::Norm,
+            columns: self.options.sequences as u64,
         };
         Ok(vec![PlannedMatrix {
             tensors: names.to_vec(),

@@ -52,6 +52,9 @@ pub enum Clause {
         /// The rule's threshold, in MB
         /// ([`Tuning::norm_q8_min_bytes`](crate::device::Tuning::norm_q8_min_bytes)).
         min_mb: u64,
+        /// Columns (rows of a decode step) the matrix multiplies at most, where they
+        /// decided it ([`Tuning::q8_min_columns`](crate::device::Tuning::q8_min_columns)).
+        columns: Option<u64>,
         /// Whether an override decided it rather than the rule.
         forced: bool,
     },
@@ -62,6 +65,9 @@ pub enum Clause {
         /// The rule's threshold, in MB
         /// ([`Tuning::glu_q8_min_bytes`](crate::device::Tuning::glu_q8_min_bytes)).
         min_mb: u64,
+        /// Columns (rows of a decode step) the matrix multiplies at most, where they
+        /// decided it ([`Tuning::q8_min_columns`](crate::device::Tuning::q8_min_columns)).
+        columns: Option<u64>,
         /// Whether an override decided it rather than the rule.
         forced: bool,
     },
@@ -798,10 +804,19 @@ impl std::fmt::Display for Clause {
                 weight_mb,
                 min_mb,
                 forced: true,
+                ..
             } => write!(
                 f,
                 "x quantized once, by the norm that produced it (forced; {weight_mb:.0} MB of \
                  weights, the rule is at least {min_mb} MB)"
+            ),
+            Clause::NormWritesQ8 {
+                columns: Some(columns),
+                ..
+            } => write!(
+                f,
+                "x quantized once, by the norm that produced it, for steps of up to \
+                 {columns} rows (staging would quantize each row in every workgroup)"
             ),
             Clause::NormWritesQ8 {
                 weight_mb, min_mb, ..
@@ -814,10 +829,19 @@ impl std::fmt::Display for Clause {
                 weight_mb,
                 min_mb,
                 forced: true,
+                ..
             } => write!(
                 f,
                 "input silu(gate) * up, quantized once by its own dispatch (forced; \
                  {weight_mb:.0} MB of weights, the rule is at least {min_mb} MB)"
+            ),
+            Clause::GluQuantizedOnce {
+                columns: Some(columns),
+                ..
+            } => write!(
+                f,
+                "input silu(gate) * up, quantized once by its own dispatch, for steps of up \
+                 to {columns} rows (staging would compute each row in every workgroup)"
             ),
             Clause::GluQuantizedOnce {
                 weight_mb, min_mb, ..

@@ -76,6 +76,9 @@ pub struct MatvecQuery {
     pub k: u64,
     /// What the op before hands the matvec as x.
     pub x: XInput,
+    /// Columns of x a step multiplies at most: the rows of a decode step, one per
+    /// sequence the model serves (1 for one conversation).
+    pub columns: u64,
 }
 
 /// What the op before a matvec hands it.
@@ -633,21 +636,27 @@ fn dot4_x(
     let bytes = q.m * row_bytes;
     let t: &Tuning = &profile.tuning;
     let weight_mb = bytes as f64 / 1e6;
+    let by_columns = q.columns >= t.q8_min_columns;
     match q.x {
         XInput::F32 => Some(StagedFrom::F32),
-        XInput::Norm if o.x_q8.unwrap_or(bytes >= t.norm_q8_min_bytes) => {
+        XInput::Norm if o.x_q8.unwrap_or(bytes >= t.norm_q8_min_bytes || by_columns) => {
             why.push(Clause::NormWritesQ8 {
                 weight_mb,
                 min_mb: t.norm_q8_min_bytes / 1_000_000,
+                columns: (bytes < t.norm_q8_min_bytes && by_columns).then_some(q.columns),
                 forced: o.x_q8.is_some(),
             });
             x_from_q8(kernel, o, why)
         }
         XInput::Norm => Some(StagedFrom::F32),
-        XInput::Glu { .. } if o.glu_q8.unwrap_or(bytes >= t.glu_q8_min_bytes) => {
+        XInput::Glu { .. }
+            if o.glu_q8
+                .unwrap_or(bytes >= t.glu_q8_min_bytes || by_columns) =>
+        {
             why.push(Clause::GluQuantizedOnce {
                 weight_mb,
                 min_mb: t.glu_q8_min_bytes / 1_000_000,
+                columns: (bytes < t.glu_q8_min_bytes && by_columns).then_some(q.columns),
                 forced: o.glu_q8.is_some(),
             });
             x_from_q8(kernel, o, why)

@@ -17,12 +17,14 @@
 
 use serde::Serialize;
 
-use crate::device::{Access, CoopMatrix, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::device::{
+    Access, CoopMatrix, Device, DeviceProfile, Dispatch, IndexChecks, PipelineId, Slice,
+};
 use crate::{Error, Result};
 
 use super::super::matmul::coop_preamble;
 use super::super::wgsl::{compose, WgslConst, WgslValue};
-use super::super::PipelineCache;
+use super::super::{PipelineCache, PipelineTemplate};
 use super::{
     rope_kv_pipeline, rope_kv_units, template, AttentionLaunch, Heads, KvType, RopeStyle,
     ROPE_KV_BATCH_STORAGE,
@@ -851,10 +853,14 @@ impl PrefillAttention {
             (48, ROPE_KV_BATCH_STORAGE),
         )?;
         let prefill = cache.get_or_create(device, &self.pipeline_key(), || {
-            Ok((
-                self.source()?,
-                template(PREFILL_PARAMS_BYTES, PREFILL_STORAGE),
-            ))
+            let template = PipelineTemplate {
+                index_checks: match self.engine {
+                    PrefillEngine::Matrix { .. } => IndexChecks::Kernel,
+                    PrefillEngine::Scalar => IndexChecks::Wgpu,
+                },
+                ..template(PREFILL_PARAMS_BYTES, PREFILL_STORAGE)
+            };
+            Ok((self.source()?, template))
         })?;
         Ok(PrefillPipelines {
             rope_kv_batch,

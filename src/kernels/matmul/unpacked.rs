@@ -14,7 +14,9 @@
 use serde::Serialize;
 
 use super::{coop_preamble, MatmulKernel, MatmulPart, PARAMS_BYTES};
-use crate::device::{Access, CoopMatrix, Device, DeviceProfile, Dispatch, PipelineId, Slice};
+use crate::device::{
+    Access, CoopMatrix, Device, DeviceProfile, Dispatch, IndexChecks, PipelineId, Slice,
+};
 use crate::kernels::matvec::{MatvecLaunch, Q8_GROUP_BYTES};
 use crate::kernels::wgsl::{compose, WgslConst};
 use crate::kernels::{PipelineCache, PipelineTemplate};
@@ -256,6 +258,7 @@ impl UnpackedMatmul {
             params_bytes: PARAMS_BYTES,
             storage: UNPACK_STORAGE,
             fallback_reason: None,
+            index_checks: IndexChecks::Wgpu,
         };
         let unpack_x = PipelineTemplate {
             params_bytes: 16,
@@ -265,6 +268,7 @@ impl UnpackedMatmul {
             params_bytes: PARAMS_BYTES,
             storage: GEMM_STORAGE,
             fallback_reason: None,
+            index_checks: IndexChecks::Kernel,
         };
         [unpack, unpack_x, gemm]
     }

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::{Family, Layout, MatvecKernel, XStage, Q8_GROUP_BYTES};
 use crate::device::{
-    Access, BufferUse, Device, DeviceProfile, Dispatch, OwnedBuffers, PipelineId, Slice,
+    Access, BufferUse, Device, DeviceProfile, Dispatch, IndexChecks, OwnedBuffers, PipelineId,
+    Slice,
 };
 use crate::kernels::wgsl::{WgslConst, WgslValue};
 use crate::kernels::{PipelineCache, PipelineTemplate};
@@ -583,6 +584,7 @@ impl MatvecLaunch {
             },
             storage: if dot4 { DOT4_STORAGE } else { STORAGE },
             fallback_reason: None,
+            index_checks: IndexChecks::Wgpu,
         }
     }
 
