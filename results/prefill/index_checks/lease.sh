@@ -1,5 +1,5 @@
 #!/bin/bash
-# H200 lease for issue 41: the matrix-unit kernels created without wgpu's index clamps
+# Lease for issue 41 (it ran on an H100, 2026-12-05): the matrix-unit kernels created without wgpu's index clamps
 # (IndexChecks::Kernel, the default on Vulkan) against the same binaries with every
 # kernel clamped (BRASS_INDEX_CHECKS=wgpu), alternated; naga's SPIR-V through
 # passthrough once beside them. Then issue 42's A/B: decode steps of many sequences
@@ -8,13 +8,8 @@
 set -u
 BIN=${BIN:-ic}
 PHASES=${PHASES:-"tests bench pp"}
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export BRASS_CACHE=${BRASS_CACHE:-/tmp/bc} BRASS_ADAPTER=NVIDIA
-mkdir -p /work && ln -sfn "$PWD" /work/main
-for f in .bin/"$BIN"/*.xz; do
-    t="/tmp/$(basename "$f" .xz)"; [ -x "$t" ] || { xz -dc "$f" >"$t"; chmod +x "$t"; }
-done
+source results/lease_setup.sh
+unpack_bin "$BIN" /tmp
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 if has llama_build; then
     (setsid nohup bash .anchors/build-on-device.sh cuda >/tmp/llama_build.log 2>&1 &)

@@ -5,14 +5,8 @@
 # .bin/vec (HEAD + the patch), alternated. Then HEAD's many-sequence defaults.
 # carry [.gl, .bin/ic2, .bin/vec].
 set -u
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export BRASS_CACHE=${BRASS_CACHE:-/tmp/bc} BRASS_ADAPTER=NVIDIA
-mkdir -p /work && ln -sfn "$PWD" /work/main
-for b in ic2 vec; do
-    mkdir -p "/tmp/$b"
-    for f in .bin/"$b"/*.xz; do xz -dc "$f" >"/tmp/$b/$(basename "$f" .xz)"; chmod +x "/tmp/$b/$(basename "$f" .xz)"; done
-done
+source results/lease_setup.sh
+for b in ic2 vec; do unpack_bin "$b" "/tmp/$b"; done
 (timeout 200 /tmp/ic2/compare --synthetic llama3-8b --skip-matvec --pp 64 -n 1 >/dev/null 2>&1 &)
 for t in matmul_test prefill_test; do
     timeout 100 "/tmp/vec/$t" --skip default_model >"$OUT/vec_$t.log" 2>&1
