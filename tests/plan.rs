@@ -498,3 +498,34 @@ fn many_sequences_quantize_x_once() {
         "{eight}"
     );
 }
+
+/// The plan states who keeps the kernels' indices in range, as the device will create
+/// them: on Vulkan (the H200's preset) the matrix-unit kernels keep their own, on
+/// Metal (the M4 Max's) every kernel has wgpu's clamps.
+#[test]
+fn the_plan_states_who_checks_the_kernels_indices() {
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let options = LoadOptions {
+        context: Some(16),
+        ..Default::default()
+    };
+    for (preset, own) in [("h200", true), ("m4-max", false)] {
+        let profile = DeviceProfile::preset(preset).unwrap();
+        assert_eq!(profile.kernel_index_checks, own, "{preset}");
+        let p = plan(&file, &profile, &options).unwrap();
+        assert_eq!(
+            p.index_checks,
+            brass::router::Clause::IndexChecks {
+                matrix_kernels_own: own
+            }
+        );
+        let text = p.to_string();
+        let said = if own {
+            "index checks: the matrix-unit kernels (tiled matmuls, decode columns, flash \
+             attention) keep their indices in range themselves"
+        } else {
+            "index checks: every kernel has wgpu's index clamps"
+        };
+        assert!(text.contains(said), "{text}");
+    }
+}

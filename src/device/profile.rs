@@ -120,6 +120,11 @@ pub struct DeviceProfile {
     /// ([`CoopMatrix::pick`]).
     #[serde(default)]
     pub coop_matrix: Option<CoopMatrix>,
+    /// Whether kernels of [`IndexChecks::Kernel`](super::IndexChecks::Kernel) run
+    /// without wgpu's index clamps: on Vulkan, whose robust buffer access bounds storage
+    /// reads, unless `BRASS_INDEX_CHECKS=wgpu` asks for the clamps everywhere (A/B).
+    #[serde(default)]
+    pub kernel_index_checks: bool,
     /// Loop iterations one shader invocation may run, all its loops together, where the
     /// driver ends them past that: llvmpipe (lavapipe) stops every loop of an invocation
     /// silently once 65,535 iterations have run (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS,
@@ -316,6 +321,7 @@ impl DeviceProfile {
     pub fn preset(name: &str) -> Result<Self> {
         let base = DeviceProfile {
             backend: Backend::Vulkan,
+            kernel_index_checks: true,
             vendor: Vendor::Other(0),
             name: String::new(),
             driver: String::new(),
@@ -343,6 +349,7 @@ impl DeviceProfile {
         let profile = match name {
             "m4-max" => DeviceProfile {
                 backend: Backend::Metal,
+                kernel_index_checks: false,
                 vendor: Vendor::Apple,
                 name: "Apple M4 Max (40-core GPU)".into(),
                 driver: "Metal".into(),

@@ -314,8 +314,6 @@ pub struct WgpuDevice {
     /// The adapter is a CPU implementation (lavapipe, SwiftShader, WARP).
     software: bool,
     spirv_passthrough: bool,
-    /// Kernels of [`IndexChecks::Kernel`] are created without wgpu's index clamps.
-    kernel_index_checks: bool,
     uniform_align: u64,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Vec<wgpu::Error>>>,
@@ -521,6 +519,7 @@ impl WgpuDevice {
             memory_bytes: device_memory_bytes(&adapter),
             compute_units: None,
             coop_matrix,
+            kernel_index_checks,
             loop_iterations: (info.driver == "llvmpipe").then_some(LLVMPIPE_LOOP_ITERATIONS),
             tuning: Tuning::default(),
         };
@@ -540,7 +539,6 @@ impl WgpuDevice {
             profile,
             software: info.device_type == wgpu::DeviceType::Cpu,
             spirv_passthrough: passthrough,
-            kernel_index_checks,
             uniform_align: limits.min_uniform_buffer_offset_alignment.max(16) as u64,
             lost,
             uncaptured,
@@ -1247,7 +1245,7 @@ impl Device for WgpuDevice {
                     },
                 )
             }
-        } else if desc.index_checks == IndexChecks::Kernel && self.kernel_index_checks {
+        } else if desc.index_checks == IndexChecks::Kernel && self.profile.kernel_index_checks {
             let checks = wgpu::ShaderRuntimeChecks {
                 bounds_checks: false,
                 force_loop_bounding: false,

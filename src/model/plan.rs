@@ -170,6 +170,8 @@ pub struct Plan {
     /// the plan gave them that route ([`DECODE_MATRIX_UNITS_FROM`], unless the run asked
     /// otherwise: [`Overrides::decode_units_from`](crate::router::Overrides)).
     pub decode_units_from: u64,
+    /// Who keeps the kernels' indices in range ([`Clause::IndexChecks`]).
+    pub index_checks: Clause,
 }
 
 /// How a prompt is processed.
@@ -387,6 +389,9 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
     Ok(Plan {
         decode_rows,
         decode_units_from,
+        index_checks: Clause::IndexChecks {
+            matrix_kernels_own: profile.kernel_index_checks,
+        },
         device: profile.name.clone(),
         file: file.identity(),
         config,
@@ -914,6 +919,7 @@ impl std::fmt::Display for Plan {
                 .join("; ")
         )?;
         writeln!(f, "prefill: {}", self.prefill)?;
+        writeln!(f, "index checks: {}", self.index_checks)?;
         if !self.decode_rows.is_empty() {
             let clauses: Vec<String> = self.decode_rows.iter().map(|c| c.to_string()).collect();
             writeln!(f, "decode rows: {}", clauses.join("; "))?;
