@@ -1108,7 +1108,9 @@ fn prefill_attention_on_matrix_units_matches_the_reference() {
 /// and its rescales, head sizes that are not whole matrices, the three cache formats,
 /// operands staged as f32 and (where the adapter has f16, as on the H200) as f16.
 /// The emulation is written out without loops, so the kernel's own loops are all that
-/// lavapipe's loop limit counts.
+/// lavapipe's loop limit counts. Each case runs twice, created without wgpu's index
+/// clamps (the route's `IndexChecks::Kernel`) and with them: the same bits, or an index
+/// left its array.
 #[test]
 fn prefill_attention_with_emulated_matrices_matches_the_reference() {
     use brass::device::{Access, CoopInput, CoopMatrix};
@@ -1172,25 +1174,29 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
             };
             let source = coop_emulation::emulate(&launch.source().unwrap(), size, lanes);
             let key = format!("{} emulated on {lanes} lanes", launch.pipeline_key());
-            let id = g
-                .cache
-                .get_or_create(&g.device, &key, || {
-                    Ok((
-                        source.clone(),
-                        PipelineTemplate {
-                            params_bytes: 48,
-                            storage: STORAGE,
-                            fallback_reason: None,
-                            index_checks: IndexChecks::Kernel,
-                        },
-                    ))
-                })
-                .unwrap();
-            // Only the attention dispatches run here.
-            let pipelines = PrefillPipelines {
-                rope_kv_batch: id,
-                prefill: id,
-            };
+            // The route's (the kernel's own index checks), and one with wgpu's clamps,
+            // which must give the same bits: an index past its array would differ.
+            let [pipelines, clamped] = [IndexChecks::Kernel, IndexChecks::Wgpu].map(|checks| {
+                let id = g
+                    .cache
+                    .get_or_create(&g.device, &format!("{key} {checks:?}"), || {
+                        Ok((
+                            source.clone(),
+                            PipelineTemplate {
+                                params_bytes: 48,
+                                storage: STORAGE,
+                                fallback_reason: None,
+                                index_checks: checks,
+                            },
+                        ))
+                    })
+                    .unwrap();
+                // Only the attention dispatches run here.
+                PrefillPipelines {
+                    rope_kv_batch: id,
+                    prefill: id,
+                }
+            });
             let (q_dim, kv_dim) = (n_heads * hd, n_kv * hd);
             let q_stride = q_dim + 2 * kv_dim;
             for &n_tokens in token_counts {
@@ -1206,25 +1212,33 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
                         (start, n_tokens),
                         window.map(|w| w as usize),
                     );
-                    let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
-                    let ds = launch
-                        .dispatches(
-                            &pipelines,
-                            start as u64,
-                            n_tokens as u64,
-                            (g.buf(&q), q_stride as u64),
-                            g.cache(kv, &k, hd),
-                            g.cache(kv, &v, hd),
-                            (out, q_dim as u64),
-                            g.zeros(prefill_state_bytes(h, n_tokens)),
-                            window,
-                        )
-                        .unwrap();
-                    g.run(ds);
-                    let actual = g.get(out);
+                    let [actual, with_clamps] = [&pipelines, &clamped].map(|p| {
+                        let out = g.buf(&vec![f32::NAN; n_tokens * q_dim]);
+                        let ds = launch
+                            .dispatches(
+                                p,
+                                start as u64,
+                                n_tokens as u64,
+                                (g.buf(&q), q_stride as u64),
+                                g.cache(kv, &k, hd),
+                                g.cache(kv, &v, hd),
+                                (out, q_dim as u64),
+                                g.zeros(prefill_state_bytes(h, n_tokens)),
+                                window,
+                            )
+                            .unwrap();
+                        g.run(ds);
+                        g.get(out)
+                    });
                     let ctx = format!(
                         "{key} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, \
                          window {window:?}, growth {growth}"
+                    );
+                    let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&actual),
+                        bits(&with_clamps),
+                        "{ctx}: clamps changed it"
                     );
                     // f32 operands: the kernel's arithmetic alone. f16 operands (the
                     // H200's): scores off by about 2^-11 of |q| |k|, weights by as much

@@ -17,7 +17,8 @@ mod common;
 mod coop_emulation;
 
 use brass::device::{
-    read_f32, BufferUse, CommandList, CoopInput, CoopMatrix, Device, DeviceProfile, PipelineId,
+    read_f32, BufferUse, CommandList, CoopInput, CoopMatrix, Device, DeviceProfile, IndexChecks,
+    PipelineId,
 };
 use brass::kernels::matmul::{
     self, cpu_reference, cpu_reference_f32x, MatmulEngine, MatmulInput, MatmulKernel, MatmulLaunch,
@@ -26,7 +27,7 @@ use brass::kernels::matmul::{
 use brass::kernels::matvec::{
     self, quantize_x_q8, Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES,
 };
-use brass::kernels::PipelineCache;
+use brass::kernels::{PipelineCache, PipelineTemplate};
 use brass::quant::{dequantize, random_blocks, GgmlType};
 use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
 
@@ -567,6 +568,20 @@ fn run_matmul(
     parts: &[brass::device::Slice],
     x_data: &[u8],
     n_tokens: u64,
+    y_at: (u64, u64),
+) -> Vec<f32> {
+    let pipeline = pipeline_of(device, cache, mm, None);
+    run_matmul_on(device, pipeline, mm, parts, x_data, n_tokens, y_at)
+}
+
+/// [`run_matmul`] on `pipeline`.
+fn run_matmul_on(
+    device: &dyn Device,
+    pipeline: PipelineId,
+    mm: &MatmulLaunch,
+    parts: &[brass::device::Slice],
+    x_data: &[u8],
+    n_tokens: u64,
     (y_first, y_stride): (u64, u64),
 ) -> Vec<f32> {
     let x_bytes = x_data.len() as u64;
@@ -581,7 +596,6 @@ fn run_matmul(
     device
         .upload(yb, 0, bytemuck::cast_slice(&vec![f32::NAN; y_len as usize]))
         .unwrap();
-    let pipeline = pipeline_of(device, cache, mm);
     let mut list = CommandList::new();
     for d in mm
         .dispatches(
@@ -605,8 +619,22 @@ fn run_matmul(
 }
 
 /// The matmul's pipeline; on an adapter without cooperative matrices, a kernel on them
-/// with its matrices emulated on subgroups (`coop_emulation`).
-fn pipeline_of(device: &dyn Device, cache: &PipelineCache, mm: &MatmulLaunch) -> PipelineId {
+/// with its matrices emulated on subgroups (`coop_emulation`). `checks` creates it with
+/// those index checks rather than its template's.
+fn pipeline_of(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    mm: &MatmulLaunch,
+    checks: Option<IndexChecks>,
+) -> PipelineId {
+    let template = PipelineTemplate {
+        index_checks: checks.unwrap_or(mm.template().index_checks),
+        ..mm.template()
+    };
+    let checked = match checks {
+        Some(c) => format!(" {c:?} checks"),
+        None => String::new(),
+    };
     let (shape, lanes) = match mm.engine() {
         MatmulEngine::CoopMatrix {
             shape,
@@ -618,13 +646,19 @@ fn pipeline_of(device: &dyn Device, cache: &PipelineCache, mm: &MatmulLaunch) ->
             subgroup_max,
             ..
         } if device.profile().coop_matrix.is_none() => (shape, subgroup_max),
-        _ => return mm.pipeline(device, cache).unwrap(),
+        _ if checks.is_none() => return mm.pipeline(device, cache).unwrap(),
+        _ => {
+            let key = format!("{}{checked}", mm.pipeline_key());
+            return cache
+                .get_or_create(device, &key, || Ok((mm.source()?, template)))
+                .unwrap();
+        }
     };
-    let key = format!("{} emulated", mm.pipeline_key());
+    let key = format!("{} emulated{checked}", mm.pipeline_key());
     cache
         .get_or_create(device, &key, || {
             let source = coop_emulation::emulate(&mm.source()?, shape.size, lanes);
-            Ok((source, mm.template()))
+            Ok((source, template))
         })
         .unwrap()
 }
@@ -911,4 +945,58 @@ fn float_matmul_x_strides_are_4_byte_multiples() {
     assert_eq!(ds[0].params[5], 33, "the stride in floats");
     assert!(mm.dispatches(pipeline, &[w], x, 130, y, (0, 8), 3).is_err());
     assert!(mm.dispatches(pipeline, &[w], x, 128, y, (0, 8), 3).is_err());
+}
+
+/// The matrix-unit matmuls (the prompts' tiles and the decode columns, on the adapter's
+/// units or emulated ones) give the same bits created without wgpu's index clamps
+/// (`IndexChecks::Kernel`, their route's) as with them: a kernel whose index left its
+/// arrays would read what the clamp hides, and differ. Partial tiles of rows and tokens
+/// at every kernel type.
+#[test]
+fn matrix_unit_matmuls_give_the_same_bits_without_wgpu_clamps() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let engines: Vec<MatmulEngine> = engines(&device, true)
+        .into_iter()
+        .chain(columns_engines(&device))
+        .collect();
+    if engines.is_empty() {
+        eprintln!(
+            "no matrix units, real or emulated, on {}",
+            device.profile().name
+        );
+        return;
+    }
+    for engine in engines {
+        for kernel in quant_kernels() {
+            let (m, k) = (70, k_of(kernel.ty));
+            let launch = matvec_launch(device.profile(), kernel.ty, (m, k));
+            let mm = MatmulLaunch::of(&launch, engine).unwrap();
+            assert_eq!(mm.template().index_checks, IndexChecks::Kernel);
+            let w = random_blocks(kernel.ty, (m * k) as usize / kernel.ty.block_size(), m + k);
+            let parts = launch.upload_weights(&device, "w", &w).unwrap();
+            for n_tokens in [1, 19, 300] {
+                let mut rng = common::Rng::new(n_tokens);
+                let x: Vec<u8> = (0..n_tokens)
+                    .flat_map(|_| quantize_x_q8(&rng.vec(k as usize)))
+                    .collect();
+                let [clamped, own] = [IndexChecks::Wgpu, IndexChecks::Kernel].map(|checks| {
+                    let pipeline = pipeline_of(&device, &cache, &mm, Some(checks));
+                    run_matmul_on(&device, pipeline, &mm, &parts, &x, n_tokens, (0, m))
+                });
+                let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert!(clamped.iter().all(|v| v.is_finite()));
+                assert_eq!(
+                    bits(&clamped),
+                    bits(&own),
+                    "{} {n_tokens} tokens",
+                    mm.pipeline_key()
+                );
+            }
+            for p in &parts {
+                device.destroy_buffer(p.buffer).unwrap();
+            }
+        }
+        eprintln!("{engine:?}: the same bits");
+    }
 }
