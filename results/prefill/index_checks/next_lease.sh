@@ -1,7 +1,8 @@
 #!/bin/bash
 # Not yet run: the next lease for issue 41, from what this stop's leases left open
-# (README.md). Binaries from HEAD: compare, attention_bench, matmul_bench (stripped,
+# (README.md). Binaries from HEAD: compare, attention_bench, matmul_test (stripped,
 # xz'd) in .bin/$BIN; carry [.gl, .anchors, .bin/$BIN].
+#  0. the matrix-unit matmuls with and without wgpu's clamps, bit for bit, on the units;
 #  1. flash attention without the clamps: one layer at 512 / 2,048 / 8,192 tokens, in
 #     TFLOP/s and % of the matrix probe (last measured clamped: 2.4 % at 2,048);
 #  2. the few-tiles rule (Tuning::coop_min_workgroups, 64, measured with the clamps):
@@ -14,6 +15,8 @@ source results/lease_setup.sh
 unpack_bin "$BIN" /tmp
 (setsid nohup bash .anchors/build-on-device.sh cuda >/tmp/llama_build.log 2>&1 &)
 (timeout 200 /tmp/compare --synthetic llama3-8b --skip-matvec --pp 64 -n 1 >/dev/null 2>&1 &)
+timeout 60 /tmp/matmul_test matrix_unit_matmuls >"$OUT/matmul_test.log" 2>&1
+echo "matmul_test exited $? ($(grep -E '^test result' "$OUT/matmul_test.log" | tail -1))"
 timeout 150 /tmp/attention_bench --shapes llama3-8b,smollm2 --kv f16 --no-decode \
     --prefill-tokens 512,2048,8192 --iters 3 2>&1 | tee "$OUT/attention_bench.log" | tail -12
 for c in default true default true; do
