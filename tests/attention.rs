@@ -19,6 +19,8 @@ use brass::kernels::attention::{
 use brass::kernels::PipelineCache;
 use brass::router::{route_attention, AttentionQuery, Overrides};
 
+use common::bits;
+
 struct Gpu {
     device: brass::device::WgpuDevice,
     cache: PipelineCache,
@@ -876,7 +878,6 @@ fn rope_kv_batch_matches_rope_kv_token_by_token() {
                 for (t, &row) in token_rows.iter().enumerate() {
                     let one = g.get(row);
                     let of_batch = &batch_rows[t * row_stride..(t + 1) * row_stride];
-                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(of_batch), bits(&one), "{ctx}: token {t}'s q, k, v");
                     let q: Vec<f32> = rows[t * row_stride..][..q_dim]
                         .iter()
@@ -1234,7 +1235,6 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
                         "{key} {kv} {n_heads}/{n_kv}x{hd}, {n_tokens} tokens from {start}, \
                          window {window:?}, growth {growth}"
                     );
-                    let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(
                         bits(&actual),
                         bits(&with_clamps),
@@ -1598,11 +1598,6 @@ fn kv_formats_round_trip() {
             }
         }
     }
-}
-
-/// The bits of `x`.
-fn bits(x: &[f32]) -> Vec<u32> {
-    x.iter().map(|v| v.to_bits()).collect()
 }
 
 /// The step compositions the row tests run: (position, window) per row, 1, 2 and 5 rows.

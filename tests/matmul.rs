@@ -31,6 +31,8 @@ use brass::kernels::{PipelineCache, PipelineTemplate};
 use brass::quant::{dequantize, random_blocks, GgmlType};
 use brass::router::{route_matmul_engine, route_matvec, Force, MatvecQuery, Overrides, XInput};
 
+use common::bits;
+
 const TOKEN_COUNTS: [u64; 5] = [1, 2, 7, 64, 300];
 
 /// The dot4 matvec launch of `ty` for M x K on `profile`, whose weights the matmul reads.
@@ -627,15 +629,7 @@ fn pipeline_of(
     mm: &MatmulLaunch,
     checks: Option<IndexChecks>,
 ) -> PipelineId {
-    let template = PipelineTemplate {
-        index_checks: checks.unwrap_or(mm.template().index_checks),
-        ..mm.template()
-    };
-    let checked = match checks {
-        Some(c) => format!(" {c:?} checks"),
-        None => String::new(),
-    };
-    let (shape, lanes) = match mm.engine() {
+    let emulated = match mm.engine() {
         MatmulEngine::CoopMatrix {
             shape,
             subgroup_max,
@@ -645,20 +639,32 @@ fn pipeline_of(
             shape,
             subgroup_max,
             ..
-        } if device.profile().coop_matrix.is_none() => (shape, subgroup_max),
-        _ if checks.is_none() => return mm.pipeline(device, cache).unwrap(),
-        _ => {
-            let key = format!("{}{checked}", mm.pipeline_key());
-            return cache
-                .get_or_create(device, &key, || Ok((mm.source()?, template)))
-                .unwrap();
-        }
+        } if device.profile().coop_matrix.is_none() => Some((shape, subgroup_max)),
+        _ => None,
     };
-    let key = format!("{} emulated{checked}", mm.pipeline_key());
+    if emulated.is_none() && checks.is_none() {
+        return mm.pipeline(device, cache).unwrap();
+    }
+    let key = format!(
+        "{}{}{}",
+        mm.pipeline_key(),
+        if emulated.is_some() { " emulated" } else { "" },
+        checks.map_or(String::new(), |c| format!(" {c:?} checks"))
+    );
+    let template = PipelineTemplate {
+        index_checks: checks.unwrap_or(mm.template().index_checks),
+        ..mm.template()
+    };
     cache
         .get_or_create(device, &key, || {
-            let source = coop_emulation::emulate(&mm.source()?, shape.size, lanes);
-            Ok((source, template))
+            let source = mm.source()?;
+            Ok(match emulated {
+                Some((shape, lanes)) => (
+                    coop_emulation::emulate(&source, shape.size, lanes),
+                    template,
+                ),
+                None => (source, template),
+            })
         })
         .unwrap()
 }
@@ -984,7 +990,6 @@ fn matrix_unit_matmuls_give_the_same_bits_without_wgpu_clamps() {
                     let pipeline = pipeline_of(&device, &cache, &mm, Some(checks));
                     run_matmul_on(&device, pipeline, &mm, &parts, &x, n_tokens, (0, m))
                 });
-                let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert!(clamped.iter().all(|v| v.is_finite()));
                 assert_eq!(
                     bits(&clamped),

@@ -13,6 +13,8 @@ use brass::kernels::PipelineCache;
 use brass::quant::{pack_scale_min_k4, random_blocks, GgmlType};
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 
+use common::bits;
+
 /// llama.cpp's bound for MUL_MAT in its backend tests.
 const MAX_NMSE: f64 = 5e-4;
 
@@ -27,11 +29,6 @@ fn reference_case(ty: GgmlType, m: u64, k: u64, seed: u64) -> (Vec<u8>, Vec<f32>
     let x = common::Rng::new(seed).vec(k as usize);
     let expected = cpu_reference(ty, &w, m as usize, k as usize, &x).unwrap();
     (w, x, expected)
-}
-
-/// y's bit patterns, for outputs that must agree exactly.
-fn bits(y: &[f32]) -> Vec<u32> {
-    y.iter().map(|v| v.to_bits()).collect()
 }
 
 /// `kernel`'s launch for an M x K matvec on `profile`, x handed over as `x`, with

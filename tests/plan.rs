@@ -161,9 +161,9 @@ fn a_plan_the_device_cannot_run_is_refused() {
 /// Where the steps of many sequences go to the matrix units: a model serving
 /// `DECODE_MATRIX_UNITS_FROM` sequences or more on an adapter with cooperative matrices
 /// (the H200 preset), each quant matrix over dot4 weights with its decode columns and
-/// the plan saying so; not at one fewer, not with cooperative matrices turned off, not on lavapipe. A run
-/// that moves the crossover (`decode_units_from`) moves all of it: 4 sequences take
-/// the matrix units from steps of 4 rows, 3 do not.
+/// the plan saying so; not at one fewer, not with cooperative matrices turned off, not
+/// on lavapipe. A run that moves the crossover (`decode_units_from`) moves all of it: 4
+/// sequences take the matrix units from steps of 4 rows, 3 do not.
 #[test]
 fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
     let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();

@@ -636,27 +636,28 @@ fn dot4_x(
     let bytes = q.m * row_bytes;
     let t: &Tuning = &profile.tuning;
     let weight_mb = bytes as f64 / 1e6;
+    // x is quantized once for weights of at least `min` bytes, or for steps of several
+    // rows; the rows, where they alone decided it.
     let by_columns = q.columns >= t.q8_min_columns;
+    let by_rule = |min: u64| bytes >= min || by_columns;
+    let columns_decided = |min: u64| (bytes < min && by_columns).then_some(q.columns);
     match q.x {
         XInput::F32 => Some(StagedFrom::F32),
-        XInput::Norm if o.x_q8.unwrap_or(bytes >= t.norm_q8_min_bytes || by_columns) => {
+        XInput::Norm if o.x_q8.unwrap_or(by_rule(t.norm_q8_min_bytes)) => {
             why.push(Clause::NormWritesQ8 {
                 weight_mb,
                 min_mb: t.norm_q8_min_bytes / 1_000_000,
-                columns: (bytes < t.norm_q8_min_bytes && by_columns).then_some(q.columns),
+                columns: columns_decided(t.norm_q8_min_bytes),
                 forced: o.x_q8.is_some(),
             });
             x_from_q8(kernel, o, why)
         }
         XInput::Norm => Some(StagedFrom::F32),
-        XInput::Glu { .. }
-            if o.glu_q8
-                .unwrap_or(bytes >= t.glu_q8_min_bytes || by_columns) =>
-        {
+        XInput::Glu { .. } if o.glu_q8.unwrap_or(by_rule(t.glu_q8_min_bytes)) => {
             why.push(Clause::GluQuantizedOnce {
                 weight_mb,
                 min_mb: t.glu_q8_min_bytes / 1_000_000,
-                columns: (bytes < t.glu_q8_min_bytes && by_columns).then_some(q.columns),
+                columns: columns_decided(t.glu_q8_min_bytes),
                 forced: o.glu_q8.is_some(),
             });
             x_from_q8(kernel, o, why)

@@ -8,6 +8,11 @@ use std::path::{Path, PathBuf};
 
 use brass::device::{AdapterChoice, Device, WgpuDevice};
 
+/// The bit patterns of `y`, for outputs that must agree exactly.
+pub fn bits(y: &[f32]) -> Vec<u32> {
+    y.iter().map(|v| v.to_bits()).collect()
+}
+
 /// A file of `tests/reference/` (its README says where each came from). Tests read
 /// nothing outside the checkout.
 pub fn reference_path(name: &str) -> PathBuf {
