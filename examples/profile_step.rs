@@ -1,6 +1,8 @@
-//! Where one decode step's GPU time goes, per pipeline (GPU timestamps per dispatch).
+//! Where one decode step's GPU time goes, per pipeline (GPU timestamps per dispatch), or
+//! one prompt batch's (`--prompt N`: N tokens into the cache after `--depth`).
 //!
 //! cargo run --release --example profile_step -- [MODEL] [--x-planes 2] [--depth N]
+//!     [--prompt N]
 
 use std::sync::Arc;
 
@@ -20,6 +22,10 @@ struct Args {
     /// Positions already in the KV cache (as allocated) at the profiled step.
     #[arg(long, default_value_t = 4)]
     depth: usize,
+    /// Profile a prompt batch of this many tokens at `--depth` instead of a decode
+    /// step (at most the plan's batch).
+    #[arg(long, default_value_t = 0)]
+    prompt: usize,
     /// A/B: invocations per decode attention workgroup.
     #[arg(long)]
     attention_invocations: Option<u32>,
@@ -33,7 +39,7 @@ fn main() -> brass::Result<()> {
         device,
         path,
         &LoadOptions {
-            context: Some(args.depth + 64),
+            context: Some(args.depth + args.prompt + 64),
             // A depth past the trained context is a timing question, not a text one.
             allow_past_trained_context: true,
             routing: Overrides {
@@ -54,11 +60,27 @@ fn main() -> brass::Result<()> {
             break;
         }
     }
-    let t = std::time::Instant::now();
-    model.forward(Input::Token(1), args.depth + 3)?;
-    println!("one step, wall: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    let profile = if args.prompt > 0 {
+        // Ids past the smallest vocabulary are out of no model's range.
+        let chunk: Vec<u32> = (0..args.prompt as u32).map(|i| 1 + i % 250).collect();
+        model.prefill(&chunk, args.depth)?;
+        let t = std::time::Instant::now();
+        model.prefill(&chunk, args.depth)?;
+        model.forward(Input::Token(1), args.depth + args.prompt)?;
+        println!(
+            "a prompt batch of {} tokens and a step, wall: {:.1} ms",
+            args.prompt,
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        model.profile_prompt_batch(&chunk, args.depth)?
+    } else {
+        let t = std::time::Instant::now();
+        model.forward(Input::Token(1), args.depth + 3)?;
+        println!("one step, wall: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        model.profile_step(Input::Token(1), args.depth + 4)?
+    };
     let mut total = 0.0;
-    for (name, ns, n) in model.profile_step(Input::Token(1), args.depth + 4)? {
+    for (name, ns, n) in profile {
         println!("{name:<40} {n:>5} dispatches {:>9.3} ms", ns / 1e6);
         total += ns;
     }

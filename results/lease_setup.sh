@@ -12,3 +12,14 @@ unpack_bin() {
         t="$2/$(basename "$f" .xz)"; [ -x "$t" ] || { xz -dc "$f" >"$t"; chmod +x "$t"; }
     done
 }
+# llama.cpp CUDA (`bash .anchors/build-on-device.sh cuda`, started earlier in the lease)
+# on every synthetic file brass wrote: pp512, pp2048 and tg32, flash attention on,
+# appended to $1.
+llama_bench_synthetic() {
+    for i in $(seq 60); do [ -x /tmp/anchors/build-cuda/bin/llama-bench ] && break; sleep 5; done
+    tail -2 /tmp/llama_build.log
+    for f in "$BRASS_CACHE"/synthetic/*.gguf; do
+        timeout 200 /tmp/anchors/build-cuda/bin/llama-bench -m "$f" -ngl 99 -fa 1 -r 3 \
+            -p 512,2048 -n 32 2>&1 | tee -a "$1" | grep -E "pp|tg" | cut -c1-170
+    done
+}

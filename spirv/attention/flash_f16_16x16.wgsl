@@ -30,17 +30,35 @@ fn kv_word(v: vec2<f32>) -> KvWord {
     return pack2x16float(v);
 }
 // A head's value pairs in a plain (f32 or f16) KV cache, for the kernels that read the
-// cache a pair at a time (`attention/prefill.wgsl`, `attention/decode_portable.wgsl`):
-// cache row `row` (position * n_kv_heads + KV head) is KV_ROW words of one pair each.
-// The includer declares `k_cache` and `v_cache`; the format include gives KvWord and
-// kv_pair; the host sets KV_ROW.
+// cache a pair at a time (`attention/prefill.wgsl`, `attention/flash.wgsl`,
+// `attention/decode_portable.wgsl`): cache row `row` (position * n_kv_heads + KV head)
+// is KV_ROW words of one pair each. The includer declares `k_cache` and `v_cache`; the
+// format include gives KvWord and kv_pair; the host sets KV_ROW.
+//
+// A pair can be read in two steps, its raw words (k_raw, v_raw: a KvRaw, zero-valued
+// where there is no pair) then its values (raw_pair), so that a kernel can issue its
+// loads a phase before it needs the values.
+
+alias KvRaw = KvWord;
+
+fn k_raw(row: u32, p: u32) -> KvRaw {
+    return k_cache[row * KV_ROW + p];
+}
+
+fn v_raw(row: u32, p: u32) -> KvRaw {
+    return v_cache[row * KV_ROW + p];
+}
+
+fn raw_pair(raw: KvRaw, p: u32) -> vec2<f32> {
+    return kv_pair(raw);
+}
 
 fn k_pair(row: u32, p: u32) -> vec2<f32> {
-    return kv_pair(k_cache[row * KV_ROW + p]);
+    return raw_pair(k_raw(row, p), p);
 }
 
 fn v_pair(row: u32, p: u32) -> vec2<f32> {
-    return kv_pair(v_cache[row * KV_ROW + p]);
+    return raw_pair(v_raw(row, p), p);
 }
 // What the prompt attention kernels (prefill.wgsl, flash.wgsl) share: their parameters
 // and bindings, and where a (token, query head) row's token sits, which keys it sees and
@@ -98,12 +116,13 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // A workgroup of 8 subgroups takes ROWS rows of one KV head, so a GQA group shares
 // every K and V tile, and output values [wid.z * SLICE, (wid.z + 1) * SLICE) of them.
 // Its rows' q, scaled and as CT, stay in workgroup memory; per tile of KT keys:
-//   1. the K tile is staged as CT ([key][d], zeros past the keys and the head);
+//   1. the K tile is staged as CT ([key][d], zeros past the keys and the head), and
+//      the V tile's loads are issued;
 //   2. scores = Q Kᵀ on the matrix units, into `sc` (f32, [key][row]);
 //   3. a team of TEAM invocations per row takes its online-softmax step: the tile's
 //      max over the keys the row sees, P = exp(score - reference) as CT into `p_s`
 //      ([row][key]; 0 for keys it does not see), its running sum; meanwhile the V
-//      tile is staged, transposed ([d][key]);
+//      tile is staged, transposed ([d][key]), and the next K tile's loads issued;
 //   4. O += P V on the matrix units, O held in each subgroup's accumulators across
 //      the whole walk.
 // Matrix accumulators cannot be scaled element by element, so a row's reference max
@@ -123,7 +142,7 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // multiple of S, at most 8 S), KT (a multiple of S), OUT_BLOCKS (1 to 4), TEAM (a
 // power of two, at most 4, ROWS * TEAM <= the workgroup), SC_LEN (at least ROWS * KT
 // and 8 S S) and KV_LEN (at least KT (HDP + 8) and HDP (KT + 8)). The format includes
-// give k_pair and v_pair.
+// give k_raw, v_raw and raw_pair.
 //
 // Every matrix load is of the two kinds the matmuls use: A row-major, B column-major.
 
@@ -158,28 +177,48 @@ var<workgroup> row_sum: array<f32, ROWS>;
 // only change), as if it left them short of the alignment those loads assume.
 var<workgroup> grown: array<atomic<u32>, 4>;
 
-// Keys t0.. of KV head kvh as CT, K [key][d] or V [d][key]; zeros past key_end and the
-// head.
-fn stage_kv(t0: u32, key_end: u32, kvh: u32, is_v: bool, lid: u32) {
-    for (var i = lid; i < KT * HALF; i += WG) {
+// The K or V tile's pairs this invocation stages: STAGE_N of them, pair i = lid + n WG
+// of the tile being key i / HALF's pair i % HALF.
+const STAGE_N: u32 = (KT * HALF + WG - 1u) / WG;
+alias KvTile = array<KvRaw, STAGE_N>;
+
+// The raw words of this invocation's pairs of keys t0.. of KV head kvh (zeros past
+// key_end and the head). They are fetched a phase before put_kv writes them, so that
+// the loads' latency passes under that phase's multiplies instead of stalling the
+// whole workgroup at a barrier.
+fn fetch_kv(t0: u32, key_end: u32, kvh: u32, is_v: bool, lid: u32) -> KvTile {
+    var raw: KvTile;
+    for (var n = 0u; n < STAGE_N; n++) {
+        let i = lid + n * WG;
         let t = i / HALF;
         let p = i % HALF;
-        var v = vec2<f32>(0.0);
-        if (t0 + t < key_end && 2u * p < HD) {
+        if (i < KT * HALF && t0 + t < key_end && 2u * p < HD) {
             let row = (t0 + t) * params.n_kv_heads + kvh;
             if (is_v) {
-                v = v_pair(row, p);
+                raw[n] = v_raw(row, p);
             } else {
-                v = k_pair(row, p);
+                raw[n] = k_raw(row, p);
             }
         }
-        let c = vec2<CT>(v);
-        if (is_v) {
-            kv_s[2u * p * LDV + t] = c.x;
-            kv_s[(2u * p + 1u) * LDV + t] = c.y;
-        } else {
-            kv_s[t * LDQ + 2u * p] = c.x;
-            kv_s[t * LDQ + 2u * p + 1u] = c.y;
+    }
+    return raw;
+}
+
+// A fetched tile as CT into kv_s: K [key][d], V [d][key].
+fn put_kv(raw: KvTile, is_v: bool, lid: u32) {
+    for (var n = 0u; n < STAGE_N; n++) {
+        let i = lid + n * WG;
+        if (i < KT * HALF) {
+            let t = i / HALF;
+            let p = i % HALF;
+            let c = vec2<CT>(raw_pair(raw[n], p));
+            if (is_v) {
+                kv_s[2u * p * LDV + t] = c.x;
+                kv_s[(2u * p + 1u) * LDV + t] = c.y;
+            } else {
+                kv_s[t * LDQ + 2u * p] = c.x;
+                kv_s[t * LDQ + 2u * p + 1u] = c.y;
+            }
         }
     }
 }
@@ -279,14 +318,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let b2 = min(d0 + 2u * S, HDP - S);
     let b3 = min(d0 + 3u * S, HDP - S);
 
-    for (var t0 = first_key(row_pos(r0)); t0 < key_end; t0 += KT) {
+    let key_start = first_key(row_pos(r0));
+    var k_next = fetch_kv(key_start, key_end, kvh, false, lid);
+    for (var t0 = key_start; t0 < key_end; t0 += KT) {
         workgroupBarrier();
         // Every tile starts with no row grown (the flag is read after this tile's
         // softmax, behind two barriers).
         if (lid == 0u) {
             atomicStore(&grown[0], 0u);
         }
-        stage_kv(t0, key_end, kvh, false, lid);
+        put_kv(k_next, false, lid);
+        // V's loads are in flight during Q Kᵀ and the softmax.
+        let v_tile = fetch_kv(t0, key_end, kvh, true, lid);
         workgroupBarrier();
 
         for (var i = part; i < ROW_BLOCKS * KEY_BLOCKS; i += SUBGROUPS) {
@@ -342,7 +385,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         if (on_team && grow) {
             atomicOr(&grown[0], 1u);
         }
-        stage_kv(t0, key_end, kvh, true, lid);
+        put_kv(v_tile, true, lid);
+        // The next tile's K loads are in flight during P V.
+        k_next = fetch_kv(t0 + KT, key_end, kvh, false, lid);
         if (workgroupUniformLoad(&grown[0]) != 0u) {
             o0 = rescaled(o0, mine, rb * S, lane, lanes);
             if (OUT_BLOCKS > 1u) {

@@ -1158,6 +1158,35 @@ impl Model {
         self.profile_list(&list)
     }
 
+    /// Runs one prompt batch, `chunk` into the cache at `start` (at most the plan's
+    /// `ubatch` tokens, as [`Model::prefill`] cuts them), timed per dispatch like
+    /// [`Model::profile_step`]: where a prompt's time goes. A lone token's batch is a
+    /// decode step's pass.
+    pub fn profile_prompt_batch(
+        &self,
+        chunk: &[u32],
+        start: usize,
+    ) -> Result<Vec<(String, f64, usize)>> {
+        self.check_prompt(chunk, start)?;
+        let ubatch = self.plan.prefill.ubatch() as usize;
+        if chunk.len() > ubatch {
+            return Err(Error::Invalid(format!(
+                "a prompt batch of {} tokens: the plan's batches take {ubatch} at most",
+                chunk.len()
+            )));
+        }
+        match chunk {
+            [] => Ok(Vec::new()),
+            [id] => self.profile_step(Input::Token(*id), start),
+            _ => {
+                let mut batch = self.batch_buffers()?;
+                let batch = batch.as_mut().expect("made by batch_buffers");
+                let list = self.record_batch(batch, chunk, (0, start), Output::Cache)?;
+                self.profile_list(&list)
+            }
+        }
+    }
+
     /// Runs `list` timed per dispatch: GPU time summed per pipeline (name, ns,
     /// dispatches), slowest first.
     pub(super) fn profile_list(&self, list: &CommandList) -> Result<Vec<(String, f64, usize)>> {

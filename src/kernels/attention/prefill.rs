@@ -515,13 +515,16 @@ impl PrefillAttention {
         let per_lane = (s * s).div_ceil(4) + 1;
         let shuffles = team.ilog2() as u64 + 1;
         let score_blocks = (rows / s) * (kt / s);
-        let per_tile = 2 * strided(kt * hdp / 2)
+        // K and V each fetched, then put.
+        let per_tile = 4 * strided(kt * hdp / 2)
             + (score_blocks.div_ceil(FLASH_SUBGROUPS as u64) + 1) * (hdp / s + 1)
             + 2 * (kt.div_ceil(team) + 1 + shuffles)
             + out_blocks * 2 * per_lane
             + (kt / s + 1);
-        let fixed =
-            strided(rows * hdp / 2) + strided(self.score_len(shape)) + out_blocks * per_lane;
+        let fixed = strided(rows * hdp / 2)
+            + strided(self.score_len(shape))
+            + out_blocks * per_lane
+            + strided(kt * hdp / 2);
         fixed + (keys.div_ceil(kt) + 1) * (per_tile + 1)
     }
 
