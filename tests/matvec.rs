@@ -3,13 +3,15 @@
 
 mod common;
 
-use brass::device::{read_f32, BufferUse, CommandList, Device, DeviceProfile, Slice};
+use brass::device::{
+    read_f32, BufferUse, CommandList, Device, DeviceProfile, IndexChecks, PipelineId, Slice,
+};
 use brass::kernels::matvec::{
     self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4X, Family, LaunchConfig, Layout,
     MatvecKernel, MatvecLaunch, XForm, MATVEC_KERNELS, MAX_COLUMNS,
 };
 use brass::kernels::ops::{Activation, Ops, OpsOn};
-use brass::kernels::PipelineCache;
+use brass::kernels::{PipelineCache, PipelineTemplate};
 use brass::quant::{pack_scale_min_k4, random_blocks, GgmlType};
 use brass::router::{route_matvec, Force, MatvecQuery, Overrides, XInput};
 
@@ -57,11 +59,50 @@ fn launch_of(
         .clone()
 }
 
+/// `launch`'s pipeline, and where the kernel keeps its own indices in range
+/// (`IndexChecks::Kernel`, created without wgpu's clamps on Vulkan) the same WGSL with
+/// wgpu's clamps: every run compares the two bit for bit, so an index past its array,
+/// which reads what the clamp hides, fails whichever test runs the kernel.
+fn pipelines_of(
+    device: &dyn Device,
+    cache: &PipelineCache,
+    launch: &MatvecLaunch,
+) -> Vec<PipelineId> {
+    let own = launch.pipeline(device, cache).unwrap();
+    let template = launch.template();
+    if template.index_checks != IndexChecks::Kernel {
+        return vec![own];
+    }
+    let key = format!("{} Wgpu checks", launch.pipeline_key());
+    let clamped = cache
+        .get_or_create(device, &key, || {
+            let template = PipelineTemplate {
+                index_checks: IndexChecks::Wgpu,
+                ..template
+            };
+            Ok((launch.source()?, template))
+        })
+        .unwrap();
+    vec![own, clamped]
+}
+
+/// The output of [`pipelines_of`]'s runs, which must all have the same bits.
+fn one_output(launch: &MatvecLaunch, ys: Vec<Vec<f32>>) -> Vec<f32> {
+    assert!(
+        ys.iter().all(|y| bits(y) == bits(&ys[0])),
+        "{}: with and without wgpu's index clamps, different bits",
+        launch.pipeline_key()
+    );
+    ys.into_iter().next().unwrap()
+}
+
 /// Runs `launch` on the device and returns y. `x` is the whole input binding: K values,
 /// quantized x, or gate and up.
 ///
 /// Runs it twice, y overwritten with NaN in between, and asserts both runs agree bit
 /// for bit: a dot4 batch queue left unreset by the first would skip rows of the second.
+/// Where the kernel keeps its own index checks, runs it with wgpu's clamps too, and
+/// asserts the same bits ([`pipelines_of`]).
 fn run(
     device: &dyn Device,
     cache: &PipelineCache,
@@ -81,42 +122,48 @@ fn run(
     let yb = device
         .create_buffer("y", (Y_FIRST + m) * 4, BufferUse::Storage)
         .unwrap();
-    let pipeline = launch.pipeline(device, cache).unwrap();
     let queue = launch.new_queue(device).unwrap();
-    let mut list = CommandList::new();
     assert_eq!(x_bytes, launch.x_bytes(), "{}", launch.pipeline_key());
-    for d in launch
-        .dispatches(
-            pipeline,
-            &parts,
-            Slice::new(xb, 0, x_bytes),
-            Slice::new(yb, 0, (Y_FIRST + m) * 4),
-            Y_FIRST,
-            queue,
-        )
-        .unwrap()
-    {
-        list.dispatch(d);
-    }
-    let run_once = || {
-        let poison = vec![f32::NAN; (Y_FIRST + m) as usize];
-        device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
-        device.submit(&list).unwrap();
-        read_f32(device, yb, 0, (Y_FIRST + m) as usize).unwrap()[Y_FIRST as usize..].to_vec()
-    };
-    let y = run_once();
-    let again = run_once();
-    let differ = y
-        .iter()
-        .zip(&again)
-        .filter(|(a, b)| a.to_bits() != b.to_bits())
-        .count();
-    assert_eq!(
-        differ,
-        0,
-        "{}: a second run differs in {differ} of {m} rows",
-        launch.pipeline_key(),
-    );
+    let ys = pipelines_of(device, cache, launch)
+        .into_iter()
+        .map(|pipeline| {
+            let mut list = CommandList::new();
+            for d in launch
+                .dispatches(
+                    pipeline,
+                    &parts,
+                    Slice::new(xb, 0, x_bytes),
+                    Slice::new(yb, 0, (Y_FIRST + m) * 4),
+                    Y_FIRST,
+                    queue,
+                )
+                .unwrap()
+            {
+                list.dispatch(d);
+            }
+            let run_once = || {
+                let poison = vec![f32::NAN; (Y_FIRST + m) as usize];
+                device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
+                device.submit(&list).unwrap();
+                read_f32(device, yb, 0, (Y_FIRST + m) as usize).unwrap()[Y_FIRST as usize..]
+                    .to_vec()
+            };
+            let y = run_once();
+            let again = run_once();
+            let differ = y
+                .iter()
+                .zip(&again)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{}: a second run differs in {differ} of {m} rows",
+                launch.pipeline_key(),
+            );
+            y
+        });
+    let y = one_output(launch, ys.collect());
     for b in parts
         .iter()
         .map(|s| s.buffer)
@@ -844,38 +891,43 @@ fn run_columns(
     let yb = device
         .create_buffer("y", y_len * 4, BufferUse::Storage)
         .unwrap();
-    let pipeline = launch.pipeline(device, cache).unwrap();
     let queue = launch.new_queue(device).unwrap();
-    let mut list = CommandList::new();
-    for d in launch
-        .dispatches_columns(
-            pipeline,
-            parts,
-            Slice::new(xb, 0, x_bytes),
-            x_stride,
-            Slice::new(yb, 0, y_len * 4),
-            y_stride,
-            Y_FIRST,
-            cols,
-            queue,
-        )
-        .unwrap()
-    {
-        list.dispatch(d);
-    }
-    let run_once = || {
-        let poison = vec![f32::NAN; y_len as usize];
-        device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
-        device.submit(&list).unwrap();
-        read_f32(device, yb, 0, y_len as usize).unwrap()
-    };
-    let y = run_once();
-    assert_eq!(
-        bits(&y),
-        bits(&run_once()),
-        "{}: a second run differs",
-        launch.pipeline_key()
-    );
+    let ys = pipelines_of(device, cache, launch)
+        .into_iter()
+        .map(|pipeline| {
+            let mut list = CommandList::new();
+            for d in launch
+                .dispatches_columns(
+                    pipeline,
+                    parts,
+                    Slice::new(xb, 0, x_bytes),
+                    x_stride,
+                    Slice::new(yb, 0, y_len * 4),
+                    y_stride,
+                    Y_FIRST,
+                    cols,
+                    queue,
+                )
+                .unwrap()
+            {
+                list.dispatch(d);
+            }
+            let run_once = || {
+                let poison = vec![f32::NAN; y_len as usize];
+                device.upload(yb, 0, bytemuck::cast_slice(&poison)).unwrap();
+                device.submit(&list).unwrap();
+                read_f32(device, yb, 0, y_len as usize).unwrap()
+            };
+            let y = run_once();
+            assert_eq!(
+                bits(&y),
+                bits(&run_once()),
+                "{}: a second run differs",
+                launch.pipeline_key()
+            );
+            y
+        });
+    let y = one_output(launch, ys.collect());
     for b in [xb, yb].into_iter().chain(queue.map(|q| q.buffer)) {
         device.destroy_buffer(b).unwrap();
     }

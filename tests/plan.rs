@@ -515,14 +515,12 @@ fn the_plan_states_who_checks_the_kernels_indices() {
         let p = plan(&file, &profile, &options).unwrap();
         assert_eq!(
             p.index_checks,
-            brass::router::Clause::IndexChecks {
-                matrix_kernels_own: own
-            }
+            brass::router::Clause::IndexChecks { kernels_own: own }
         );
         let text = p.to_string();
         let said = if own {
             "index checks: the matrix-unit kernels (tiled matmuls, decode columns, flash \
-             attention) keep their indices in range themselves"
+             attention) and the dot4 matvecs keep their indices in range themselves"
         } else {
             "index checks: every kernel has wgpu's index clamps"
         };

@@ -390,7 +390,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         decode_rows,
         decode_units_from,
         index_checks: Clause::IndexChecks {
-            matrix_kernels_own: profile.kernel_index_checks,
+            kernels_own: profile.kernel_index_checks,
         },
         device: profile.name.clone(),
         file: file.identity(),

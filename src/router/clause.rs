@@ -403,9 +403,10 @@ pub enum Clause {
     /// Who keeps the kernels' array indices in range
     /// ([`DeviceProfile::kernel_index_checks`](crate::device::DeviceProfile::kernel_index_checks)).
     IndexChecks {
-        /// The matrix-unit kernels (tiled matmuls, decode columns, flash attention)
-        /// keep their own, without wgpu's clamps; else every kernel has the clamps.
-        matrix_kernels_own: bool,
+        /// The kernels that keep their indices in range by construction (the
+        /// matrix-unit kernels: tiled matmuls, decode columns, flash attention; and the
+        /// dot4 matvecs) run without wgpu's clamps; else every kernel has the clamps.
+        kernels_own: bool,
     },
     /// A decode step of `from` rows or more: the quant matrices (`matrices` of them)
     /// multiply its rows on the matrix units, `rows` by `tokens` a workgroup. A row's
@@ -750,18 +751,16 @@ impl std::fmt::Display for Clause {
                  matvec, up to {columns} a dispatch (more take more), each reduced as a lone \
                  row is, so a sequence's logits do not depend on who shares its step"
             ),
-            Clause::IndexChecks {
-                matrix_kernels_own: true,
-            } => write!(
+            Clause::IndexChecks { kernels_own: true } => write!(
                 f,
                 "the matrix-unit kernels (tiled matmuls, decode columns, flash attention) \
-                 keep their indices in range themselves, without wgpu's clamps (Vulkan's \
-                 robust buffer access bounds their storage reads); every other kernel has \
-                 wgpu's"
+                 and the dot4 matvecs keep their indices in range themselves, without \
+                 wgpu's clamps (Vulkan's robust buffer access bounds their storage reads); \
+                 every other kernel has wgpu's"
             ),
-            Clause::IndexChecks {
-                matrix_kernels_own: false,
-            } => write!(f, "every kernel has wgpu's index clamps"),
+            Clause::IndexChecks { kernels_own: false } => {
+                write!(f, "every kernel has wgpu's index clamps")
+            }
             Clause::DecodeRowsOnMatrixUnits {
                 from,
                 matrices,

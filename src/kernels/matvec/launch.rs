@@ -584,7 +584,19 @@ impl MatvecLaunch {
             },
             storage: if dot4 { DOT4_STORAGE } else { STORAGE },
             fallback_reason: None,
-            index_checks: IndexChecks::Wgpu,
+            // dot4 (matvec/dot4.wgsl and its type files) indexes workgroup memory only
+            // through `slot(g)` of x groups g < TILE / 32: a tile's blocks are at most
+            // TILE / BLOCK (`batch_rows`), its whole K at most TILE where staged
+            // (`rows_prefetched` needs one tile), and each type's groups within a block
+            // are below BLOCK / 32. Its private arrays and vectors take constants or
+            // indices masked below their length; its storage reads are bounded by the
+            // backend (IndexChecks::Kernel). tests/matvec.rs runs every dot4 case both
+            // ways, bit for bit.
+            index_checks: if dot4 {
+                IndexChecks::Kernel
+            } else {
+                IndexChecks::Wgpu
+            },
         }
     }
 
