@@ -61,7 +61,7 @@ fn main() -> brass::Result<()> {
         }
     }
     let profile = if args.prompt > 0 {
-        // Ids past the smallest vocabulary are out of no model's range.
+        // Ids below 251, inside every vocabulary.
         let chunk: Vec<u32> = (0..args.prompt as u32).map(|i| 1 + i % 250).collect();
         model.prefill(&chunk, args.depth)?;
         let t = std::time::Instant::now();

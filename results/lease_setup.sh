@@ -12,7 +12,12 @@ unpack_bin() {
         t="$2/$(basename "$f" .xz)"; [ -x "$t" ] || { xz -dc "$f" >"$t"; chmod +x "$t"; }
     done
 }
-# llama.cpp CUDA (`bash .anchors/build-on-device.sh cuda`, started earlier in the lease)
+# llama.cpp CUDA built in the background, unless an earlier call of a warm lease did.
+start_llama_build() {
+    [ -x /tmp/anchors/build-cuda/bin/llama-bench ] ||
+        (setsid nohup bash .anchors/build-on-device.sh cuda >/tmp/llama_build.log 2>&1 &)
+}
+# llama.cpp CUDA (`start_llama_build`, earlier in the lease)
 # on every synthetic file brass wrote: pp512, pp2048 and tg32, flash attention on,
 # appended to $1.
 llama_bench_synthetic() {

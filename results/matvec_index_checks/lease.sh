@@ -1,18 +1,18 @@
 #!/bin/bash
 # Not yet run: the dot4 matvecs without wgpu's index clamps (IndexChecks::Kernel, this
 # folder's README) against the same binary with every kernel clamped
-# (BRASS_INDEX_CHECKS=wgpu), decode alternated three times, on the synthetic shapes whose
-# decode is closest to llama.cpp's (the small ones: fixed per-token costs) and the 8B.
+# (BRASS_INDEX_CHECKS=wgpu), decode alternated twice, on two small synthetic shapes (their
+# decode is where llama.cpp is closest: fixed per-token costs) and the 8B.
 # Binaries: compare (stripped, xz'd) in .bin/$BIN; carry [.gl, .anchors, .bin/$BIN].
 set -u
 BIN=${BIN:-mv}
 source results/lease_setup.sh
-unpack_bin "$BIN" /tmp
-(setsid nohup bash .anchors/build-on-device.sh cuda >/tmp/llama_build.log 2>&1 &)
-for shape in smollm2-135m llama3.2-1b qwen2.5-1.5b llama3-8b; do
-    for c in kernel wgpu kernel wgpu kernel wgpu; do
-        BRASS_INDEX_CHECKS=$c timeout 100 /tmp/compare --synthetic $shape --skip-matvec \
-            --pp 512 -n 128 2>&1 | grep -E "prompt of|decode at" |
+unpack_bin "$BIN" "/tmp/sets/$BIN"
+start_llama_build
+for shape in smollm2-135m llama3.2-1b llama3-8b; do
+    for c in kernel wgpu kernel wgpu; do
+        BRASS_INDEX_CHECKS=$c timeout 100 "/tmp/sets/$BIN/compare" --synthetic $shape \
+            --skip-matvec --pp 512 -n 128 2>&1 | grep -E "prompt of|decode at" |
             sed "s/^/$shape checks=$c /" | tee -a "$OUT/decode.log" | cut -c1-150
     done
 done

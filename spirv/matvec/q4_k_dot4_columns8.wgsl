@@ -97,6 +97,8 @@ var<workgroup> xhalf_sums: array<vec2<i32>, SLOTS>;
 // of x adds it, so one column's arithmetic is the same code whichever column it is.
 var<private> x_col: u32;
 
+// Every workgroup index goes through slot(g) of a group g below GROUPS, which keeps it
+// in range without wgpu's clamps (the launch's IndexChecks::Kernel): keep it so.
 fn slot(g: u32) -> u32 {
     return g + g / 8u;
 }

@@ -16,11 +16,15 @@ OLD=${OLD:-head}
 NEW=${NEW:-new}
 PHASES=${PHASES:-"llama_build tests bench"}
 source results/lease_setup.sh
-unpack_bin "$OLD" /tmp/old
-unpack_bin "$NEW" /tmp/new
+# Each set in its own folder (a warm machine keeps what earlier calls unpacked), linked
+# as old and new.
+unpack_bin "$OLD" "/tmp/sets/$OLD"
+unpack_bin "$NEW" "/tmp/sets/$NEW"
+ln -sfn "/tmp/sets/$OLD" /tmp/old
+ln -sfn "/tmp/sets/$NEW" /tmp/new
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 if has llama_build; then
-    (setsid nohup bash .anchors/build-on-device.sh cuda >/tmp/llama_build.log 2>&1 &)
+    start_llama_build
 fi
 ls "$BRASS_CACHE"/synthetic 2>/dev/null | grep -q llama3-8b ||
     (timeout 200 /tmp/old/compare --synthetic llama3-8b --skip-matvec --pp 64 -n 1 >/dev/null 2>&1 &)
