@@ -77,6 +77,14 @@ if has pp; then
             cut -c1-150
     done
 fi
+if has ubatch; then
+    # Issue 41's item 3: the batch size by measurement (the default is 512).
+    for u in 512 1024 2048 512 1024 2048; do
+        timeout 100 /tmp/new/compare --synthetic llama3-8b --skip-matvec --pp 2048 -n 1 \
+            --ubatch $u 2>&1 | grep -E "prompt of" | sed "s/^/ubatch=$u /" |
+            tee -a "$OUT/ubatch.log" | cut -c1-150
+    done
+fi
 if has pp_small; then
     for b in old new old new; do
         timeout 60 /tmp/$b/compare --synthetic smollm2-135m --skip-matvec --pp 512,2048 -n 32 \
