@@ -228,13 +228,25 @@ const STEP_ITEMS: u32 = 2u * TILE * K_GROUPS;
 const FETCH_N: u32 = (STEP_ITEMS + WG - 1u) / WG;
 alias StepGroups = array<WGroup, FETCH_N>;
 
-// Where item i is staged: its row (or token) and its group within the step.
-fn item_at(i: u32) -> u32 {
+// Item i of a step: a weight group or an x group, its row (or token) in the tile, and
+// its group within the step. Neighbouring invocations take neighbouring groups of a row.
+struct Item {
+    is_w: bool,
+    r: u32,
+    kg: u32,
+}
+
+fn item_of(i: u32) -> Item {
     let items = TILE * K_GROUPS;
     let is_w = i < items;
     let j = select(i - items, i, is_w);
-    // Neighbouring invocations take neighbouring groups of a row.
-    return select(X0, 0u, is_w) + (j / K_GROUPS) * LD + (j % K_GROUPS) * 32u;
+    return Item(is_w, j / K_GROUPS, j % K_GROUPS);
+}
+
+// Where item i is staged.
+fn item_at(i: u32) -> u32 {
+    let it = item_of(i);
+    return select(X0, 0u, it.is_w) + it.r * LD + it.kg * 32u;
 }
 
 // This invocation's groups of the step at group g0 (zero past the matrix's rows, the
@@ -243,18 +255,16 @@ fn item_at(i: u32) -> u32 {
 // instead of stalling the whole workgroup at the barrier.
 fn fetch_step(row0: u32, tok0: u32, g0: u32, lid: u32) -> StepGroups {
     let n_groups = params.k / 32u;
-    let items = TILE * K_GROUPS;
     var groups: StepGroups;
     for (var n = 0u; n < FETCH_N; n++) {
         let i = lid + n * WG;
-        let is_w = i < items;
-        let j = select(i - items, i, is_w);
-        let r = j / K_GROUPS;
-        let g = g0 + j % K_GROUPS;
+        let it = item_of(i);
+        let r = it.r;
+        let g = g0 + it.kg;
         if (i >= STEP_ITEMS || g >= n_groups) {
             continue;
         }
-        if (is_w) {
+        if (it.is_w) {
             if (row0 + r < params.m) {
                 groups[n] = weight_group((row0 + r) * params.row_bytes, g);
             }
