@@ -113,10 +113,12 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 //
 // A workgroup of 8 subgroups takes ROWS rows of one KV head, so a GQA group shares
 // every K and V tile, and output values [wid.z * SLICE, (wid.z + 1) * SLICE) of them.
-// Its rows' q, scaled and as CT, stay in workgroup memory; per tile of KT keys:
+// Its rows' q, scaled and as CT, are staged once, and each subgroup keeps its row
+// block's in matrices (A operands) for the whole walk; per tile of KT keys:
 //   1. the K tile is staged as CT ([key][d], zeros past the keys and the head), and
 //      the V tile's loads are issued;
-//   2. scores = Q Kᵀ on the matrix units, into `sc` (f32, [key][row]);
+//   2. scores = Q Kᵀ on the matrix units, into `sc` (f32, [key][row]): a subgroup
+//      takes its row block's key blocks part % COL_GROUPS, + COL_GROUPS, ...;
 //   3. a team of TEAM invocations per row takes its online-softmax step: the tile's
 //      max over the keys the row sees, P = exp(score - reference) as CT into `p_s`
 //      ([row][key]; 0 for keys it does not see), its running sum; meanwhile the V
@@ -139,8 +141,8 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 // MatA, MatB, MatC, SUBGROUP_MAX, HD, HDP (HD rounded up to S), KV_ROW, ROWS (a
 // multiple of S, at most 8 S), KT (a multiple of S), OUT_BLOCKS (1 to 4), TEAM (a
 // power of two, at most 4, ROWS * TEAM <= the workgroup), SC_LEN (at least ROWS * KT
-// and 8 S S) and KV_LEN (at least KT (HDP + 8) and HDP (KT + 8)). The format includes
-// give k_raw, v_raw and raw_pair.
+// and 8 S S) and KV_LEN (at least KT (HDP + 8), HDP (KT + 8) and ROWS (HDP + 8)). The
+// format includes give k_raw, v_raw and raw_pair.
 //
 // Every matrix load is of the two kinds the matmuls use: A row-major, B column-major.
 
@@ -150,6 +152,8 @@ const WG: u32 = SUBGROUPS * SUBGROUP_MAX;
 const ROW_BLOCKS: u32 = ROWS / S;
 const COL_GROUPS: u32 = SUBGROUPS / ROW_BLOCKS;
 const KEY_BLOCKS: u32 = KT / S;
+// A row block's q, as matrices of S values of the head.
+const Q_BLOCKS: u32 = HDP / S;
 const SLICE: u32 = COL_GROUPS * OUT_BLOCKS * S;
 const HALF: u32 = HDP / 2u;
 // Staged rows are padded by 8 elements so that the rows a matrix load reads start in
@@ -161,7 +165,7 @@ const LDP: u32 = KT + 8u;
 const NO_SCORE: f32 = -3.0e38;
 const GROWTH: f32 = 8.0;
 
-var<workgroup> q_s: array<CT, ROWS * LDQ>;
+// The rows' q before the walk, then the K or V tile.
 var<workgroup> kv_s: array<CT, KV_LEN>;
 // The scores of a tile, [key][row]; between tiles and at the end, each subgroup's
 // S x S for moving its accumulators through memory.
@@ -297,8 +301,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             v = vec2<f32>(q[j], q[j + 1u]) * params.scale;
         }
         let c = vec2<CT>(v);
-        q_s[r * LDQ + 2u * p] = c.x;
-        q_s[r * LDQ + 2u * p + 1u] = c.y;
+        kv_s[r * LDQ + 2u * p] = c.x;
+        kv_s[r * LDQ + 2u * p + 1u] = c.y;
     }
     for (var i = lid; i < SC_LEN; i += WG) {
         sc[i] = 0.0;
@@ -306,6 +310,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
     // Zero accumulators come from memory: a matrix has no zero constructor.
     var zero = coopLoad<MatC>(&sc[0], S);
+    // The subgroup's row block of q stays in its matrices for the whole walk (the
+    // loop's first barrier keeps the K tile from overwriting it before all are read).
+    var qf: array<MatA, Q_BLOCKS>;
+    for (var j = 0u; j < Q_BLOCKS; j++) {
+        qf[j] = coopLoadT<MatA>(&kv_s[rb * S * LDQ + j * S], LDQ);
+    }
     var o0 = zero;
     var o1 = zero;
     var o2 = zero;
@@ -330,16 +340,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let v_tile = fetch_kv(t0, key_end, kvh, true, lid);
         workgroupBarrier();
 
-        for (var i = part; i < ROW_BLOCKS * KEY_BLOCKS; i += SUBGROUPS) {
-            let sr = (i / KEY_BLOCKS) * S;
-            let sk = (i % KEY_BLOCKS) * S;
+        for (var kb = part % COL_GROUPS; kb < KEY_BLOCKS; kb += COL_GROUPS) {
+            let sk = kb * S;
             var acc = zero;
-            for (var kk = 0u; kk < HDP; kk += S) {
-                let a = coopLoadT<MatA>(&q_s[sr * LDQ + kk], LDQ);
-                let b = coopLoad<MatB>(&kv_s[sk * LDQ + kk], LDQ);
-                acc = coopMultiplyAdd(a, b, acc);
+            for (var j = 0u; j < Q_BLOCKS; j++) {
+                let b = coopLoad<MatB>(&kv_s[sk * LDQ + j * S], LDQ);
+                acc = coopMultiplyAdd(qf[j], b, acc);
             }
-            coopStore(acc, &sc[sk * ROWS + sr], ROWS);
+            coopStore(acc, &sc[sk * ROWS + rb * S], ROWS);
         }
         workgroupBarrier();
 

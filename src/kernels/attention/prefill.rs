@@ -66,17 +66,33 @@ const ROPE_WG: u64 = 64;
 /// Subgroups of a workgroup of `attention/flash.wgsl`.
 pub const FLASH_SUBGROUPS: u32 = 8;
 /// (rows, key tile) of `attention/flash.wgsl` in order of preference: most rows first
-/// (each staged K and V tile serves every row), then longer key tiles.
-const FLASH_SHAPES: [(u32, u32); 8] = [
-    (64, 32),
-    (32, 64),
-    (32, 32),
-    (16, 64),
-    (16, 32),
-    (8, 64),
-    (8, 32),
-    (8, 16),
-];
+/// (each staged K and V tile serves every row), then longer key tiles (fewer barriers
+/// per key) for heads of [`LONG_KEY_TILE_HEAD`] values and more.
+fn flash_shapes(head_dim: u64) -> [(u32, u32); 9] {
+    let sixty_four_rows = if head_dim >= LONG_KEY_TILE_HEAD {
+        [(64, 64), (64, 32)]
+    } else {
+        [(64, 32), (64, 64)]
+    };
+    let [first, second] = sixty_four_rows;
+    [
+        first,
+        second,
+        (32, 64),
+        (32, 32),
+        (16, 64),
+        (16, 32),
+        (8, 64),
+        (8, 32),
+        (8, 16),
+    ]
+}
+/// The head size from which 64 rows take 64-key tiles before 32-key ones. On the H200
+/// (2026-12-05, `results/prefill/prefetch/h200_2026-12-05_lease2/`) 64-key tiles ran
+/// the 8B's 128-value heads 1.09-1.14x faster at 512 to 8,192 tokens, and 32-key tiles
+/// SmolLM2's 64-value heads 1.20-1.35x faster at 2,048 and more: a short head's tile
+/// of scores costs as much softmax as a long one's but half the multiplies.
+const LONG_KEY_TILE_HEAD: u64 = 128;
 
 /// How prefill attention multiplies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -514,6 +530,8 @@ impl PrefillAttention {
         // A subgroup's S x S, element by element over its lanes (at least 4).
         let per_lane = (s * s).div_ceil(4) + 1;
         let shuffles = team.ilog2() as u64 + 1;
+        // A subgroup takes an eighth of the score blocks: its row block's key blocks
+        // part % COL_GROUPS, + COL_GROUPS, ...
         let score_blocks = (rows / s) * (kt / s);
         // K and V each fetched, then put.
         let per_tile = 4 * strided(kt * hdp / 2)
@@ -522,6 +540,7 @@ impl PrefillAttention {
             + out_blocks * 2 * per_lane
             + (kt / s + 1);
         let fixed = strided(rows * hdp / 2)
+            + (hdp / s + 1)
             + strided(self.score_len(shape))
             + out_blocks * per_lane
             + strided(kt * hdp / 2);
@@ -539,7 +558,7 @@ impl PrefillAttention {
         workgroup_bytes: u32,
         max_workgroups_per_dim: u32,
     ) -> std::result::Result<PrefillAttention, NoMatrixAttention> {
-        let candidates = FLASH_SHAPES.iter().filter_map(|&tile| {
+        let candidates = flash_shapes(heads.head_dim).into_iter().filter_map(|tile| {
             Self::matrix_tiles(
                 heads,
                 kv,
@@ -641,11 +660,10 @@ impl PrefillAttention {
             PrefillEngine::Matrix { shape, .. } => {
                 let (rows, kt) = (self.rows as u64, self.key_tile as u64);
                 let ct = shape.input.bytes();
-                // q rows, padded by 8; the K or V tile; the scores (or each
-                // subgroup's S x S); P, [row][key] padded by 8; a factor and a sum per
-                // row and the flag of a rescale.
-                rows * (self.padded_head(shape) + 8) * ct
-                    + self.kv_len(shape) * ct
+                // The q rows or the K or V tile; the scores (or each subgroup's
+                // S x S); P, [row][key] padded by 8; a factor and a sum per row and the
+                // flag of a rescale.
+                self.kv_len(shape) * ct
                     + 4 * self.score_len(shape)
                     + rows * (kt + 8) * ct
                     + 8 * rows
@@ -661,10 +679,12 @@ impl PrefillAttention {
     }
 
     /// Elements of the matrix kernel's K/V tile: K [key][d] with rows of the padded
-    /// head and 8 more, or V [d][key] with rows of the key tile and 8 more.
+    /// head and 8 more, or V [d][key] with rows of the key tile and 8 more; before the
+    /// walk, the rows' q as K.
     fn kv_len(&self, shape: CoopMatrix) -> u64 {
         let (kt, head) = (self.key_tile as u64, self.padded_head(shape));
-        (kt * (head + 8)).max(head * (kt + 8))
+        let rows = (self.rows as u64).max(kt);
+        (rows * (head + 8)).max(head * (kt + 8))
     }
 
     /// Elements of the matrix kernel's scores: a tile's, or each subgroup's S x S

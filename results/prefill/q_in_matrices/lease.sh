@@ -1,0 +1,94 @@
+#!/bin/bash
+# Lease for issue 41 after the q-in-matrices flash kernel (q held in matrices for the
+# walk; 64 x 64 tiles for heads of 128 values and more, 64 x 32 below): the prompts of
+# four shapes end to end against 6104bf1 (.bin/$OLD, before this issue's last two stops),
+# alternated, llama.cpp CUDA beside; the kernel's tests on the matrix units; the scores
+# padded (.bin/$PAD) against it. Run from the checkout's root with carry [.gl, .anchors,
+# .bin/$OLD, .bin/$NEW, .bin/$PAD]; PHASES picks, in the order written here.
+set -u
+OLD=${OLD:-head}
+NEW=${NEW:-qm}
+PAD=${PAD:-pad}
+PHASES=${PHASES:-"llama_build synth tests pp"}
+source results/lease_setup.sh
+for s in "$OLD" "$NEW" "$PAD"; do [ -d ".bin/$s" ] && unpack_bin "$s" "/tmp/sets/$s"; done
+old=/tmp/sets/$OLD new=/tmp/sets/$NEW pad=/tmp/sets/$PAD
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+SHAPES="smollm2-135m llama3.2-1b qwen2.5-1.5b"
+has llama_build && start_llama_build
+if has synth; then
+    # The synthetic files every later phase reads, written one after another meanwhile.
+    (for s in llama3-8b $SHAPES; do
+        ls "$BRASS_CACHE"/synthetic 2>/dev/null | grep -q "^$s" ||
+            timeout 200 $new/compare --synthetic $s --skip-matvec --pp 64 -n 1 >/dev/null 2>&1
+    done; touch /tmp/synth_done) &
+fi
+if has tests; then
+    for t in attention_test matmul_test prefill_test; do
+        timeout 150 "$new/$t" --skip default_model \
+            --skip prompt_logits_leave_the_greedy_tokens_unchanged >"$OUT/$t.log" 2>&1
+        echo "$t exited $? ($(grep -E '^test result' "$OUT/$t.log" | tail -1))"
+    done
+fi
+if has pad_tests; then
+    timeout 120 "$pad/attention_test" >"$OUT/pad_attention_test.log" 2>&1
+    echo "pad attention_test exited $? ($(grep -E '^test result' "$OUT/pad_attention_test.log"))"
+fi
+wait_synth() { for i in $(seq 100); do [ -e /tmp/synth_done ] && break; sleep 3; done; }
+if has pp; then
+    wait_synth
+    for b in old new old new; do
+        timeout 100 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 512,2048 -n 32 \
+            2>&1 | grep -E "prompt of|decode at" | sed "s/^/$b /" | tee -a "$OUT/pp_8b.log" |
+            cut -c1-150
+    done
+fi
+if has pp_small; then
+    wait_synth
+    for s in $SHAPES; do
+        for b in old new old new; do
+            timeout 60 ${!b}/compare --synthetic $s --skip-matvec --pp 512,2048 -n 32 2>&1 |
+                grep -E "prompt of|decode at" | sed "s/^/$s $b /" |
+                tee -a "$OUT/pp_small.log" | cut -c1-150
+        done
+    done
+fi
+if has llama; then
+    llama_bench_synthetic "$OUT/llama.log"
+fi
+if has pad_tiles; then
+    for b in new pad new pad; do
+        timeout 100 ${!b}/attention_bench --shapes llama3-8b,smollm2 --kv f16 --no-decode \
+            --prefill-tokens 512,2048,8192 --iters 3 2>&1 | sed "s/^/$b /" |
+            tee -a "$OUT/pad_tiles.log" | grep -E "flash" | cut -c1-190
+    done
+fi
+if has ubatch; then
+    # Issue 41's item 3: the batch size by measurement (the default is 512).
+    for u in 512 1024 2048 512 1024 2048; do
+        timeout 100 $new/compare --synthetic llama3-8b --skip-matvec --pp 2048 -n 1 \
+            --ubatch $u 2>&1 | grep -E "prompt of" | sed "s/^/ubatch=$u /" |
+            tee -a "$OUT/ubatch.log" | cut -c1-150
+    done
+fi
+if has profile; then
+    f=$(ls "$BRASS_CACHE"/synthetic/llama3-8b*.gguf | head -1)
+    for at in "512 0" "512 1536"; do
+        set -- $at
+        timeout 120 $new/profile_step "$f" --prompt $1 --depth $2 2>&1 |
+            sed "s/^/prompt=$1 depth=$2 /" | tee -a "$OUT/profile_8b.log" | head -16 |
+            cut -c1-150
+    done
+fi
+if has decode_checks; then
+    # The dot4 matvecs without wgpu's clamps (IndexChecks::Kernel) against every kernel
+    # clamped, decode alternated (results/matvec_index_checks/).
+    for s in smollm2-135m llama3-8b; do
+        for c in kernel wgpu kernel wgpu; do
+            BRASS_INDEX_CHECKS=$c timeout 60 $new/compare --synthetic $s --skip-matvec \
+                --pp 0 -n 128 2>&1 | grep -E "decode at" | sed "s/^/$s checks=$c /" |
+                tee -a "$OUT/decode_checks.log" | cut -c1-150
+        done
+    done
+fi
+nvidia-smi --query-gpu=name,driver_version --format=csv >"$OUT/gpu.txt" 2>&1
