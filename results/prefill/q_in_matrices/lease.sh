@@ -9,10 +9,12 @@ set -u
 OLD=${OLD:-head}
 NEW=${NEW:-qm}
 PAD=${PAD:-pad}
+# Issue 42: the decode columns (columns.wgsl) fetching a round ahead.
+COL=${COL:-col}
 PHASES=${PHASES:-"llama_build synth tests pp"}
 source results/lease_setup.sh
-for s in "$OLD" "$NEW" "$PAD"; do [ -d ".bin/$s" ] && unpack_bin "$s" "/tmp/sets/$s"; done
-old=/tmp/sets/$OLD new=/tmp/sets/$NEW pad=/tmp/sets/$PAD
+for s in "$OLD" "$NEW" "$PAD" "$COL"; do [ -d ".bin/$s" ] && unpack_bin "$s" "/tmp/sets/$s"; done
+old=/tmp/sets/$OLD new=/tmp/sets/$NEW pad=/tmp/sets/$PAD col=/tmp/sets/$COL
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 SHAPES="smollm2-135m llama3.2-1b qwen2.5-1.5b"
 has llama_build && start_llama_build
@@ -89,6 +91,28 @@ if has decode_checks; then
                 --pp 0 -n 128 2>&1 | grep -E "decode at" | sed "s/^/$s checks=$c /" |
                 tee -a "$OUT/decode_checks.log" | cut -c1-150
         done
+    done
+fi
+if has columns_tests; then
+    for t in matmul_test engine_test; do
+        timeout 150 "$col/$t" --skip default_model --skip a_hostile_prompt >"$OUT/col_$t.log" 2>&1
+        echo "col $t exited $? ($(grep -E '^test result' "$OUT/col_$t.log" | tail -1))"
+    done
+fi
+if has columns_bench; then
+    for b in new col new col; do
+        timeout 90 ${!b}/matmul_bench --shapes llama3-8b --types q4_k,q6_k --kernels dot4 \
+            --matrices attn_q,ffn_up,ffn_down --tokens 8,16,32 --unpacked none \
+            --columns 2:2:4 --iters 5 2>&1 | grep -E "columns" | sed "s/^/$b /" |
+            tee -a "$OUT/columns_bench.log" | cut -c1-150
+    done
+fi
+if has parallel; then
+    wait_synth
+    for b in new col new col; do
+        timeout 140 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
+            --parallel 1,8,32 --parallel-prompt 128 2>&1 | grep -E "sequences|decode at" |
+            sed "s/^/$b /" | tee -a "$OUT/parallel.log" | cut -c1-150
     done
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv >"$OUT/gpu.txt" 2>&1
