@@ -16,7 +16,7 @@ source results/lease_setup.sh
 for s in "$OLD" "$NEW" "$PAD" "$COL"; do [ -d ".bin/$s" ] && unpack_bin "$s" "/tmp/sets/$s"; done
 old=/tmp/sets/$OLD new=/tmp/sets/$NEW pad=/tmp/sets/$PAD col=/tmp/sets/$COL
 has() { [[ " $PHASES " == *" $1 "* ]]; }
-SHAPES="smollm2-135m llama3.2-1b qwen2.5-1.5b"
+SHAPES=${SHAPES:-"smollm2-135m llama3.2-1b qwen2.5-1.5b"}
 has llama_build && start_llama_build
 if has synth; then
     # The synthetic files every later phase reads, written one after another meanwhile.
@@ -54,9 +54,6 @@ if has pp_small; then
                 tee -a "$OUT/pp_small.log" | cut -c1-150
         done
     done
-fi
-if has llama; then
-    llama_bench_synthetic "$OUT/llama.log"
 fi
 if has pad_tiles; then
     for b in new pad new pad; do
@@ -114,5 +111,8 @@ if has parallel; then
             --parallel 1,8,32 --parallel-prompt 128 2>&1 | grep -E "sequences|decode at" |
             sed "s/^/$b /" | tee -a "$OUT/parallel.log" | cut -c1-150
     done
+fi
+if has llama; then
+    llama_bench_synthetic "$OUT/llama.log"
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv >"$OUT/gpu.txt" 2>&1
