@@ -92,7 +92,7 @@ if has decode_checks; then
 fi
 if has columns_tests; then
     for t in matmul_test engine_test; do
-        timeout 150 "$col/$t" --skip default_model --skip a_hostile_prompt >"$OUT/col_$t.log" 2>&1
+        timeout 90 "$col/$t" --skip default_model --skip a_hostile_prompt >"$OUT/col_$t.log" 2>&1
         echo "col $t exited $? ($(grep -E '^test result' "$OUT/col_$t.log" | tail -1))"
     done
 fi
@@ -106,7 +106,7 @@ if has columns_bench; then
 fi
 if has parallel; then
     wait_synth
-    for b in new col new col; do
+    for b in ${PAR_ORDER:-new col new col}; do
         timeout 140 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
             --parallel 1,8,32 --parallel-prompt 128 2>&1 | grep -E "sequences|decode at" |
             sed "s/^/$b /" | tee -a "$OUT/parallel.log" | cut -c1-150
