@@ -204,9 +204,8 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // last summing the spans through atomics, was slower.
 //
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
-// (`<type>.wgsl`) and sets FETCH_AHEAD, as coopmat.wgsl's do. The host prepends what
-// coopmat.wgsl takes (S, CT, MatA, MatB, MatC, SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1,
-// 2, 4 or 8) and TOKEN_BLOCKS (1 or 2). As
+// (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
+// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8) and TOKEN_BLOCKS (1 or 2). As
 // there, the workgroup has 8 subgroups of the largest size; where more run, parts are
 // computed twice over and stored alike.
 
@@ -243,83 +242,51 @@ fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     }
 }
 
-// A round's groups: item i below ROWS * K_GROUPS is a weight group, the rest x groups;
-// this invocation takes FETCH_N of them, item lid + n WG.
-const ROUND_ITEMS: u32 = (ROWS + TOKENS) * K_GROUPS;
-const FETCH_N: u32 = (ROUND_ITEMS + WG - 1u) / WG;
-
-// A fetched group: a weight group (`w`), or a token's x group, its first plane's halves
-// in w.lo and w.hi, its second's in lo2 and hi2, its d in w.scale.x. All zero past the
-// matrix's rows, the step's tokens or K.
-struct RoundGroup {
-    w: WGroup,
-    lo2: vec4<u32>,
-    hi2: vec4<u32>,
-}
-alias RoundGroups = array<RoundGroup, FETCH_N>;
-
-// Item i of a round: a weight group or an x group, its row (or token) in the tile, and
-// its group within the round. Neighbouring invocations take neighbouring groups of a
-// row.
-struct Item {
-    is_w: bool,
-    r: u32,
-    kg: u32,
-}
-
-fn item_of(i: u32) -> Item {
-    let w_items = ROWS * K_GROUPS;
-    let is_w = i < w_items;
-    let j = select(i - w_items, i, is_w);
-    return Item(is_w, j / K_GROUPS, j % K_GROUPS);
-}
-
-// This invocation's groups of the round at group g0. Where FETCH_AHEAD, they are
-// fetched during the round before, ahead of its multiplies, so that their loads'
-// latency passes under those multiplies instead of stalling the whole workgroup at the
-// barrier (as coopmat.wgsl's steps).
-fn fetch_round(row0: u32, tok0: u32, g0: u32, lid: u32) -> RoundGroups {
-    let n_groups = params.k / 32u;
-    var groups: RoundGroups;
-    for (var n = 0u; n < FETCH_N; n++) {
-        let i = lid + n * WG;
-        let it = item_of(i);
-        let g = g0 + it.kg;
-        if (i >= ROUND_ITEMS || g >= n_groups) {
-            continue;
-        }
-        if (it.is_w) {
-            if (row0 + it.r < params.m) {
-                groups[n].w = weight_group((row0 + it.r) * params.row_bytes, g);
-            }
-        } else if (tok0 + it.r < params.n_tokens) {
-            let base = (tok0 + it.r) * params.x_stride + Q8_GROUP_VEC4S * g;
-            groups[n].w = WGroup(bitcast<vec4<u32>>(x[base]), bitcast<vec4<u32>>(x[base + 1u]),
-                                 vec2<f32>(x[base + 5u].x), 0, 0.0);
-            groups[n].lo2 = bitcast<vec4<u32>>(x[base + 3u]);
-            groups[n].hi2 = bitcast<vec4<u32>>(x[base + 4u]);
-        }
+// Weight group g of the dispatch's row `row` at staged[at..at + 32]; zeros where it is
+// not `live` (past the matrix's rows or K).
+fn stage_weights(at: u32, row: u32, g: u32, live: bool) {
+    var q = WGroup(vec4<u32>(0u), vec4<u32>(0u), vec2<f32>(0.0), 0, 0.0);
+    if (live) {
+        q = weight_group(row * params.row_bytes, g);
     }
-    return groups;
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
 }
 
-// A fetched round's groups as CT into `staged`: weights w[r][k] at r * LD + k, token
-// t's x[k] at X0 + t * LD + k.
-fn put_round(groups: RoundGroups, lid: u32) {
-    for (var n = 0u; n < FETCH_N; n++) {
-        let i = lid + n * WG;
-        if (i >= ROUND_ITEMS) {
-            continue;
-        }
-        let it = item_of(i);
-        let q = groups[n];
-        let at = select(X0, 0u, it.is_w) + it.r * LD + it.kg * 32u;
-        if (it.is_w) {
-            put16(at, q.w.lo, q.w.scale.x, q.w.offset, q.w.min);
-            put16(at + 16u, q.w.hi, q.w.scale.y, q.w.offset, q.w.min);
+// Item i below ROWS * K_GROUPS is a weight group, the rest x groups. Past the matrix's
+// rows, the step's tokens or K, groups are zero.
+fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
+    let n_groups = params.k / 32u;
+    let w_items = ROWS * K_GROUPS;
+    for (var i = lid; i < w_items + TOKENS * K_GROUPS; i += WG) {
+        if (i < w_items) {
+            // Neighbouring invocations take neighbouring groups of a row.
+            let r = i / K_GROUPS;
+            let kg = i % K_GROUPS;
+            let g = g0 + kg;
+            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
         } else {
-            put_x(at, q.w.lo, q.lo2, q.w.scale.x);
-            put_x(at + 16u, q.w.hi, q.hi2, q.w.scale.x);
+            let j = i - w_items;
+            let t = j / K_GROUPS;
+            let kg = j % K_GROUPS;
+            let g = g0 + kg;
+            let at = X0 + t * LD + kg * 32u;
+            let z = vec4<u32>(0u);
+            var lo = z;
+            var hi = z;
+            var lo2 = z;
+            var hi2 = z;
+            var d = 0.0;
+            if (tok0 + t < params.n_tokens && g < n_groups) {
+                let base = (tok0 + t) * params.x_stride + Q8_GROUP_VEC4S * g;
+                lo = bitcast<vec4<u32>>(x[base]);
+                hi = bitcast<vec4<u32>>(x[base + 1u]);
+                lo2 = bitcast<vec4<u32>>(x[base + 3u]);
+                hi2 = bitcast<vec4<u32>>(x[base + 4u]);
+                d = x[base + 5u].x;
+            }
+            put_x(at, lo, lo2, d);
+            put_x(at + 16u, hi, hi2, d);
         }
     }
 }
@@ -342,17 +309,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
     var acc0 = coopLoad<MatC>(&yc[mine], S);
     var acc1 = acc0;
-    var next = fetch_round(row0, tok0, 0u, lid);
     for (var g0 = 0u; g0 < params.k / 32u; g0 += K_GROUPS) {
         workgroupBarrier();
-        if (!FETCH_AHEAD && g0 > 0u) {
-            next = fetch_round(row0, tok0, g0, lid);
-        }
-        put_round(next, lid);
+        stage(row0, tok0, g0, lid);
         workgroupBarrier();
-        if (FETCH_AHEAD) {
-            next = fetch_round(row0, tok0, g0 + K_GROUPS, lid);
-        }
         for (var kk = 0u; kk < KP; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
             // contiguous (column-major).
@@ -451,6 +411,3 @@ fn weight_group(row_byte: u32, g: u32) -> WGroup {
     let m4 = vec4<u32>(0x0f0f0f0fu);
     return WGroup(qs & m4, (qs >> vec4<u32>(4u)) & m4, vec2<f32>(load_f16(o)), -8, 0.0);
 }
-
-// A round ahead, as its prompt matmuls (coopmat.wgsl) fetch.
-const FETCH_AHEAD: bool = true;

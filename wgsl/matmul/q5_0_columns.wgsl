@@ -1,5 +1,2 @@
 #include "matmul/columns.wgsl"
 #include "matmul/q5_0.wgsl"
-
-// A round ahead, as its prompt matmuls (coopmat.wgsl) fetch.
-const FETCH_AHEAD: bool = true;

@@ -9,8 +9,8 @@ set -u
 OLD=${OLD:-head}
 NEW=${NEW:-qm}
 PAD=${PAD:-pad}
-# Issue 42: the decode columns (columns.wgsl) fetching a round ahead.
-COL=${COL:-col}
+# Issue 42: the decode columns (columns.wgsl) fetching a round ahead, not landed:
+COL=${COL:-col} # built with results/many_sequences/columns_fetch_ahead.patch applied
 PHASES=${PHASES:-"llama_build synth tests pp"}
 source results/lease_setup.sh
 for s in "$OLD" "$NEW" "$PAD" "$COL"; do [ -d ".bin/$s" ] && unpack_bin "$s" "/tmp/sets/$s"; done
