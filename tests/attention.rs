@@ -1157,6 +1157,15 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
         .flat_map(|&i| KvType::ALL.into_iter().map(move |kv| (i, kv)))
     {
         let shape = CoopMatrix { size, input };
+        // A cache format's reads are the same code whatever the lanes; the lanes change
+        // how a tile's work divides among them, which the f16 cache's cases cover. So
+        // away from 8 lanes the other formats take the first case only (each case costs
+        // lavapipe seconds to compile).
+        let cases_here = if lanes == 8 || kv == KvType::F16 {
+            6
+        } else {
+            1
+        };
         for (n_heads, n_kv, hd, token_counts, window, growth) in [
             (4usize, 4usize, 64usize, &[1usize, 7, 40][..], None, 0.0f32),
             (8, 2, 64, &[24][..], Some(9u64), 0.0),
@@ -1164,7 +1173,10 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
             (6, 2, 40, &[9][..], None, 0.0),
             (8, 2, 128, &[130][..], None, 0.0),
             (4, 1, 64, &[48][..], None, 0.4),
-        ] {
+        ]
+        .into_iter()
+        .take(cases_here)
+        {
             let h = heads(n_heads, n_kv, hd, hd);
             if kv.check_head_dim(h.head_dim).is_err() {
                 continue;
@@ -1267,7 +1279,8 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
             }
         }
     }
-    assert!(cases >= 3 * 12, "{cases} cases");
+    // Away from 8 lanes: 30 (the f16 cache's 18, the other formats' first case).
+    assert!(cases >= 24, "{cases} cases");
     eprintln!(
         "{cases} cases on {lanes} lanes; largest error per unit of score scale: f32 \
          operands {:?}, f16 {:?} (None: not run here)",
