@@ -1162,7 +1162,7 @@ fn prefill_attention_with_emulated_matrices_matches_the_reference() {
         // away from 8 lanes the other formats take the first case only (each case costs
         // lavapipe seconds to compile).
         let cases_here = if lanes == 8 || kv == KvType::F16 {
-            6
+            usize::MAX
         } else {
             1
         };

@@ -69,15 +69,9 @@ pub const FLASH_SUBGROUPS: u32 = 8;
 /// (each staged K and V tile serves every row), then longer key tiles (fewer barriers
 /// per key) for heads of [`LONG_KEY_TILE_HEAD`] values and more.
 fn flash_shapes(head_dim: u64) -> [(u32, u32); 9] {
-    let sixty_four_rows = if head_dim >= LONG_KEY_TILE_HEAD {
-        [(64, 64), (64, 32)]
-    } else {
-        [(64, 32), (64, 64)]
-    };
-    let [first, second] = sixty_four_rows;
-    [
-        first,
-        second,
+    let mut shapes = [
+        (64, 32),
+        (64, 64),
         (32, 64),
         (32, 32),
         (16, 64),
@@ -85,13 +79,18 @@ fn flash_shapes(head_dim: u64) -> [(u32, u32); 9] {
         (8, 64),
         (8, 32),
         (8, 16),
-    ]
+    ];
+    if head_dim >= LONG_KEY_TILE_HEAD {
+        shapes.swap(0, 1);
+    }
+    shapes
 }
 /// The head size from which 64 rows take 64-key tiles before 32-key ones. On the H200
 /// (2026-12-05, `results/prefill/prefetch/h200_2026-12-05_lease2/`) 64-key tiles ran
 /// the 8B's 128-value heads 1.09-1.14x faster at 512 to 8,192 tokens, and 32-key tiles
-/// SmolLM2's 64-value heads 1.20-1.35x faster at 2,048 and more: a short head's tile
-/// of scores costs as much softmax as a long one's but half the multiplies.
+/// SmolLM2's 64-value heads 1.20-1.35x faster at 2,048 and more. (A reading, not
+/// profiled: a short head's tile of scores costs as much softmax as a long one's but
+/// half the multiplies.)
 const LONG_KEY_TILE_HEAD: u64 = 128;
 
 /// How prefill attention multiplies.
