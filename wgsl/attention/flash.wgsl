@@ -34,7 +34,7 @@
 // The host prepends the `f16` and `wgpu_cooperative_matrix` enables and sets S, CT,
 // MatA, MatB, MatC, SUBGROUP_MAX, HD, HDP (HD rounded up to S), KV_ROW, ROWS (a
 // multiple of S, at most 8 S), KT (a multiple of S), OUT_BLOCKS (1 to 4), TEAM (a
-// power of two, at most 4, ROWS * TEAM <= the workgroup), SC_LEN (at least ROWS * KT
+// power of two, at most 4, ROWS * TEAM <= the workgroup), SC_LEN (at least (ROWS + 8) KT
 // and 8 S S) and KV_LEN (at least KT (HDP + 8), HDP (KT + 8) and ROWS (HDP + 8)). The
 // format includes give k_raw, v_raw and raw_pair.
 //
@@ -57,6 +57,9 @@ const LDQ: u32 = HDP + 8u;
 // K is staged [key][d] (rows LDQ apart), V [d][key] (rows LDV apart), P [row][key].
 const LDV: u32 = KT + 8u;
 const LDP: u32 = KT + 8u;
+// The scores are [key][row] with rows LDS apart: 8 past ROWS, so that a softmax team's
+// lanes (one row, keys TEAM apart) read distinct banks rather than one.
+const LDS: u32 = ROWS + 8u;
 const NO_SCORE: f32 = -3.0e38;
 const GROWTH: f32 = 8.0;
 
@@ -242,7 +245,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 let b = coopLoad<MatB>(&kv_s[sk * LDQ + j * S], LDQ);
                 acc = coopMultiplyAdd(qf[j], b, acc);
             }
-            coopStore(acc, &sc[sk * ROWS + rb * S], ROWS);
+            coopStore(acc, &sc[sk * LDS + rb * S], LDS);
         }
         workgroupBarrier();
 
@@ -253,7 +256,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var t = in_team; t < KT; t += TEAM) {
             let key = t0 + t;
             if (on_team && key >= seen_lo && key < seen_hi) {
-                tile_max = max(tile_max, sc[t * ROWS + team_row]);
+                tile_max = max(tile_max, sc[t * LDS + team_row]);
             }
         }
         for (var o = 1u; o < TEAM; o <<= 1u) {
@@ -268,7 +271,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let key = t0 + t;
             var e = CT(0.0);
             if (on_team && key >= seen_lo && key < seen_hi) {
-                e = CT(exp(sc[t * ROWS + team_row] - next));
+                e = CT(exp(sc[t * LDS + team_row] - next));
             }
             if (team_row < ROWS) {
                 p_s[team_row * LDP + t] = e;

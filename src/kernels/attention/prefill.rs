@@ -689,7 +689,7 @@ impl PrefillAttention {
     /// Elements of the matrix kernel's scores: a tile's, or each subgroup's S x S
     /// where that is more.
     fn score_len(&self, shape: CoopMatrix) -> u64 {
-        (self.rows as u64 * self.key_tile as u64)
+        ((self.rows as u64 + 8) * self.key_tile as u64)
             .max(FLASH_SUBGROUPS as u64 * (shape.size as u64).pow(2))
     }
 
