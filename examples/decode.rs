@@ -133,7 +133,7 @@ struct Args {
     /// (int8 blocks of 32, 56 % of f16's bytes at heads of 128) or f32 (exact math).
     #[arg(long, default_value = "f16")]
     kv_type: brass::kernels::attention::KvType,
-    /// Prompt tokens per prefill batch, at least 1 (default 512; 1: token at a time).
+    /// Prompt tokens per prefill batch, at least 1 (default 2,048; 1: token at a time).
     #[arg(long)]
     ubatch: Option<usize>,
     /// Print one JSON object (prompt ids, generated ids, text, timings) instead of text.

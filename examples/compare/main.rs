@@ -139,7 +139,7 @@ struct Args {
     /// Prompt tokens of each `--parallel` sequence.
     #[arg(long, default_value_t = 128)]
     parallel_prompt: usize,
-    /// Prompt tokens per prefill batch (default: the model's plan, 512).
+    /// Prompt tokens per prefill batch (default: the model's plan, 2,048).
     #[arg(long)]
     ubatch: Option<usize>,
     #[arg(long)]

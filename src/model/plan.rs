@@ -23,9 +23,16 @@ use crate::router::{
 };
 use crate::{Error, Result};
 
-/// Tokens per prefill batch unless `LoadOptions::ubatch` says otherwise (llama.cpp's
-/// default ubatch).
-pub const DEFAULT_UBATCH: usize = 512;
+/// Tokens per prefill batch unless `LoadOptions::ubatch` says otherwise; cut to the
+/// context and to a binding (`route_batch`). Measured on an H100 (2026-12-06, one
+/// lease, `compare --synthetic SHAPE --pp 512,2048 --ubatch 512|1024|2048`,
+/// `results/prefill/q_in_matrices/h100_2026-12-06/`): a prompt of 2,048 tokens in one
+/// batch against four of 512 ran 1.08x (Llama-3-8B shape), 1.26x (Llama-3.2-1B), 1.40x
+/// (SmolLM2-135M) and 1.66x (Qwen2.5-1.5B), 1,024 in between where tried (8B, SmolLM2);
+/// a prompt of 512 the same. The gain is largest for the small shapes, whose batches of
+/// 512 leave most of the device idle in each matmul (a reading, not profiled). It costs
+/// 4x the rows of scratch: 709 MB for the 8B shape, 177 MB at 512.
+pub const DEFAULT_UBATCH: usize = 2048;
 
 /// Prompt positions per lm-head matmul of `Model::prefill_logits`: their logits are
 /// read back between runs, so this bounds the buffer (64 x 128,256 vocab x 4 bytes is
