@@ -76,6 +76,11 @@ struct Args {
     /// Positions already in the cache before the prompt.
     #[arg(long, value_delimiter = ',', default_values_t = [0u64])]
     prefill_start: Vec<u64>,
+    /// The spread of the prefill scores q·k / √d (standard deviations, comma-separated):
+    /// 0 for q of constant 0.25, where no row's max moves after its first keys; more
+    /// makes the flash kernel rescale its accumulators as a real model's rows do.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0f64])]
+    score_std: Vec<f64>,
     /// Leave out decode attention.
     #[arg(long)]
     no_decode: bool,
@@ -377,12 +382,13 @@ fn prefill(
         }
     };
     println!(
-        "\n{:<14} {:<4} {:<72} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8}",
+        "\n{:<14} {:<4} {:<72} {:>7} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8}",
         "shape",
         "kv",
         "prefill kernel",
         "tokens",
         "start",
+        "score σ",
         "KV MB",
         "median µs",
         "chain µs",
@@ -419,23 +425,34 @@ fn prefill(
             }
             for launch in &launches {
                 launch.check(device.profile())?;
-                for &start in &args.prefill_start {
+                for (&start, &score_std) in args
+                    .prefill_start
+                    .iter()
+                    .flat_map(|s| args.score_std.iter().map(move |d| (s, d)))
+                {
                     for &n_tokens in &args.prefill_tokens {
-                        let t =
-                            time_prefill_attention(device, cache, launch, start, n_tokens, effort)?;
+                        let t = time_prefill_attention(
+                            device,
+                            cache,
+                            launch,
+                            (start, n_tokens),
+                            score_std,
+                            effort,
+                        )?;
                         let bytes = launch.kv_bytes_read(start, n_tokens, None);
                         let flops = launch.flops(start, n_tokens);
                         let tflops = flops as f64 / (t.chained_us * 1e6);
                         let of_matrix = matrix_probe
                             .map_or("-".to_string(), |p| format!("{:.1}%", 100.0 * tflops / p));
                         println!(
-                        "{:<14} {:<4} {:<72} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8.2} \
-                         {:>6.1}% {:>8}",
+                        "{:<14} {:<4} {:<72} {:>7} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} \
+                         {:>8.2} {:>6.1}% {:>8}",
                         name,
                         kv.name(),
                         launch.pipeline_key(),
                         n_tokens,
                         start,
+                        score_std,
                         bytes as f64 / 1e6,
                         t.median_us,
                         t.chained_us,

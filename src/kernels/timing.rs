@@ -213,15 +213,24 @@ fn kv_cache_copies(
     Ok(sets)
 }
 
+/// The standard deviation of [`kv_cache_copies`]' values (uniform on [-0.5, 0.5)).
+const KV_VALUE_STD: f64 = 0.288_675;
+
 /// Times one layer's prefill attention of `launch` for `n_tokens` tokens from position
 /// `start` (random keys and values over `start + n_tokens` positions, copies rotated as
 /// for decode attention; q rows as tightly packed as the heads allow).
+///
+/// `score_std` sets how far apart the scores q·k / √d lie: 0 gives every q value 0.25
+/// (scores of standard deviation 0.07: a row's running max never moves after its first
+/// keys), more gives random q whose scores have that standard deviation. The flash
+/// kernel's work depends on it: it rescales its accumulators in the key tiles where
+/// some row's max grows by more than its margin, which spread-out scores make common.
 pub fn time_prefill_attention(
     device: &dyn Device,
     cache: &PipelineCache,
     launch: &PrefillAttention,
-    start: u64,
-    n_tokens: u64,
+    (start, n_tokens): (u64, u64),
+    score_std: f64,
     effort: Effort,
 ) -> crate::Result<Times> {
     let h = launch.heads();
@@ -230,11 +239,23 @@ pub fn time_prefill_attention(
     let copies = sets.len();
     let q_width = h.n_heads * h.head_dim;
     let q_bytes = n_tokens * q_width * 4;
-    let q = buffers.create_with(
-        "q",
-        bytemuck::cast_slice(&vec![0.25f32; (q_bytes / 4) as usize]),
-        BufferUse::Storage,
-    )?;
+    let q_values: Vec<f32> = match score_std > 0.0 {
+        false => vec![0.25; (q_bytes / 4) as usize],
+        true => {
+            // Uniform values of unit variance, scaled so that q·k / √d has score_std.
+            let scale = score_std / KV_VALUE_STD * 12f64.sqrt();
+            let mut rng = 0x2545_f491_4f6c_dd1du64;
+            (0..q_bytes / 4)
+                .map(|_| {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    (((rng >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * scale) as f32
+                })
+                .collect()
+        }
+    };
+    let q = buffers.create_with("q", bytemuck::cast_slice(&q_values), BufferUse::Storage)?;
     let out = Slice::new(
         buffers.create("out", q_bytes, BufferUse::Storage)?,
         0,
