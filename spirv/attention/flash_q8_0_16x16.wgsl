@@ -128,11 +128,15 @@ fn row_element(row: u32, kvh: u32, d: u32, stride: u32) -> u32 {
 //      tile is staged, transposed ([d][key]), and the next K tile's loads issued;
 //   4. O += P V on the matrix units, O held in each subgroup's accumulators across
 //      the whole walk.
-// Matrix accumulators cannot be scaled element by element, so a row's reference max
-// moves only when a tile's max passes it by more than GROWTH (P then stays below
-// e^GROWTH, well inside f16): only then are the accumulators rescaled, through
-// workgroup memory, and only in tiles where some row needed it (rare after the first
-// tiles: scores seldom keep growing). At the end each row is divided by its sum.
+// Matrix accumulators cannot be scaled element by element, so a row's reference is
+// set LIFT above its max and moves only when a tile's max passes it by more than
+// GROWTH (P then stays below e^GROWTH, inside f16): only then are the accumulators
+// rescaled, through workgroup memory, and only in tiles where some row needed it. How
+// often that is depends on how far apart a row's scores lie: on an H100 (2026-12-06,
+// `bench attention --score-std`, results/prefill/flash_rescale/) scores of standard
+// deviation 0.07 / 4 / 8 / 16 took 8B heads 88 / 89 / 226 / 350 µs at 512 tokens with
+// a margin of 12 (LIFT + GROWTH), and 88 / 118 / 335 / 355 µs with the former 8. At
+// the end each row is divided by its sum.
 //
 // Subgroup `part` holds output matrices of row block part / COL_GROUPS and the
 // OUT_BLOCKS column blocks of column group part % COL_GROUPS. The workgroup has 8
@@ -169,7 +173,12 @@ const LDP: u32 = KT + 8u;
 // lanes (one row, keys TEAM apart) read distinct banks rather than one.
 const LDS: u32 = ROWS + 8u;
 const NO_SCORE: f32 = -3.0e38;
-const GROWTH: f32 = 8.0;
+// A row's reference is set LIFT above its max, and moves when a tile's max passes it by
+// more than GROWTH: P stays within [e^-LIFT, e^GROWTH] of the max at its largest, inside
+// f16's normal range (e^-9.7 to e^11.1), and the max may grow by LIFT + GROWTH before
+// the accumulators are rescaled.
+const LIFT: f32 = 2.0;
+const GROWTH: f32 = 10.0;
 
 // The rows' q before the walk, then the K or V tile.
 var<workgroup> kv_s: array<CT, KV_LEN>;
@@ -372,7 +381,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
         let fresh = sum == 0.0;
         let grow = !fresh && tile_max > reference + GROWTH;
-        let next = select(select(reference, tile_max, grow), tile_max, fresh);
+        let next = select(reference, tile_max + LIFT, grow || fresh);
         let f = select(1.0, exp(reference - next), grow);
         var tile_sum = 0.0;
         for (var t = in_team; t < KT; t += TEAM) {
