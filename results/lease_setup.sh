@@ -28,3 +28,15 @@ llama_bench_synthetic() {
             -p 512,2048 -n 32 2>&1 | tee -a "$1" | grep -E "pp|tg" | cut -c1-170
     done
 }
+# The synthetic files of shapes $2.. written by compare binary $1, one after another in
+# the background (those already in the cache skipped); /tmp/synth_done when all are, which
+# `wait_synth` waits for.
+start_synth() {
+    local compare=$1
+    shift
+    (for s in "$@"; do
+        ls "$BRASS_CACHE"/synthetic 2>/dev/null | grep -q "^$s" ||
+            timeout 200 "$compare" --synthetic "$s" --skip-matvec --pp 64 -n 1 >/dev/null 2>&1
+    done; touch /tmp/synth_done) &
+}
+wait_synth() { for i in $(seq 100); do [ -e /tmp/synth_done ] && break; sleep 3; done; }

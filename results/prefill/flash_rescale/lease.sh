@@ -21,13 +21,7 @@ for s in "$OLD" "$NEW" "$LIFT"; do [ -d ".bin/$s" ] && unpack_bin "$s" "/tmp/set
 old=/tmp/sets/$OLD new=/tmp/sets/$NEW lift=/tmp/sets/$LIFT
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 has llama_build && start_llama_build
-if has synth; then
-    (for s in llama3-8b $SHAPES; do
-        ls "$BRASS_CACHE"/synthetic 2>/dev/null | grep -q "^$s" ||
-            timeout 200 $new/compare --synthetic $s --skip-matvec --pp 64 -n 1 >/dev/null 2>&1
-    done; touch /tmp/synth_done) &
-fi
-wait_synth() { for i in $(seq 100); do [ -e /tmp/synth_done ] && break; sleep 3; done; }
+has synth && start_synth $new/compare llama3-8b $SHAPES
 if has tests; then
     # The padded scores' attention_test passed on the matrix units already
     # (../q_in_matrices/h100_2026-12-06/); the batches of 2,048 and the lift are new.

@@ -18,13 +18,7 @@ old=/tmp/sets/$OLD new=/tmp/sets/$NEW pad=/tmp/sets/$PAD col=/tmp/sets/$COL
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 SHAPES=${SHAPES:-"smollm2-135m llama3.2-1b qwen2.5-1.5b"}
 has llama_build && start_llama_build
-if has synth; then
-    # The synthetic files every later phase reads, written one after another meanwhile.
-    (for s in llama3-8b $SHAPES; do
-        ls "$BRASS_CACHE"/synthetic 2>/dev/null | grep -q "^$s" ||
-            timeout 200 $new/compare --synthetic $s --skip-matvec --pp 64 -n 1 >/dev/null 2>&1
-    done; touch /tmp/synth_done) &
-fi
+has synth && start_synth $new/compare llama3-8b $SHAPES
 if has tests; then
     for t in attention_test matmul_test prefill_test; do
         timeout 150 "$new/$t" --skip default_model \
@@ -36,7 +30,6 @@ if has pad_tests; then
     timeout 120 "$pad/attention_test" >"$OUT/pad_attention_test.log" 2>&1
     echo "pad attention_test exited $? ($(grep -E '^test result' "$OUT/pad_attention_test.log"))"
 fi
-wait_synth() { for i in $(seq 100); do [ -e /tmp/synth_done ] && break; sleep 3; done; }
 if has pp; then
     wait_synth
     for b in old new old new; do
