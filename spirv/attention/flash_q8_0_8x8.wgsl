@@ -179,6 +179,12 @@ const NO_SCORE: f32 = -3.0e38;
 // the accumulators are rescaled.
 const LIFT: f32 = 2.0;
 const GROWTH: f32 = 10.0;
+// Rescales a workgroup takes before it walks the keys still ahead once for each row's
+// max (Q Kᵀ alone) and sets each row's reference to it: after that no tile rescales.
+// Where scores spread wide, most tiles would (on an H100 a rescaling tile cost about
+// seven plain ones: results/prefill/flash_rescale/); where they do not, the walk never
+// gets here.
+const LOOK_AHEAD: u32 = 2u;
 
 // The rows' q before the walk, then the K or V tile.
 var<workgroup> kv_s: array<CT, KV_LEN>;
@@ -343,6 +349,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     let key_start = first_key(row_pos(r0));
     var k_next = fetch_kv(key_start, key_end, kvh, false, lid);
+    var rescales = 0u;
     for (var t0 = key_start; t0 < key_end; t0 += KT) {
         workgroupBarrier();
         // Every tile starts with no row grown (the flag is read after this tile's
@@ -379,7 +386,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var o = 1u; o < TEAM; o <<= 1u) {
             tile_max = max(tile_max, subgroupShuffleXor(tile_max, o));
         }
-        let fresh = sum == 0.0;
+        // A row is fresh until its first key or the look-ahead gives it a reference.
+        let fresh = reference == NO_SCORE;
         let grow = !fresh && tile_max > reference + GROWTH;
         let next = select(reference, tile_max + LIFT, grow || fresh);
         let f = select(1.0, exp(reference - next), grow);
@@ -409,7 +417,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         put_kv(v_tile, true, lid);
         // The next tile's K loads are in flight during P V.
         k_next = fetch_kv(t0 + KT, key_end, kvh, false, lid);
-        if (workgroupUniformLoad(&grown[0]) != 0u) {
+        let grew = workgroupUniformLoad(&grown[0]) != 0u;
+        rescales += select(0u, 1u, grew);
+        if (grew) {
             o0 = rescaled(o0, mine, rb * S, lane, lanes);
             if (OUT_BLOCKS > 1u) {
                 o1 = rescaled(o1, mine, rb * S, lane, lanes);
@@ -434,6 +444,75 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
             if (OUT_BLOCKS > 3u) {
                 o3 = coopMultiplyAdd(a, coopLoad<MatB>(&kv_s[b3 * LDV + kk], LDV), o3);
+            }
+        }
+
+        // Decided by one invocation and read back uniformly: a matrix load must be in
+        // control flow the compiler can prove uniform.
+        if (lid == 0u) {
+            atomicStore(&grown[1], select(0u, 1u, rescales == LOOK_AHEAD && t0 + KT < key_end));
+        }
+        if (workgroupUniformLoad(&grown[1]) != 0u) {
+            rescales++;
+            // The max of each row's scores over the keys after this tile, by the same
+            // Q Kᵀ as the walk's (so no later tile's max passes it), through kv_s and
+            // sc, which the walk's next tile stages anew; k_next waits in registers.
+            var ahead = NO_SCORE;
+            var k_ahead = fetch_kv(t0 + KT, key_end, kvh, false, lid);
+            for (var u0 = t0 + KT; u0 < key_end; u0 += KT) {
+                workgroupBarrier();
+                if (lid == 0u) {
+                    atomicStore(&grown[0], 0u);
+                }
+                put_kv(k_ahead, false, lid);
+                k_ahead = fetch_kv(u0 + KT, key_end, kvh, false, lid);
+                workgroupBarrier();
+                for (var kb = part % COL_GROUPS; kb < KEY_BLOCKS; kb += COL_GROUPS) {
+                    let sk = kb * S;
+                    var acc = zero;
+                    for (var j = 0u; j < Q_BLOCKS; j++) {
+                        let b = coopLoad<MatB>(&kv_s[sk * LDQ + j * S], LDQ);
+                        acc = coopMultiplyAdd(qf[j], b, acc);
+                    }
+                    coopStore(acc, &sc[sk * LDS + rb * S], LDS);
+                }
+                workgroupBarrier();
+                let lo = max(my_first, u0);
+                let hi = min(my_pos + 1u, key_end);
+                for (var t = in_team; t < KT; t += TEAM) {
+                    let key = u0 + t;
+                    if (on_team && key >= lo && key < hi) {
+                        ahead = max(ahead, sc[t * LDS + team_row]);
+                    }
+                }
+            }
+            for (var o = 1u; o < TEAM; o <<= 1u) {
+                ahead = max(ahead, subgroupShuffleXor(ahead, o));
+            }
+            // Rows whose max ahead passes the margin take it as their reference (fresh
+            // rows too: their sums are zero, so are their accumulators).
+            let lifted = on_team && ahead > reference + GROWTH;
+            let had_keys = sum != 0.0;
+            let f_ahead = select(1.0, exp(reference - ahead), lifted && had_keys);
+            sum = sum * f_ahead;
+            reference = select(reference, ahead, lifted);
+            if (in_team == 0u && team_row < ROWS) {
+                factor[team_row] = f_ahead;
+            }
+            if (lifted && had_keys) {
+                atomicOr(&grown[0], 1u);
+            }
+            if (workgroupUniformLoad(&grown[0]) != 0u) {
+                o0 = rescaled(o0, mine, rb * S, lane, lanes);
+                if (OUT_BLOCKS > 1u) {
+                    o1 = rescaled(o1, mine, rb * S, lane, lanes);
+                }
+                if (OUT_BLOCKS > 2u) {
+                    o2 = rescaled(o2, mine, rb * S, lane, lanes);
+                }
+                if (OUT_BLOCKS > 3u) {
+                    o3 = rescaled(o3, mine, rb * S, lane, lanes);
+                }
             }
         }
     }

@@ -543,7 +543,16 @@ impl PrefillAttention {
             + strided(self.score_len(shape))
             + out_blocks * per_lane
             + strided(kt * hdp / 2);
-        fixed + (keys.div_ceil(kt) + 1) * (per_tile + 1)
+        // The look-ahead, once: each tile's K fetched and put, its scores, its max; then
+        // the shuffles and a rescale.
+        let look_ahead_tile = 2 * strided(kt * hdp / 2)
+            + (score_blocks.div_ceil(FLASH_SUBGROUPS as u64) + 1) * (hdp / s + 1)
+            + (kt.div_ceil(team) + 1);
+        let look_ahead = strided(kt * hdp / 2)
+            + (keys.div_ceil(kt) + 1) * (look_ahead_tile + 1)
+            + shuffles
+            + out_blocks * 2 * per_lane;
+        fixed + (keys.div_ceil(kt) + 1) * (per_tile + 1) + look_ahead
     }
 
     /// [`Self::on_matrix_units`] for matrices of `shape`, subgroups of `subgroup_max`
