@@ -141,7 +141,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
             .map(|(&seq, _)| seq)
             .collect();
         for seq in gone {
-            leave(&mut engine, &mut active, seq);
+            leave(&mut engine, &mut active, seq, &load);
             eprintln!("{seq}: the client left; its sequence is freed");
         }
         load.running.store(active.len(), Ordering::Relaxed);
@@ -155,7 +155,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                 eprintln!("error: a step failed: {e}");
                 let running: Vec<SequenceId> = active.keys().copied().collect();
                 for seq in running {
-                    if let Some(a) = leave(&mut engine, &mut active, seq) {
+                    if let Some(a) = leave(&mut engine, &mut active, seq, &load) {
                         a.send(Update::Failed(format!("the engine's step failed: {e}")));
                     }
                 }
@@ -172,26 +172,29 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                     let piece = match a.decoder.push(id) {
                         Ok(piece) => piece,
                         Err(e) => {
-                            a.send(Update::Failed(e.to_string()));
-                            leave(&mut engine, &mut active, seq);
+                            if let Some(a) = leave(&mut engine, &mut active, seq, &load) {
+                                a.send(Update::Failed(e.to_string()));
+                            }
                             continue;
                         }
                     };
                     let (text, stopped) = a.stops.push(&piece);
                     a.send(Update::Token(text));
                     if stopped {
-                        a.send(Update::Done {
-                            finish: Finish::Stop,
-                            usage: a.usage,
-                        });
-                        leave(&mut engine, &mut active, seq);
-                        load.served.fetch_add(1, Ordering::Relaxed);
+                        if let Some(a) = leave(&mut engine, &mut active, seq, &load) {
+                            load.served.fetch_add(1, Ordering::Relaxed);
+                            a.send(Update::Done {
+                                finish: Finish::Stop,
+                                usage: a.usage,
+                            });
+                        }
                     }
                 }
                 Event::Done { seq, reason } => {
-                    let Some(mut a) = leave(&mut engine, &mut active, seq) else {
+                    let Some(mut a) = leave(&mut engine, &mut active, seq, &load) else {
                         continue;
                     };
+                    load.served.fetch_add(1, Ordering::Relaxed);
                     match reason {
                         StopReason::Stop(_) => a.finish(Finish::Stop),
                         // Requests are sized to their context, so this is max_tokens too.
@@ -200,7 +203,6 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                             "the model's logits are not finite ({what})"
                         ))),
                     }
-                    load.served.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -210,15 +212,19 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
 
 /// Takes a request out of the running ones and its sequence out of the engine (the two
 /// go together: a sequence left in the engine would keep its cache region and its
-/// row in every step).
+/// row in every step), and out of `/health`'s count: before its last update is sent, so
+/// a client that has its reply never sees itself counted as running.
 fn leave<'t>(
     engine: &mut Engine,
     active: &mut HashMap<SequenceId, Active<'t>>,
     seq: SequenceId,
+    load: &Load,
 ) -> Option<Active<'t>> {
     // An id the engine no longer holds (a request that left already) is no error here.
     let _ = engine.remove(seq);
-    active.remove(&seq)
+    let left = active.remove(&seq);
+    load.running.store(active.len(), Ordering::Relaxed);
+    left
 }
 
 /// Cuts the text at the first stop string, holding back any end of it that may be the
