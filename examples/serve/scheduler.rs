@@ -206,7 +206,6 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                 }
             }
         }
-        load.running.store(active.len(), Ordering::Relaxed);
     }
 }
 

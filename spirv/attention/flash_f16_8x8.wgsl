@@ -179,7 +179,8 @@ const NO_SCORE: f32 = -3.0e38;
 const LIFT: f32 = 2.0;
 const GROWTH: f32 = 10.0;
 // Rescales a workgroup takes before it walks the keys still ahead once for each row's
-// max (Q Kᵀ alone) and sets each row's reference to it: after that no tile rescales.
+// max (Q Kᵀ alone) and sets each row's reference to it: after that only the next tile
+// rescales, by the look-ahead's factors.
 // Where scores spread wide, most tiles would (on an H100 a rescaling tile cost about
 // seven plain ones: results/prefill/flash_rescale/); where they do not, the walk never
 // gets here.
@@ -242,6 +243,20 @@ fn put_kv(raw: KvTile, is_v: bool, lid: u32) {
                 kv_s[t * LDQ + 2u * p + 1u] = c.y;
             }
         }
+    }
+}
+
+// Scores = Q Kᵀ of the K tile in kv_s, into sc ([key][row]): the subgroup takes its row
+// block's key blocks part % COL_GROUPS, + COL_GROUPS, ...
+fn score_tile(qf: ptr<function, array<MatA, Q_BLOCKS>>, zero: MatC, part: u32, rb: u32) {
+    for (var kb = part % COL_GROUPS; kb < KEY_BLOCKS; kb += COL_GROUPS) {
+        let sk = kb * S;
+        var acc = zero;
+        for (var j = 0u; j < Q_BLOCKS; j++) {
+            let b = coopLoad<MatB>(&kv_s[sk * LDQ + j * S], LDQ);
+            acc = coopMultiplyAdd((*qf)[j], b, acc);
+        }
+        coopStore(acc, &sc[sk * LDS + rb * S], LDS);
     }
 }
 
@@ -349,6 +364,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let key_start = first_key(row_pos(r0));
     var k_next = fetch_kv(key_start, key_end, kvh, false, lid);
     var rescales = 0u;
+    // This row's factor from the look-ahead, applied to the accumulators with the next
+    // tile's own (the look-ahead only runs where a next tile follows).
+    var ahead_factor = 1.0;
     for (var t0 = key_start; t0 < key_end; t0 += KT) {
         workgroupBarrier();
         // Every tile starts with no row grown (the flag is read after this tile's
@@ -360,16 +378,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // V's loads are in flight during Q Kᵀ and the softmax.
         let v_tile = fetch_kv(t0, key_end, kvh, true, lid);
         workgroupBarrier();
-
-        for (var kb = part % COL_GROUPS; kb < KEY_BLOCKS; kb += COL_GROUPS) {
-            let sk = kb * S;
-            var acc = zero;
-            for (var j = 0u; j < Q_BLOCKS; j++) {
-                let b = coopLoad<MatB>(&kv_s[sk * LDQ + j * S], LDQ);
-                acc = coopMultiplyAdd(qf[j], b, acc);
-            }
-            coopStore(acc, &sc[sk * LDS + rb * S], LDS);
-        }
+        score_tile(&qf, zero, part, rb);
         workgroupBarrier();
 
         // The keys of this tile the row sees: from its window's first to its own.
@@ -408,11 +417,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         sum = sum * f + tile_sum;
         reference = next;
         if (in_team == 0u && team_row < ROWS) {
-            factor[team_row] = f;
+            factor[team_row] = f * ahead_factor;
         }
-        if (on_team && grow) {
+        if (on_team && (grow || ahead_factor != 1.0)) {
             atomicOr(&grown[0], 1u);
         }
+        ahead_factor = 1.0;
         put_kv(v_tile, true, lid);
         // The next tile's K loads are in flight during P V.
         k_next = fetch_kv(t0 + KT, key_end, kvh, false, lid);
@@ -460,21 +470,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             var k_ahead = fetch_kv(t0 + KT, key_end, kvh, false, lid);
             for (var u0 = t0 + KT; u0 < key_end; u0 += KT) {
                 workgroupBarrier();
-                if (lid == 0u) {
-                    atomicStore(&grown[0], 0u);
-                }
                 put_kv(k_ahead, false, lid);
                 k_ahead = fetch_kv(u0 + KT, key_end, kvh, false, lid);
                 workgroupBarrier();
-                for (var kb = part % COL_GROUPS; kb < KEY_BLOCKS; kb += COL_GROUPS) {
-                    let sk = kb * S;
-                    var acc = zero;
-                    for (var j = 0u; j < Q_BLOCKS; j++) {
-                        let b = coopLoad<MatB>(&kv_s[sk * LDQ + j * S], LDQ);
-                        acc = coopMultiplyAdd(qf[j], b, acc);
-                    }
-                    coopStore(acc, &sc[sk * LDS + rb * S], LDS);
-                }
+                score_tile(&qf, zero, part, rb);
                 workgroupBarrier();
                 let lo = max(my_first, u0);
                 let hi = min(my_pos + 1u, key_end);
@@ -489,30 +488,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 ahead = max(ahead, subgroupShuffleXor(ahead, o));
             }
             // Rows whose max ahead passes the margin take it as their reference (fresh
-            // rows too: their sums are zero, so are their accumulators).
+            // rows too: their sums are zero, so are their accumulators). Their
+            // accumulators are rescaled with the next tile's.
             let lifted = on_team && ahead > reference + GROWTH;
             let had_keys = sum != 0.0;
-            let f_ahead = select(1.0, exp(reference - ahead), lifted && had_keys);
-            sum = sum * f_ahead;
+            ahead_factor = select(1.0, exp(reference - ahead), lifted && had_keys);
+            sum = sum * ahead_factor;
             reference = select(reference, ahead, lifted);
-            if (in_team == 0u && team_row < ROWS) {
-                factor[team_row] = f_ahead;
-            }
-            if (lifted && had_keys) {
-                atomicOr(&grown[0], 1u);
-            }
-            if (workgroupUniformLoad(&grown[0]) != 0u) {
-                o0 = rescaled(o0, mine, rb * S, lane, lanes);
-                if (OUT_BLOCKS > 1u) {
-                    o1 = rescaled(o1, mine, rb * S, lane, lanes);
-                }
-                if (OUT_BLOCKS > 2u) {
-                    o2 = rescaled(o2, mine, rb * S, lane, lanes);
-                }
-                if (OUT_BLOCKS > 3u) {
-                    o3 = rescaled(o3, mine, rb * S, lane, lanes);
-                }
-            }
         }
     }
 

@@ -190,14 +190,9 @@ fn kv_cache_copies(
     n_pos: u64,
     effort: Effort,
 ) -> crate::Result<Vec<(Slice, Slice)>> {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let values: Vec<f32> = (0..n_pos * heads.kv_dim())
-        .map(|_| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng & 0x3ff) as f32 / 1024.0 - 0.5
-        })
+    let values: Vec<f32> = xorshift(0x9e37_79b9_7f4a_7c15)
+        .take((n_pos * heads.kv_dim()) as usize)
+        .map(|r| (r & 0x3ff) as f32 / 1024.0 - 0.5)
         .collect();
     let bytes = kv.encode(&values, heads.head_dim as usize);
     let copies = effort
@@ -244,14 +239,9 @@ pub fn time_prefill_attention(
         true => {
             // Uniform values of unit variance, scaled so that q·k / √d has score_std.
             let scale = score_std / KV_VALUE_STD * 12f64.sqrt();
-            let mut rng = 0x2545_f491_4f6c_dd1du64;
-            (0..q_bytes / 4)
-                .map(|_| {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    (((rng >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * scale) as f32
-                })
+            xorshift(0x2545_f491_4f6c_dd1d)
+                .take((q_bytes / 4) as usize)
+                .map(|r| (((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * scale) as f32)
                 .collect()
         }
     };
@@ -421,15 +411,21 @@ pub fn time_unpacked_matmul(
 
 /// `n` values in [-1, 1) from a fixed xorshift: a bench's x.
 fn bench_x(n: u64) -> Vec<f32> {
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    (0..n)
-        .map(|_| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
+    xorshift(0x2545_f491_4f6c_dd1d)
+        .take(n as usize)
+        .map(|r| (r >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
         .collect()
+}
+
+/// The benches' fixed pseudo-random stream: xorshift64 from `state`, so every run
+/// times the same data.
+fn xorshift(mut state: u64) -> impl Iterator<Item = u64> {
+    std::iter::repeat_with(move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    })
 }
 
 /// Two untimed iterations first: the first dispatches of a list pay for binding.
