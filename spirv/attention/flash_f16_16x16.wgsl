@@ -260,6 +260,28 @@ fn score_tile(qf: ptr<function, array<MatA, Q_BLOCKS>>, zero: MatC, part: u32, r
     }
 }
 
+// The largest of the scores in sc of keys t0.. in [lo, hi) that this invocation takes
+// of its team's row (NO_SCORE for none, or off the teams).
+fn seen_max(t0: u32, lo: u32, hi: u32, on_team: bool, in_team: u32, team_row: u32) -> f32 {
+    var m = NO_SCORE;
+    for (var t = in_team; t < KT; t += TEAM) {
+        let key = t0 + t;
+        if (on_team && key >= lo && key < hi) {
+            m = max(m, sc[t * LDS + team_row]);
+        }
+    }
+    return m;
+}
+
+// The max of `v` over this invocation's team, in every lane of it.
+fn team_max(v: f32) -> f32 {
+    var m = v;
+    for (var o = 1u; o < TEAM; o <<= 1u) {
+        m = max(m, subgroupShuffleXor(m, o));
+    }
+    return m;
+}
+
 // One accumulator matrix scaled row by row by `factor`, through the subgroup's S x S
 // at `mine`: every lane reads its elements before any writes, so twins agree.
 fn rescaled(c: MatC, mine: u32, row: u32, lane: u32, lanes: u32) -> MatC {
@@ -384,16 +406,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // The keys of this tile the row sees: from its window's first to its own.
         let seen_lo = max(my_first, t0);
         let seen_hi = min(my_pos + 1u, key_end);
-        var tile_max = NO_SCORE;
-        for (var t = in_team; t < KT; t += TEAM) {
-            let key = t0 + t;
-            if (on_team && key >= seen_lo && key < seen_hi) {
-                tile_max = max(tile_max, sc[t * LDS + team_row]);
-            }
-        }
-        for (var o = 1u; o < TEAM; o <<= 1u) {
-            tile_max = max(tile_max, subgroupShuffleXor(tile_max, o));
-        }
+        let tile_max = team_max(seen_max(t0, seen_lo, seen_hi, on_team, in_team, team_row));
         // A row is fresh until its first key or the look-ahead gives it a reference.
         let fresh = reference == NO_SCORE;
         let grow = !fresh && tile_max > reference + GROWTH;
@@ -477,16 +490,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 workgroupBarrier();
                 let lo = max(my_first, u0);
                 let hi = min(my_pos + 1u, key_end);
-                for (var t = in_team; t < KT; t += TEAM) {
-                    let key = u0 + t;
-                    if (on_team && key >= lo && key < hi) {
-                        ahead = max(ahead, sc[t * LDS + team_row]);
-                    }
-                }
+                ahead = max(ahead, seen_max(u0, lo, hi, on_team, in_team, team_row));
             }
-            for (var o = 1u; o < TEAM; o <<= 1u) {
-                ahead = max(ahead, subgroupShuffleXor(ahead, o));
-            }
+            ahead = team_max(ahead);
             // Rows whose max ahead passes the margin take it as their reference (fresh
             // rows too: their sums are zero, so are their accumulators). Their
             // accumulators are rescaled with the next tile's.
