@@ -41,8 +41,8 @@ struct Args {
     /// SmolLM2's shapes; F16 and F32 on asking).
     #[arg(long, value_delimiter = ',')]
     types: Vec<String>,
-    /// Kernels whose name contains one of these (`fma`, `dot4`, `q4_k_fma`; default:
-    /// all of the types').
+    /// Kernels whose WGSL file's name contains one of these (`fma`, `dot4`, `coopmat`,
+    /// `columns`, `q4_k`, `q4_k_coopmat`; default: all of the types').
     #[arg(long, value_delimiter = ',')]
     kernels: Vec<String>,
     /// Matrices of each shape group by name (attn_q, attn_k, ffn_up, ffn_down, lm_head;
@@ -199,12 +199,7 @@ fn run(args: &Args) -> brass::Result<()> {
                     true => DEFAULT_TYPES.contains(&ty),
                     false => args.types.iter().any(|t| t.eq_ignore_ascii_case(ty.name())),
                 };
-                let named = args.kernels.is_empty()
-                    || args
-                        .kernels
-                        .iter()
-                        .any(|n| kernel.name.contains(n.as_str()));
-                if !wanted || !named || !k.is_multiple_of(ty.block_size() as u64) {
+                if !wanted || !k.is_multiple_of(ty.block_size() as u64) {
                     continue;
                 }
                 // The fma matmuls read any of their type's non-dot4 matvecs' weights;
@@ -228,6 +223,15 @@ fn run(args: &Args) -> brass::Result<()> {
                 let matvec = route_matvec(&profile, &query, &overrides)?.launch().clone();
                 for &engine in engines {
                     let launch = MatmulLaunch::of(&matvec, engine)?;
+                    // By the file each engine runs (`q4_k_dot4`, `q4_k_columns`, ...).
+                    let named = args.kernels.is_empty()
+                        || args
+                            .kernels
+                            .iter()
+                            .any(|n| launch.kernel_name().contains(n.as_str()));
+                    if !named {
+                        continue;
+                    }
                     for &n in &args.tokens {
                         // The bench binds one output for all of the tokens; a model's
                         // batches are at most its ubatch tokens.
