@@ -40,3 +40,13 @@ start_synth() {
     done; touch /tmp/synth_done) &
 }
 wait_synth() { for i in $(seq 100); do [ -e /tmp/synth_done ] && break; sleep 3; done; }
+# Decode of many sequences on the synthetic 8B shape (`compare --parallel`, 128-token
+# prompts, 128 tokens each) by the compare binary in folder $1, its lines labelled $2,
+# the rest of the arguments passed on; appended to $OUT/parallel.log.
+parallel_8b() {
+    local dir=$1 label=$2
+    shift 2
+    timeout 200 "$dir"/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
+        --parallel-prompt 128 "$@" 2>&1 | grep -E "sequences|one pass" |
+        sed "s/^/$label /" | tee -a "$OUT"/parallel.log | cut -c1-300
+}

@@ -16,16 +16,10 @@ timeout 200 $cf/matmul_bench --shapes llama3-8b --types q4_k,q6_k --tokens 8,16,
     >$OUT/columns_bench.log 2>&1
 grep -E "columns" $OUT/columns_bench.log | cut -c1-150 | head -80
 wait_synth
-par() { # set label args...
-    local b=$1 label=$2; shift 2
-    timeout 200 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
-        --parallel-prompt 128 "$@" 2>&1 | grep -E "sequences|one pass" |
-        sed "s/^/$label /" | tee -a $OUT/parallel.log | cut -c1-260
-}
-par cf cf --parallel 1,8,16,32
-par fr fr --parallel 16,32
-par cf cf_from4 --parallel 4,8,12 --decode-units-from 4
-par fr fr_from4 --parallel 8 --decode-units-from 4
-par cf cf --parallel 16,32
+parallel_8b $cf cf --parallel 1,8,16,32
+parallel_8b $fr fr --parallel 16,32
+parallel_8b $cf cf_from4 --parallel 4,8,12 --decode-units-from 4
+parallel_8b $fr fr_from4 --parallel 8 --decode-units-from 4
+parallel_8b $cf cf --parallel 16,32
 timeout 150 $cf/engine_test 2>&1 | grep -E "^test |test result" | tee $OUT/engine_test.log | tail -4
 echo "== done at ${SECONDS}s"

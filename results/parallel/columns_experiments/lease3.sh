@@ -19,14 +19,8 @@ for b in fr rot; do
     grep -E "coopmat" $OUT/prompt_bench_$b.log | awk -v b=$b '{print b,$2,$3,$4,$8,$9,$10,$11}'
 done
 wait_synth
-par() { # set label args...
-    local b=$1 label=$2; shift 2
-    timeout 200 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
-        --parallel-prompt 128 "$@" 2>&1 | grep -E "sequences|one pass" |
-        sed "s/^/$label /" | tee -a $OUT/parallel.log | cut -c1-260
-}
-for b in rot fr rot; do par $b $b --parallel 8,16,32; done
-par rot rot_from4 --parallel 4,8,12 --decode-units-from 4
+for b in rot fr rot; do parallel_8b ${!b} $b --parallel 8,16,32; done
+parallel_8b $rot rot_from4 --parallel 4,8,12 --decode-units-from 4
 for b in fr rot fr rot; do
     timeout 100 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 512,2048 -n 1 2>&1 |
         grep -E "prompt|pp" | sed "s/^/$b /" | tee -a $OUT/pp.log | cut -c1-200

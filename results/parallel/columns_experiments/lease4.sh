@@ -25,16 +25,10 @@ wait_synth
 timeout 150 $xr/engine_test 2>&1 | grep -E "^test |test result" | tee $OUT/engine_test.log | tail -2
 for _ in $(seq 1 100); do grep -q "^built" $OUT/llama_build.log && break; sleep 3; done
 tail -1 $OUT/llama_build.log
-par() { # set label args...
-    local b=$1 label=$2; shift 2
-    timeout 200 ${!b}/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 \
-        --parallel-prompt 128 "$@" 2>&1 | grep -E "sequences|one pass" |
-        sed "s/^/$label /" | tee -a $OUT/parallel.log | cut -c1-300
-}
-par xr xr --parallel 1,8,16,32
-par fr fr --parallel 1,8,16,32
-par xr xr_from4 --parallel 4,8,12 --decode-units-from 4
-par xr xr --parallel 16,32
+parallel_8b $xr xr --parallel 1,8,16,32
+parallel_8b $fr fr --parallel 1,8,16,32
+parallel_8b $xr xr_from4 --parallel 4,8,12 --decode-units-from 4
+parallel_8b $xr xr --parallel 16,32
 B=/tmp/anchors/build-cuda; LC=/tmp/anchors/lcsrc
 libs=$(find $B -name 'libllama.so*' -o -name 'libggml.so*' -o -name 'libggml-base.so*' | xargs -n1 dirname | sort -u)
 g++ -O2 -std=c++17 benches/anchors/llamacpp_batched.cpp -I$LC/include -I$LC/ggml/include \
