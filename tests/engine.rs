@@ -118,6 +118,29 @@ fn record(runs: &mut BTreeMap<SequenceId, Run>, events: Vec<Event>) {
 }
 
 /// Runs `prompt` alone on `engine` to its end.
+/// Every prompt of `prompts` added at once and stepped until all are done (each up to
+/// `max_tokens`, end of generation ignored), its run in the prompts' order.
+fn all_together(engine: &mut Engine, prompts: &[&Vec<u32>], max_tokens: usize) -> Vec<Run> {
+    let opts = SequenceOptions {
+        stop_at_eog: false,
+        ..greedy(max_tokens)
+    };
+    let ids: Vec<SequenceId> = prompts
+        .iter()
+        .map(|p| engine.add(p, opts.clone()).unwrap())
+        .collect();
+    let mut runs = BTreeMap::new();
+    while engine.running() > 0 {
+        record(&mut runs, engine.step().unwrap());
+    }
+    ids.iter()
+        .map(|id| {
+            engine.remove(*id).unwrap();
+            runs.remove(id).unwrap()
+        })
+        .collect()
+}
+
 fn alone(engine: &mut Engine, prompt: &[u32], max_tokens: usize) -> Run {
     let seq = engine.add(prompt, greedy(max_tokens)).unwrap();
     let mut runs = BTreeMap::new();
@@ -676,6 +699,59 @@ fn steps_of_many_rows_keep_each_sequence_its_own() {
     many_rows_keep_each_sequence_its_own(options(24));
 }
 
+/// A step's decode columns take one block of tokens where its rows fit one and two
+/// where they do not (`DecodeColumns`): sequences stepping in the narrow tile (as many
+/// as it holds, all in every step) get the same tokens and logits, bit for bit, as
+/// when 3 more make their steps take the wide one. The crossover is moved down to 4
+/// rows so that lavapipe's tile of 8 tokens (matrices of 8 x 8 at 8 lanes) is reached.
+#[test]
+fn steps_in_either_token_tile_keep_each_sequence_its_bits() {
+    let mut options = options(24);
+    options.routing.decode_units_from = Some(4);
+    let path = model_file(13);
+    let mut engine = engine_on_units(&path, &options);
+    let narrow = engine
+        .model()
+        .plan()
+        .decode_rows
+        .iter()
+        .find_map(|c| match c {
+            brass::router::Clause::DecodeRowsOnMatrixUnits {
+                tokens: (narrow, _),
+                ..
+            } => Some(*narrow as usize),
+            _ => None,
+        });
+    let Some(narrow) = narrow else {
+        let adapter = &engine.model().device().profile().name;
+        eprintln!("{adapter}: no decode columns (no matrix units, real or emulated)");
+        return;
+    };
+    assert!(narrow >= 4, "a narrow tile of {narrow} tokens");
+    let mut rng = common::Rng::new(13);
+    let mut one = || vec![3 + (rng.next_u64() % (VOCAB - 3)) as u32];
+    let prompts: Vec<Vec<u32>> = (0..narrow + 3).map(|_| one()).collect();
+    // Every prompt is one token, so every decode step has all of the sequences.
+    let all: Vec<&Vec<u32>> = prompts.iter().collect();
+    let in_narrow = all_together(&mut engine, &all[..narrow], 4);
+    let in_wide = all_together(&mut engine, &all, 4);
+    for (i, (a, b)) in in_narrow.iter().zip(&in_wide).enumerate() {
+        assert_eq!(a.tokens.len(), 4);
+        assert_eq!(a, b, "sequence {i}: its bits moved with the step's tile");
+    }
+    // Both tiles ran: the ledger counts each one's dispatches.
+    let ledger = engine.model().audit();
+    for tile in ["tokens1x", "tokens2x"] {
+        let dispatched = ledger
+            .entries
+            .iter()
+            .filter(|e| e.name.contains("_columns") && e.name.contains(tile))
+            .map(|e| e.dispatches)
+            .sum::<u64>();
+        assert!(dispatched > 0, "no decode columns of {tile}: {ledger}");
+    }
+}
+
 /// As [`steps_of_many_rows_keep_each_sequence_its_own`], the steps' layer matrices
 /// unpacked (`--unpacked-matmul true`: `Clause::DecodeRowsUnpacked`), on the adapter's
 /// matrix units or on emulated ones.
@@ -716,32 +792,12 @@ fn many_rows_keep_each_sequence_its_own(options: LoadOptions) -> Engine {
     let mut one = || vec![3 + (rng.next_u64() % (VOCAB - 3)) as u32];
     let prompts: Vec<Vec<u32>> = (0..20).map(|_| one()).collect();
     let others: Vec<Vec<u32>> = (0..3).map(|_| one()).collect();
-    let opts = || SequenceOptions {
-        stop_at_eog: false,
-        ..greedy(4)
-    };
     // Every prompt is one token, the decode row of its first step, so every decode
     // pass has all of them.
-    let mut together = |order: &[&Vec<u32>]| -> Vec<Run> {
-        let ids: Vec<SequenceId> = order
-            .iter()
-            .map(|p| engine.add(p, opts()).unwrap())
-            .collect();
-        let mut runs = BTreeMap::new();
-        while engine.running() > 0 {
-            record(&mut runs, engine.step().unwrap());
-        }
-        ids.iter()
-            .map(|id| {
-                engine.remove(*id).unwrap();
-                runs.remove(id).unwrap()
-            })
-            .collect()
-    };
     let forward: Vec<&Vec<u32>> = prompts.iter().collect();
-    let first = together(&forward);
+    let first = all_together(&mut engine, &forward, 4);
     let backward: Vec<&Vec<u32>> = others.iter().chain(prompts.iter().rev()).collect();
-    let mut second = together(&backward);
+    let mut second = all_together(&mut engine, &backward, 4);
     second.drain(..others.len());
     second.reverse();
     for (i, (a, b)) in first.iter().zip(&second).enumerate() {

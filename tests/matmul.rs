@@ -407,6 +407,70 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
     }
 }
 
+/// A step's tile does not change a token's bits: the plan's decode columns take one
+/// block of tokens for steps that fit one and two for more (`DecodeColumns`), and each
+/// of up to one block of tokens gets the same bits from both.
+#[test]
+fn decode_columns_give_a_token_the_same_bits_in_either_token_tile() {
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let (row_blocks, k_groups) = (2, 4);
+    let mut pairs: Vec<(MatmulEngine, MatmulEngine)> = [1, 2]
+        .map(|tb| MatmulEngine::coop_columns(device.profile(), row_blocks, tb, k_groups))
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .map(|e| vec![(e[0], e[1])])
+        .unwrap_or_default();
+    if pairs.is_empty() {
+        pairs = emulated_engines(&device, |shape, lanes| {
+            let engine = |token_blocks| MatmulEngine::CoopColumns {
+                shape,
+                subgroup_max: lanes,
+                k_groups,
+                row_blocks,
+                token_blocks,
+            };
+            let bytes = matmul::columns_workgroup_bytes(shape, k_groups, row_blocks, 2);
+            vec![((engine(1), engine(2)), bytes)]
+        });
+    }
+    assert!(
+        !pairs.is_empty(),
+        "no decode columns on {}",
+        device.profile().name
+    );
+    for (narrow, wide) in pairs {
+        for kernel in quant_kernels() {
+            let (m, k) = (70, k_of(kernel.ty));
+            let launch = matvec_launch(device.profile(), kernel.ty, (m, k));
+            let w = random_blocks(kernel.ty, (m * k) as usize / kernel.ty.block_size(), m ^ k);
+            let parts = launch.upload_weights(&device, "w", &w).unwrap();
+            let mut rng = common::Rng::new(m + k);
+            for n in [1, 7, narrow.token_tile()] {
+                let xs: Vec<u8> = (0..n)
+                    .flat_map(|_| quantize_x_q8(&rng.vec(k as usize)))
+                    .collect();
+                let [a, b] = [narrow, wide].map(|engine| {
+                    let mm = MatmulLaunch::of(&launch, engine).unwrap();
+                    run_matmul(&device, &cache, &mm, &parts, &xs, n, (0, m))
+                });
+                assert!(a.iter().all(|v| v.is_finite()));
+                assert_eq!(
+                    bits(&a),
+                    bits(&b),
+                    "{:?} against {:?}, {n} tokens",
+                    narrow,
+                    wide
+                );
+            }
+            for p in &parts {
+                device.destroy_buffer(p.buffer).unwrap();
+            }
+        }
+        eprintln!("{narrow:?} and {wide:?}: ok");
+    }
+}
+
 /// The unpacked engines the tests run, as (row parts, token blocks a subgroup, loading
 /// a step ahead): the route's tile (128 x 128 at S = 16), the tallest without the
 /// double buffer, and four token blocks both ways.

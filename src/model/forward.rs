@@ -210,12 +210,17 @@ impl<'m> Pass<'m> {
         Ok(Slice::new(s.buffer, offset, bytes))
     }
 
-    /// The decode columns `m` multiplies this pass's rows with: in a decode step of
-    /// the plan's `decode_units_from` rows or more, where the plan gave it them.
-    fn on_matrix_units<'a>(&self, m: &'a Matrix) -> Option<&'a MatmulLaunch> {
+    /// The decode columns `m` multiplies this pass's rows with, and where their
+    /// pipeline is kept: in a decode step of the plan's `decode_units_from` rows or
+    /// more, where the plan gave it them, in the tile for the step's rows.
+    fn on_matrix_units<'a>(
+        &self,
+        m: &'a Matrix,
+    ) -> Option<(&'a MatmulLaunch, &'a OnceLock<PipelineId>)> {
         match self.place {
             Place::Each(_) if self.n >= self.model.plan.decode_units_from => {
-                m.plan.decode_columns.as_ref()
+                let (launch, tile) = m.plan.decode_columns.as_ref()?.for_rows(self.n);
+                Some((launch, &m.columns[tile]))
             }
             _ => None,
         }
@@ -327,10 +332,10 @@ impl<'m> Pass<'m> {
                 self.unpacked_matmul(m, u, &m.decode_unpacked, x, (y, y_stride))?;
                 continue;
             }
-            if let Some(launch) = self.on_matrix_units(m) {
+            if let Some((launch, pipeline)) = self.on_matrix_units(m) {
                 // A step of many rows: its matrices on the matrix units (the plan's
                 // `DecodeRowsOnMatrixUnits`), every row still computed alone.
-                self.matmul(m, launch, &m.columns, x, (y, y_stride))?;
+                self.matmul(m, launch, pipeline, x, (y, y_stride))?;
                 continue;
             }
             match self.kind() {

@@ -118,7 +118,7 @@ impl Model {
                 matmul: OnceLock::new(),
                 unpacked: OnceLock::new(),
                 decode_unpacked: OnceLock::new(),
-                columns: OnceLock::new(),
+                columns: [OnceLock::new(), OnceLock::new()],
             })
         };
         let uploads = |planned: &[PlannedMatrix]| -> Result<Vec<Matrix>> {

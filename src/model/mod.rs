@@ -31,7 +31,7 @@ pub use layout::{Offsets, Widths};
 pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 pub use plan::{
-    plan, BatchedPrefill, LayerPlan, Plan, PlannedMatrix, PrefillPlan, PromptLogits,
+    plan, BatchedPrefill, DecodeColumns, LayerPlan, Plan, PlannedMatrix, PrefillPlan, PromptLogits,
     DECODE_MATRIX_UNITS_FROM, DEFAULT_UBATCH, LOGITS_RUN,
 };
 pub use session::{Generate, Prompt, Session, Stats, Token};
@@ -183,8 +183,9 @@ struct Matrix {
     /// batch's, and a decode step's rows' (`PlannedMatrix::decode_unpacked`).
     unpacked: OnceLock<[PipelineId; 3]>,
     decode_unpacked: OnceLock<[PipelineId; 3]>,
-    /// The decode columns' (`PlannedMatrix::decode_columns`).
-    columns: OnceLock<PipelineId>,
+    /// The decode columns' (`PlannedMatrix::decode_columns`): the narrow tile's and
+    /// the wide one's.
+    columns: [OnceLock<PipelineId>; 2],
 }
 
 /// One transformer block's weights and KV cache.

@@ -60,12 +60,45 @@ pub const LOGITS_RUN: u64 = 64;
 /// matrix units lost at 8 rows (420.7 against 646.8), 10 (516.7 against 665.7) and 12
 /// (604.4 against 674.7), drew at 14 (702.1 against 695.1) and won at 16 (784.1 against
 /// 700.4).
-pub const DECODE_MATRIX_UNITS_FROM: u64 = 14;
+///
+/// Moved to 11 once steps that fit one block of tokens took the narrow tile
+/// ([`DecodeColumns`]; H100, 2026-12-06, `results/parallel/columns_experiments/`): the
+/// same build at `--parallel 10,11,12` on the column matvec and with `--decode-units-from
+/// 10`, tok/s together: 637.1 against 647.4 at 10 rows (even), 643.2 against 705.7 at
+/// 11, 646.7 against 760.6 at 12.
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 11;
 
 /// The decode columns' tile: 2 blocks of rows and 2 of tokens (32 x 32 on 16 x 16
 /// matrices), 4 groups of 32 per K step; the fastest of those measured on the 8B
-/// shapes at 32 rows taken together.
+/// shapes at 32 rows taken together. Steps of one block of tokens or fewer take the
+/// same tile with one block of tokens ([`DecodeColumns`]).
 const DECODE_COLUMNS_TILE: (u32, u32, u32) = (2, 2, 4);
+
+/// A matrix's decode rows on the matrix units (`matmul/columns.wgsl`), in two tiles
+/// of the same rows and K steps: one block of tokens for steps of that many rows or
+/// fewer, two for more. A token's outputs are the same bits in either (its sums run
+/// over the same K parts in the same order; the token blocks only say how many columns
+/// a workgroup multiplies), so a step's tile changes no row's logits. On an H100 the
+/// narrow tile ran 14,336 x 4,096 Q4_K in 98.2-98.9 µs at 8-16 tokens against
+/// 155.3-163.4 in the wide (results/parallel/columns_experiments).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DecodeColumns {
+    /// One block of tokens a workgroup.
+    pub narrow: MatmulLaunch,
+    /// Two blocks of tokens a workgroup.
+    pub wide: MatmulLaunch,
+}
+
+impl DecodeColumns {
+    /// The launch for a step of `rows` rows, the narrow tile where they fit one, with
+    /// its place in [narrow, wide].
+    pub fn for_rows(&self, rows: u64) -> (&MatmulLaunch, usize) {
+        match rows <= self.narrow.engine().token_tile() {
+            true => (&self.narrow, 0),
+            false => (&self.wide, 1),
+        }
+    }
+}
 
 /// The unpacked matmul's tile for a decode step's rows where the run asks for unpacked
 /// matmuls, as (row parts, token blocks a subgroup): 4 x 2, 256 rows by 64 tokens at
@@ -92,7 +125,7 @@ pub struct PlannedMatrix {
     /// Its decode step's rows on the matrix units, from `DECODE_MATRIX_UNITS_FROM`
     /// rows a step, where the model serves that many sequences and the adapter has
     /// cooperative matrices (`matmul/columns.wgsl`).
-    pub decode_columns: Option<MatmulLaunch>,
+    pub decode_columns: Option<DecodeColumns>,
     /// Its decode step's rows unpacked (`matmul/unpacked`, where the run asks for
     /// unpacked matmuls), from `DECODE_MATRIX_UNITS_FROM` rows a step, in place of the
     /// decode columns.
@@ -429,18 +462,25 @@ fn decode_units_from(options: &LoadOptions) -> u64 {
 /// units off, its decode rows on them: unpacked where the run asked for that and the
 /// adapter runs it (layer matrices only, whose unpacked weights one scratch holds),
 /// else as columns where the adapter has cooperative matrices of a tile that fits.
-/// Returns the columns' engine, or None.
+/// Returns the columns' engines (narrow, wide), or None.
 fn decode_columns_plan(
     profile: &DeviceProfile,
     (options, from): (&LoadOptions, u64),
     (layers, output): (&mut [LayerPlan], &mut PlannedMatrix),
-) -> Option<MatmulEngine> {
+) -> Option<(MatmulEngine, MatmulEngine)> {
     if (options.sequences as u64) < from || options.routing.coop_matrix == Some(false) {
         return None;
     }
     decode_unpacked_plan(profile, options, layers);
     let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
-    let engine = MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?;
+    let wide = MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?;
+    let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?;
+    let columns = |m: &PlannedMatrix| {
+        Some(DecodeColumns {
+            narrow: MatmulLaunch::of(m.route.launch(), narrow).ok()?,
+            wide: MatmulLaunch::of(m.route.launch(), wide).ok()?,
+        })
+    };
     let dot4 = |m: &&mut PlannedMatrix| m.route.launch().family() == Family::Dot4;
     for m in layers
         .iter_mut()
@@ -448,13 +488,13 @@ fn decode_columns_plan(
         .filter(dot4)
     {
         if m.decode_unpacked.is_none() {
-            m.decode_columns = MatmulLaunch::of(m.route.launch(), engine).ok();
+            m.decode_columns = columns(m);
         }
     }
     if dot4(&output) {
-        output.decode_columns = MatmulLaunch::of(output.route.launch(), engine).ok();
+        output.decode_columns = columns(output);
     }
-    Some(engine)
+    Some((narrow, wide))
 }
 
 /// Gives the layer matrices over dot4 weights their unpacked decode rows where the run
@@ -485,7 +525,7 @@ fn decode_rows_plan(
     (sequences, from): (usize, u64),
     layers: &[LayerPlan],
     output: &PlannedMatrix,
-    units: Option<MatmulEngine>,
+    units: Option<(MatmulEngine, MatmulEngine)>,
 ) -> Vec<Clause> {
     if sequences < 2 {
         return Vec::new();
@@ -499,13 +539,13 @@ fn decode_rows_plan(
         sequences: sequences as u64,
         columns,
     }];
-    if let Some(engine) = units {
+    if let Some((narrow, wide)) = units {
         let on_units = matrices().filter(|m| m.decode_columns.is_some()).count() as u64;
         clauses.push(Clause::DecodeRowsOnMatrixUnits {
             from,
             matrices: on_units,
-            rows: engine.tile(),
-            tokens: engine.token_tile(),
+            rows: wide.tile(),
+            tokens: (narrow.token_tile(), wide.token_tile()),
         });
     }
     let unpacked: Vec<&UnpackedMatmul> = matrices()

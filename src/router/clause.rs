@@ -419,8 +419,9 @@ pub enum Clause {
         matrices: u64,
         /// Rows of a workgroup's tile.
         rows: u64,
-        /// Tokens of a workgroup's tile.
-        tokens: u64,
+        /// Tokens of a workgroup's tile: the narrow tile's, for steps of that many rows
+        /// or fewer, and the wide tile's, for more.
+        tokens: (u64, u64),
     },
     /// Steps of `from` rows or more multiply the layer matrices unpacked, as asked
     /// (`matmul/unpacked`: each step unpacks each matrix's weights and the rows' x).
@@ -765,12 +766,14 @@ impl std::fmt::Display for Clause {
                 from,
                 matrices,
                 rows,
-                tokens,
+                tokens: (narrow, wide),
             } => write!(
                 f,
                 "steps of {from} rows or more multiply {matrices} quant matrices on the matrix \
-                 units, {rows} x {tokens} a workgroup: still no row depends on another, but \
-                 weights and x meet in f16, so a row's logits are not the column matvec's"
+                 units, {rows} x {narrow} a workgroup for steps of up to {narrow} rows and \
+                 {rows} x {wide} for more (a row's sums the same in either): still no row \
+                 depends on another, but weights and x meet in f16, so a row's logits are \
+                 not the column matvec's"
             ),
             Clause::DecodeRowsUnpacked {
                 from,
