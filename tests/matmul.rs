@@ -409,29 +409,39 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
 
 /// A step's tile does not change a token's bits: the plan's decode columns take one
 /// block of tokens for steps that fit one and two for more (`DecodeColumns`), and each
-/// of up to one block of tokens gets the same bits from both.
+/// of up to one block of tokens gets the same bits from both. In the plan's rows and
+/// K steps (2 row blocks, 4 groups), or where those do not fit the workgroup memory
+/// (lavapipe at 16 lanes) in 1 row block.
 #[test]
 fn decode_columns_give_a_token_the_same_bits_in_either_token_tile() {
     let device = common::gpu();
     let cache = PipelineCache::new();
-    let (row_blocks, k_groups) = (2, 4);
-    let mut pairs: Vec<(MatmulEngine, MatmulEngine)> = [1, 2]
-        .map(|tb| MatmulEngine::coop_columns(device.profile(), row_blocks, tb, k_groups))
-        .into_iter()
-        .collect::<Option<Vec<_>>>()
-        .map(|e| vec![(e[0], e[1])])
-        .unwrap_or_default();
+    let k_groups = 4;
+    let pair_of = |row_blocks| {
+        let [narrow, wide] =
+            [1, 2].map(|tb| MatmulEngine::coop_columns(device.profile(), row_blocks, tb, k_groups));
+        Some((narrow?, wide?))
+    };
+    let mut pairs: Vec<(MatmulEngine, MatmulEngine)> =
+        [2, 1].into_iter().find_map(pair_of).into_iter().collect();
     if pairs.is_empty() {
         pairs = emulated_engines(&device, |shape, lanes| {
-            let engine = |token_blocks| MatmulEngine::CoopColumns {
+            let engine = |row_blocks, token_blocks| MatmulEngine::CoopColumns {
                 shape,
                 subgroup_max: lanes,
                 k_groups,
                 row_blocks,
                 token_blocks,
             };
-            let bytes = matmul::columns_workgroup_bytes(shape, k_groups, row_blocks, 2);
-            vec![((engine(1), engine(2)), bytes)]
+            [2, 1]
+                .map(|rb| {
+                    let bytes = matmul::columns_workgroup_bytes(shape, k_groups, rb, 2);
+                    ((engine(rb, 1), engine(rb, 2)), bytes)
+                })
+                .into_iter()
+                .filter(|&(_, bytes)| bytes <= device.profile().workgroup_storage_bytes as u64)
+                .take(1)
+                .collect()
         });
     }
     assert!(
