@@ -117,7 +117,6 @@ fn record(runs: &mut BTreeMap<SequenceId, Run>, events: Vec<Event>) {
     }
 }
 
-/// Runs `prompt` alone on `engine` to its end.
 /// Every prompt of `prompts` added at once and stepped until all are done (each up to
 /// `max_tokens`, end of generation ignored), its run in the prompts' order.
 fn all_together(engine: &mut Engine, prompts: &[&Vec<u32>], max_tokens: usize) -> Vec<Run> {
@@ -141,6 +140,7 @@ fn all_together(engine: &mut Engine, prompts: &[&Vec<u32>], max_tokens: usize) -
         .collect()
 }
 
+/// Runs `prompt` alone on `engine` to its end.
 fn alone(engine: &mut Engine, prompt: &[u32], max_tokens: usize) -> Run {
     let seq = engine.add(prompt, greedy(max_tokens)).unwrap();
     let mut runs = BTreeMap::new();
