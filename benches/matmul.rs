@@ -6,7 +6,8 @@
 //! weight bytes' GB/s, as a table and as JSON. Each quant case runs on dot4 and, where
 //! the adapter has them, on cooperative matrices, and on fma over the GGUF rows its
 //! exact route (coop) uploads; F32 and F16 on fma. `--columns` adds the decode steps'
-//! kernel on the matrix units (`matmul/columns.wgsl`) in the tiles named. Where the
+//! kernel on the matrix units (`matmul/columns.wgsl`) in the tiles named, K split over
+//! workgroups in the spans named (their sum's dispatch timed with them). Where the
 //! adapter has matrix units, each quant case also runs the unpacked matmul
 //! (`matmul/unpacked.rs`) in the configurations `--unpacked` names: its three steps
 //! apart (the weights' unpacking, x's, the multiply) and their sum, the figure to hold
@@ -14,7 +15,7 @@
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
 //!     [--tokens 64,512,2048,8192] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
-//!     [--columns 2:2:4] [--unpacked 2:1,4:1,2:0,4:1:4 | none] [--matrices ffn_up,ffn_down]
+//!     [--columns 2:2:4,4:2:4:2] [--unpacked 2:1,4:1,2:0,4:1:4 | none] [--matrices ffn_up,ffn_down]
 
 use brass::device::{
     coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -64,8 +65,8 @@ struct Args {
     #[arg(long)]
     adapter: Option<String>,
     /// Also every decode-columns engine (`matmul/columns.wgsl`) of these row blocks,
-    /// token blocks and groups per K step that the adapter can run, as
-    /// `ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS`.
+    /// token blocks, groups per K step and K spans (1 where left out) that the adapter
+    /// can run, as `ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS[:K_SPANS]`.
     #[arg(long, value_delimiter = ',')]
     columns: Vec<String>,
     /// The unpacked matmuls to run where the adapter has matrix units, as
@@ -134,13 +135,17 @@ fn run(args: &Args) -> brass::Result<()> {
     }
     for spec in &args.columns {
         let parsed: Vec<u32> = spec.split(':').filter_map(|v| v.parse().ok()).collect();
-        let [row_blocks, token_blocks, k_groups] = parsed[..] else {
-            return Err(brass::Error::Invalid(format!(
-                "--columns {spec}: ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS"
-            )));
+        let (row_blocks, token_blocks, k_groups, k_spans) = match parsed[..] {
+            [r, t, k] => (r, t, k, 1),
+            [r, t, k, s] if s > 0 => (r, t, k, s),
+            _ => {
+                return Err(brass::Error::Invalid(format!(
+                    "--columns {spec}: ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS[:K_SPANS]"
+                )))
+            }
         };
         match MatmulEngine::coop_columns(&profile, row_blocks, token_blocks, k_groups) {
-            Some(engine) => engines.push(engine),
+            Some(engine) => engines.push(engine.in_k_spans(k_spans)),
             None => println!("decode columns {spec}: cannot run on {}", profile.name),
         }
     }

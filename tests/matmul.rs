@@ -22,7 +22,7 @@ use brass::device::{
 };
 use brass::kernels::matmul::{
     self, cpu_reference, cpu_reference_f32x, MatmulEngine, MatmulInput, MatmulKernel, MatmulLaunch,
-    UnpackedEngine, UnpackedMatmul, MATMUL_KERNELS,
+    SpanScratch, UnpackedEngine, UnpackedMatmul, MATMUL_KERNELS,
 };
 use brass::kernels::matvec::{
     self, quantize_x_q8, Family, Layout, MatvecKernel, MatvecLaunch, Q8_GROUP_BYTES,
@@ -299,15 +299,18 @@ const COLUMNS_CONFIGS: [(u32, u32, u32); 7] = [
     (8, 1, 4),
 ];
 
-/// The decode-columns engines of [`COLUMNS_CONFIGS`] the device under test runs; where
-/// it has no cooperative matrices, the routed tile and the smallest, emulated (with a
-/// note: each emulated pipeline takes lavapipe seconds to compile).
+/// The decode-columns engines of [`COLUMNS_CONFIGS`] the device under test runs, the
+/// first also with K in 3 spans (at 4 groups a round, the tests' K-quants' 4 rounds
+/// split 1, 1, 2; the 5-group types' 2 rounds 0, 1, 1); where it has no cooperative matrices, the routed
+/// tile (also in 3 spans) and the smallest, emulated (with a note: each emulated
+/// pipeline takes lavapipe seconds to compile).
 fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
-    let engines: Vec<MatmulEngine> = COLUMNS_CONFIGS
+    let mut engines: Vec<MatmulEngine> = COLUMNS_CONFIGS
         .iter()
         .filter_map(|&(rb, tb, kg)| MatmulEngine::coop_columns(device.profile(), rb, tb, kg))
         .collect();
-    if !engines.is_empty() {
+    if let Some(&first) = engines.first() {
+        engines.push(first.in_k_spans(3));
         return engines;
     }
     eprintln!(
@@ -324,13 +327,20 @@ fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
                     k_groups,
                     row_blocks,
                     token_blocks,
+                    k_spans: 1,
                 };
                 let bytes =
                     matmul::columns_workgroup_bytes(shape, k_groups, row_blocks, token_blocks);
                 (engine, bytes)
             })
-            .collect()
+            .collect::<Vec<_>>()
     })
+    .into_iter()
+    .flat_map(|e| match e {
+        MatmulEngine::CoopColumns { row_blocks: 2, .. } => vec![e, e.in_k_spans(3)],
+        e => vec![e],
+    })
+    .collect()
 }
 
 #[test]
@@ -432,6 +442,7 @@ fn decode_columns_give_a_token_the_same_bits_in_either_token_tile() {
                 k_groups,
                 row_blocks,
                 token_blocks,
+                k_spans: 1,
             };
             [2, 1]
                 .map(|rb| {
@@ -672,25 +683,53 @@ fn run_matmul_on(
     device
         .upload(yb, 0, bytemuck::cast_slice(&vec![f32::NAN; y_len as usize]))
         .unwrap();
+    let x = brass::device::Slice::new(xb, 0, x_bytes);
+    let y = brass::device::Slice::new(yb, 0, y_len * 4);
+    let stride = mm.x_bytes_per_token();
+    // In K spans, a scratch of NaN: a span sum left unwritten would show.
+    let scratch_bytes = mm.span_scratch_bytes(n_tokens);
+    let scratch = (mm.engine().k_spans() > 1).then(|| {
+        let b = device
+            .create_buffer("spans", scratch_bytes, BufferUse::Storage)
+            .unwrap();
+        let nan = vec![f32::NAN; (scratch_bytes / 4) as usize];
+        device.upload(b, 0, bytemuck::cast_slice(&nan)).unwrap();
+        b
+    });
+    let ds = match scratch {
+        Some(b) => {
+            let spans = SpanScratch {
+                scratch: brass::device::Slice::new(b, 0, scratch_bytes),
+                sum: matmul::span_sum_pipeline(device, &PipelineCache::new()).unwrap(),
+            };
+            let ds = mm.dispatches_in_spans(
+                pipeline,
+                parts,
+                x,
+                stride,
+                y,
+                (y_first, y_stride),
+                n_tokens,
+                spans,
+            );
+            assert!(
+                mm.dispatches(pipeline, parts, x, stride, y, (y_first, y_stride), n_tokens)
+                    .is_err(),
+                "K spans without a scratch"
+            );
+            ds
+        }
+        None => mm.dispatches(pipeline, parts, x, stride, y, (y_first, y_stride), n_tokens),
+    };
     let mut list = CommandList::new();
-    for d in mm
-        .dispatches(
-            pipeline,
-            parts,
-            brass::device::Slice::new(xb, 0, x_bytes),
-            mm.x_bytes_per_token(),
-            brass::device::Slice::new(yb, 0, y_len * 4),
-            (y_first, y_stride),
-            n_tokens,
-        )
-        .unwrap()
-    {
-        list.dispatch(d);
-    }
+    ds.unwrap().into_iter().for_each(|d| list.dispatch(d));
     device.submit(&list).unwrap();
     let y = read_f32(device, yb, 0, y_len as usize).unwrap();
     device.destroy_buffer(xb).unwrap();
     device.destroy_buffer(yb).unwrap();
+    if let Some(b) = scratch {
+        device.destroy_buffer(b).unwrap();
+    }
     y
 }
 

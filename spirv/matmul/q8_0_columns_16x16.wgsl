@@ -9,6 +9,7 @@ const SUBGROUP_MAX: u32 = 32u;
 const K_GROUPS: u32 = 4u;
 const ROW_BLOCKS: u32 = 2u;
 const TOKEN_BLOCKS: u32 = 2u;
+const K_SPANS: u32 = 1u;
 
 // A matmul's parameters, its weight binding and its weight decoders' contract, shared
 // by the drivers (dot4.wgsl, coopmat.wgsl, columns.wgsl, unpack.wgsl), which declare
@@ -203,11 +204,18 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // (results/parallel/h200_2026-12-04_columns). Splitting K over more workgroups, the
 // last summing the spans through atomics, was slower.
 //
+// K spans: with K_SPANS > 1 the workgroups of z index s take span s of K's rounds (as
+// even a share as whole rounds allow), so that a matrix of few row tiles still
+// has workgroups on every multiprocessor, and write their span's sums to y as if it had
+// K_SPANS times the tokens: span s's token t at row s * n_tokens + t. The host points y
+// at a scratch buffer and sums the spans in span order (span_sum.wgsl); a token's spans
+// are the same rounds whoever shares the dispatch, so its outputs stay the same bits.
+//
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
-// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8) and TOKEN_BLOCKS (1 or 2). As
-// there, the workgroup has 8 subgroups of the largest size; where more run, parts are
-// computed twice over and stored alike.
+// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2) and K_SPANS
+// (1 or more). As there, the workgroup has 8 subgroups of the largest size; where more
+// run, parts are computed twice over and stored alike.
 
 
 // x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
@@ -309,7 +317,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
     var acc0 = coopLoad<MatC>(&yc[mine], S);
     var acc1 = acc0;
-    for (var g0 = 0u; g0 < params.k / 32u; g0 += K_GROUPS) {
+    // Span s: rounds s * rounds / K_SPANS up to (s + 1) * rounds / K_SPANS.
+    let n_groups = params.k / 32u;
+    let rounds = (n_groups + K_GROUPS - 1u) / K_GROUPS;
+    let first = wid.z * rounds / K_SPANS * K_GROUPS;
+    let end = min((wid.z + 1u) * rounds / K_SPANS * K_GROUPS, n_groups);
+    for (var g0 = first; g0 < end; g0 += K_GROUPS) {
         workgroupBarrier();
         stage(row0, tok0, g0, lid);
         workgroupBarrier();
@@ -343,7 +356,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let t = tok0 + tb * S + e / S;
         let r = row0 + b * S + e % S;
         if (r < params.m && t < params.n_tokens) {
-            y[t * params.y_stride + params.y_offset + r] = sum;
+            y[(wid.z * params.n_tokens + t) * params.y_stride + params.y_offset + r] = sum;
         }
     }
 }

@@ -168,6 +168,11 @@ pub enum MatmulEngine {
         row_blocks: u32,
         /// Blocks of S tokens per workgroup: 1 or 2.
         token_blocks: u32,
+        /// Spans K's rounds are split in over workgroups, 1 or more: with more, each
+        /// span's sums go to a scratch buffer and a second dispatch
+        /// (`matmul/span_sum.wgsl`) adds them in span order
+        /// ([`MatmulLaunch::dispatches_in_spans`]).
+        k_spans: u32,
     },
     /// Weights decoded to f32 from GGUF rows and f32 x, f32 multiply-adds over tiles of
     /// [`FMA_TILE`], [`FMA_K_STEP`] per K step: what [`MatmulLaunch::of`] gives every
@@ -220,7 +225,40 @@ impl MatmulEngine {
             k_groups,
             row_blocks,
             token_blocks,
+            k_spans: 1,
         })
+    }
+
+    /// The decode columns with K's rounds split in `k_spans` spans (at least 1); any
+    /// other engine unchanged.
+    pub fn in_k_spans(self, k_spans: u32) -> MatmulEngine {
+        match self {
+            MatmulEngine::CoopColumns {
+                shape,
+                subgroup_max,
+                k_groups,
+                row_blocks,
+                token_blocks,
+                ..
+            } => MatmulEngine::CoopColumns {
+                shape,
+                subgroup_max,
+                k_groups,
+                row_blocks,
+                token_blocks,
+                k_spans: k_spans.max(1),
+            },
+            engine => engine,
+        }
+    }
+
+    /// Spans K is split in over workgroups: 1 but for the decode columns'
+    /// [`in_k_spans`](Self::in_k_spans).
+    pub fn k_spans(&self) -> u32 {
+        match *self {
+            MatmulEngine::CoopColumns { k_spans, .. } => k_spans,
+            _ => 1,
+        }
     }
 
     /// Rows of a workgroup's tile.
@@ -523,10 +561,12 @@ impl MatmulLaunch {
                 k_groups,
                 row_blocks,
                 token_blocks,
+                k_spans,
             } => {
                 let mut consts = coop_constants(shape, subgroup_max, k_groups);
                 consts.push(WgslConst::u32("ROW_BLOCKS", row_blocks));
                 consts.push(WgslConst::u32("TOKEN_BLOCKS", token_blocks));
+                consts.push(WgslConst::u32("K_SPANS", k_spans));
                 consts
             }
             MatmulEngine::Fma => vec![WgslConst::u32("K_STEP", FMA_K_STEP)],
@@ -549,9 +589,15 @@ impl MatmulLaunch {
                 k_groups,
                 row_blocks,
                 token_blocks,
+                k_spans,
             } => format!(
-                "{} rows{row_blocks}x{size} tokens{token_blocks}x{size}",
+                "{} rows{row_blocks}x{size} tokens{token_blocks}x{size}{}",
                 coop_key(name, shape, subgroup_max, k_groups),
+                if k_spans > 1 {
+                    format!(" k_spans{k_spans}")
+                } else {
+                    String::new()
+                },
                 size = shape.size
             ),
             MatmulEngine::Fma => format!("{name} k_step{FMA_K_STEP}"),
@@ -590,7 +636,8 @@ impl MatmulLaunch {
     }
 
     /// The dispatches computing `y[t * y_stride + y_first + i] = (W·x_t)[i]` for the
-    /// `n_tokens` tokens t, one per row part.
+    /// `n_tokens` tokens t, one per row part; an error for an engine in K spans, which
+    /// takes [`dispatches_in_spans`](Self::dispatches_in_spans).
     ///
     /// `weights[i]` holds the rows of part i as the matvec uploaded them; token t's x
     /// ([`input`](Self::input)) starts at byte `t * x_stride` of `x` (a multiple of 16
@@ -603,8 +650,56 @@ impl MatmulLaunch {
         x: Slice,
         x_stride: u64,
         y: Slice,
+        y_place: (u64, u64),
+        n_tokens: u64,
+    ) -> Result<Vec<Dispatch>> {
+        self.part_dispatches(pipeline, weights, x, x_stride, y, y_place, n_tokens, None)
+    }
+
+    /// [`dispatches`](Self::dispatches) for the decode columns in K spans: per row part
+    /// the spans' sums into `spans.scratch`, then their sum in span order into y.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatches_in_spans(
+        &self,
+        pipeline: PipelineId,
+        weights: &[Slice],
+        x: Slice,
+        x_stride: u64,
+        y: Slice,
+        y_place: (u64, u64),
+        n_tokens: u64,
+        spans: SpanScratch,
+    ) -> Result<Vec<Dispatch>> {
+        self.part_dispatches(
+            pipeline,
+            weights,
+            x,
+            x_stride,
+            y,
+            y_place,
+            n_tokens,
+            Some(spans),
+        )
+    }
+
+    /// Bytes of scratch the K spans of `n_tokens` tokens need: every span's sums of the
+    /// largest row part.
+    pub fn span_scratch_bytes(&self, n_tokens: u64) -> u64 {
+        let rows = self.parts.iter().map(|p| p.rows).max().unwrap_or(0);
+        self.engine.k_spans() as u64 * n_tokens * rows * 4
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn part_dispatches(
+        &self,
+        pipeline: PipelineId,
+        weights: &[Slice],
+        x: Slice,
+        x_stride: u64,
+        y: Slice,
         (y_first, y_stride): (u64, u64),
         n_tokens: u64,
+        spans: Option<SpanScratch>,
     ) -> Result<Vec<Dispatch>> {
         if self.parts.len() != weights.len() {
             return Err(Error::Invalid(format!(
@@ -612,6 +707,23 @@ impl MatmulLaunch {
                 weights.len(),
                 self.parts.len()
             )));
+        }
+        let k_spans = self.engine.k_spans();
+        match spans {
+            None if k_spans > 1 => {
+                return Err(Error::Invalid(format!(
+                    "{} sums K in {k_spans} spans, which need a scratch buffer",
+                    self.pipeline_key()
+                )))
+            }
+            Some(s) if s.scratch.size < self.span_scratch_bytes(n_tokens) => {
+                return Err(Error::Invalid(format!(
+                    "matmul K spans: {} bytes of scratch for {}",
+                    s.scratch.size,
+                    self.span_scratch_bytes(n_tokens)
+                )))
+            }
+            _ => {}
         }
         let x_need = n_tokens.saturating_sub(1) * x_stride + self.x_bytes_per_token();
         let y_need = (n_tokens.saturating_sub(1) * y_stride + y_first + self.m) * 4;
@@ -638,29 +750,102 @@ impl MatmulLaunch {
         };
         let tile = self.engine.tile();
         let token_tiles = u32_of(n_tokens.div_ceil(self.engine.token_tile()), "token tiles")?;
-        self.parts
-            .iter()
-            .zip(weights)
-            .map(|(p, w)| {
-                Ok(Dispatch {
-                    pipeline,
+        let mut out = Vec::with_capacity(self.parts.len() * if spans.is_some() { 2 } else { 1 });
+        for (p, w) in self.parts.iter().zip(weights) {
+            // In spans, span s's token t of this part at row s * n_tokens + t of the
+            // scratch, rows of the part's length.
+            let (into, first, stride) = match spans {
+                Some(s) => (s.scratch, 0, p.rows),
+                None => (y, y_first + p.first_row, y_stride),
+            };
+            out.push(Dispatch {
+                pipeline,
+                params: vec![
+                    u32_of(p.rows, "rows")?,
+                    u32_of(self.k, "K")?,
+                    u32_of(self.row_bytes, "row bytes")?,
+                    u32_of(first, "first output")?,
+                    u32_of(n_tokens, "tokens")?,
+                    u32_of(x_stride / x_align, "x stride")?,
+                    u32_of(stride, "y stride")?,
+                    0,
+                ],
+                storage: vec![*w, x, into],
+                workgroups: [
+                    token_tiles,
+                    u32_of(p.rows.div_ceil(tile), "row tiles")?,
+                    k_spans,
+                ],
+                bytes_read: p.rows * self.row_bytes + n_tokens * self.x_bytes_per_token(),
+            });
+            if let Some(s) = spans {
+                let outputs = p.rows * n_tokens;
+                out.push(Dispatch {
+                    pipeline: s.sum,
                     params: vec![
                         u32_of(p.rows, "rows")?,
-                        u32_of(self.k, "K")?,
-                        u32_of(self.row_bytes, "row bytes")?,
-                        u32_of(y_first + p.first_row, "first output")?,
                         u32_of(n_tokens, "tokens")?,
-                        u32_of(x_stride / x_align, "x stride")?,
+                        k_spans,
+                        u32_of(y_first + p.first_row, "first output")?,
                         u32_of(y_stride, "y stride")?,
                         0,
+                        0,
+                        0,
                     ],
-                    storage: vec![*w, x, y],
-                    workgroups: [token_tiles, u32_of(p.rows.div_ceil(tile), "row tiles")?, 1],
-                    bytes_read: p.rows * self.row_bytes + n_tokens * self.x_bytes_per_token(),
-                })
-            })
-            .collect()
+                    storage: vec![s.scratch, y],
+                    workgroups: [
+                        u32_of(
+                            outputs.div_ceil(SPAN_SUM_WG).min(MAX_WORKGROUPS),
+                            "span sums",
+                        )?,
+                        1,
+                        1,
+                    ],
+                    bytes_read: outputs * k_spans as u64 * 4,
+                });
+            }
+        }
+        Ok(out)
     }
+}
+
+/// Where the decode columns' K spans go before they are summed
+/// ([`MatmulLaunch::dispatches_in_spans`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SpanScratch {
+    /// At least [`MatmulLaunch::span_scratch_bytes`] of the step's tokens.
+    pub scratch: Slice,
+    /// [`span_sum_pipeline`]'s.
+    pub sum: PipelineId,
+}
+
+/// Invocations of a span-sum workgroup (`matmul/span_sum.wgsl`'s WG).
+const SPAN_SUM_WG: u64 = 256;
+/// Workgroups of a span-sum dispatch at most: it loops over the rest.
+const MAX_WORKGROUPS: u64 = 65_535;
+const SPAN_SUM_NAME: &str = "matmul/span_sum";
+
+/// The span sum's (ledger name, WGSL): one pipeline serves every matrix.
+pub fn span_sum_source() -> Result<(String, String)> {
+    Ok((
+        SPAN_SUM_NAME.to_string(),
+        compose("matmul/span_sum.wgsl", &[], &[])?,
+    ))
+}
+
+/// The pipeline adding the decode columns' K spans in span order, created on first use.
+pub fn span_sum_pipeline(device: &dyn Device, cache: &PipelineCache) -> Result<PipelineId> {
+    cache.get_or_create(device, SPAN_SUM_NAME, || {
+        Ok((
+            span_sum_source()?.1,
+            PipelineTemplate {
+                params_bytes: PARAMS_BYTES,
+                storage: &[Access::Read, Access::ReadWrite],
+                fallback_reason: None,
+                index_checks: IndexChecks::Wgpu,
+            },
+        ))
+    })
 }
 
 /// Every matmul kernel as (name, complete WGSL) in its canonical configurations: dot4
@@ -707,11 +892,13 @@ pub fn sources() -> Result<Vec<(String, String)>> {
                 k_groups: 4,
                 row_blocks: 2,
                 token_blocks: 2,
+                k_spans: 1,
             };
             out.push((format!("{columns}_{size}x{size}"), launch(engine).source()?));
         }
     }
     out.extend(unpacked::sources()?);
+    out.push(span_sum_source()?);
     Ok(out)
 }
 

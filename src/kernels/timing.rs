@@ -16,7 +16,7 @@ use crate::device::{BufferUse, CommandList, Device, OwnedBuffers, Slice, StreamR
 use crate::kernels::attention::{
     AttentionLaunch, AttentionRow, Heads, KvType, Partials, PrefillAttention, PREFILL_STATE_BYTES,
 };
-use crate::kernels::matmul::{MatmulInput, MatmulLaunch, UnpackedMatmul};
+use crate::kernels::matmul::{self, MatmulInput, MatmulLaunch, SpanScratch, UnpackedMatmul};
 use crate::kernels::matvec;
 use crate::kernels::matvec::{MatvecLaunch, XForm};
 use crate::kernels::PipelineCache;
@@ -308,16 +308,37 @@ pub fn time_matmul(
         y_bytes,
     );
     let pipeline = launch.pipeline(device, cache)?;
+    // The decode columns in K spans: their scratch and the sum's pipeline.
+    let spans = match launch.engine().k_spans() {
+        1 => None,
+        _ => {
+            let bytes = launch.span_scratch_bytes(n_tokens);
+            Some(SpanScratch {
+                scratch: Slice::new(
+                    buffers.create("span scratch", bytes, BufferUse::Storage)?,
+                    0,
+                    bytes,
+                ),
+                sum: matmul::span_sum_pipeline(device, cache)?,
+            })
+        }
+    };
     let iters = effort.iters.max(copies);
     let mut list = CommandList::new();
+    let mut per_iter = 0;
     for i in 0..iters + SKIP {
         let weights = &sets[i % copies];
         let stride = launch.x_bytes_per_token();
-        for d in launch.dispatches(pipeline, weights, x, stride, y, (0, m), n_tokens)? {
-            list.dispatch(d);
-        }
+        let ds = match spans {
+            Some(s) => {
+                launch.dispatches_in_spans(pipeline, weights, x, stride, y, (0, m), n_tokens, s)?
+            }
+            None => launch.dispatches(pipeline, weights, x, stride, y, (0, m), n_tokens)?,
+        };
+        per_iter = ds.len();
+        ds.into_iter().for_each(|d| list.dispatch(d));
     }
-    time_list(device, &list, launch.parts().len(), copies, effort)
+    time_list(device, &list, per_iter, copies, effort)
 }
 
 /// `matvec`'s weights (M x K random blocks of `ty`) uploaded, and copied as many times

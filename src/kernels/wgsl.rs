@@ -118,6 +118,7 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "matmul/q8_0_dot4.wgsl",
     "matmul/q8_0_fma.wgsl",
     "matmul/q8_0_unpack.wgsl",
+    "matmul/span_sum.wgsl",
     "matmul/unpack.wgsl",
     "matmul/unpack_x.wgsl",
     "matmul/unpacked.wgsl",
