@@ -202,7 +202,9 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // scalar f16 stores and two barriers are about two thirds of its time, and 32 tokens of
 // 14,336 x 4,096 Q4_K run at 3 % of the read probe and 2 % of the matrix probe
 // (results/parallel/h200_2026-12-04_columns). Splitting K over more workgroups, the
-// last summing the spans through atomics, was slower.
+// last summing the spans through atomics, was slower; K spans summed by a second
+// dispatch (below) run a matrix of few row tiles up to 2x faster on an H100
+// (results/parallel/columns_experiments, section 6).
 //
 // K spans: with K_SPANS > 1 the workgroups of z index s take span s of K's rounds (as
 // even a share as whole rounds allow), so that a matrix of few row tiles still
