@@ -696,31 +696,27 @@ fn run_matmul_on(
         device.upload(b, 0, bytemuck::cast_slice(&nan)).unwrap();
         b
     });
-    let ds = match scratch {
-        Some(b) => {
-            let spans = SpanScratch {
-                scratch: brass::device::Slice::new(b, 0, scratch_bytes),
-                sum: matmul::span_sum_pipeline(device, &PipelineCache::new()).unwrap(),
-            };
-            let ds = mm.dispatches_in_spans(
-                pipeline,
-                parts,
-                x,
-                stride,
-                y,
-                (y_first, y_stride),
-                n_tokens,
-                spans,
-            );
-            assert!(
-                mm.dispatches(pipeline, parts, x, stride, y, (y_first, y_stride), n_tokens)
-                    .is_err(),
-                "K spans without a scratch"
-            );
-            ds
-        }
-        None => mm.dispatches(pipeline, parts, x, stride, y, (y_first, y_stride), n_tokens),
-    };
+    let spans = scratch.map(|b| SpanScratch {
+        scratch: brass::device::Slice::new(b, 0, scratch_bytes),
+        sum: matmul::span_sum_pipeline(device, &PipelineCache::new()).unwrap(),
+    });
+    if spans.is_some() {
+        assert!(
+            mm.dispatches(pipeline, parts, x, stride, y, (y_first, y_stride), n_tokens)
+                .is_err(),
+            "K spans without a scratch"
+        );
+    }
+    let ds = mm.dispatches_with_spans(
+        pipeline,
+        parts,
+        x,
+        stride,
+        y,
+        (y_first, y_stride),
+        n_tokens,
+        spans,
+    );
     let mut list = CommandList::new();
     ds.unwrap().into_iter().for_each(|d| list.dispatch(d));
     device.submit(&list).unwrap();

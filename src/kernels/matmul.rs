@@ -171,7 +171,7 @@ pub enum MatmulEngine {
         /// Spans K's rounds are split in over workgroups, 1 or more: with more, each
         /// span's sums go to a scratch buffer and a second dispatch
         /// (`matmul/span_sum.wgsl`) adds them in span order
-        /// ([`MatmulLaunch::dispatches_in_spans`]).
+        /// ([`MatmulLaunch::dispatches_with_spans`]).
         k_spans: u32,
     },
     /// Weights decoded to f32 from GGUF rows and f32 x, f32 multiply-adds over tiles of
@@ -231,25 +231,11 @@ impl MatmulEngine {
 
     /// The decode columns with K's rounds split in `k_spans` spans (at least 1); any
     /// other engine unchanged.
-    pub fn in_k_spans(self, k_spans: u32) -> MatmulEngine {
-        match self {
-            MatmulEngine::CoopColumns {
-                shape,
-                subgroup_max,
-                k_groups,
-                row_blocks,
-                token_blocks,
-                ..
-            } => MatmulEngine::CoopColumns {
-                shape,
-                subgroup_max,
-                k_groups,
-                row_blocks,
-                token_blocks,
-                k_spans: k_spans.max(1),
-            },
-            engine => engine,
+    pub fn in_k_spans(mut self, k_spans: u32) -> MatmulEngine {
+        if let MatmulEngine::CoopColumns { k_spans: spans, .. } = &mut self {
+            *spans = k_spans.max(1);
         }
+        self
     }
 
     /// Spans K is split in over workgroups: 1 but for the decode columns'
@@ -637,7 +623,7 @@ impl MatmulLaunch {
 
     /// The dispatches computing `y[t * y_stride + y_first + i] = (W·x_t)[i]` for the
     /// `n_tokens` tokens t, one per row part; an error for an engine in K spans, which
-    /// takes [`dispatches_in_spans`](Self::dispatches_in_spans).
+    /// needs [`dispatches_with_spans`](Self::dispatches_with_spans)' scratch.
     ///
     /// `weights[i]` holds the rows of part i as the matvec uploaded them; token t's x
     /// ([`input`](Self::input)) starts at byte `t * x_stride` of `x` (a multiple of 16
@@ -653,33 +639,7 @@ impl MatmulLaunch {
         y_place: (u64, u64),
         n_tokens: u64,
     ) -> Result<Vec<Dispatch>> {
-        self.part_dispatches(pipeline, weights, x, x_stride, y, y_place, n_tokens, None)
-    }
-
-    /// [`dispatches`](Self::dispatches) for the decode columns in K spans: per row part
-    /// the spans' sums into `spans.scratch`, then their sum in span order into y.
-    #[allow(clippy::too_many_arguments)]
-    pub fn dispatches_in_spans(
-        &self,
-        pipeline: PipelineId,
-        weights: &[Slice],
-        x: Slice,
-        x_stride: u64,
-        y: Slice,
-        y_place: (u64, u64),
-        n_tokens: u64,
-        spans: SpanScratch,
-    ) -> Result<Vec<Dispatch>> {
-        self.part_dispatches(
-            pipeline,
-            weights,
-            x,
-            x_stride,
-            y,
-            y_place,
-            n_tokens,
-            Some(spans),
-        )
+        self.dispatches_with_spans(pipeline, weights, x, x_stride, y, y_place, n_tokens, None)
     }
 
     /// Bytes of scratch the K spans of `n_tokens` tokens need: every span's sums of the
@@ -689,8 +649,11 @@ impl MatmulLaunch {
         self.engine.k_spans() as u64 * n_tokens * rows * 4
     }
 
+    /// [`dispatches`](Self::dispatches), and for the decode columns in K spans
+    /// (`spans` given; an error without it): per row part the spans' sums into
+    /// `spans.scratch`, then their sum in span order into y.
     #[allow(clippy::too_many_arguments)]
-    fn part_dispatches(
+    pub fn dispatches_with_spans(
         &self,
         pipeline: PipelineId,
         weights: &[Slice],
@@ -718,7 +681,7 @@ impl MatmulLaunch {
             }
             Some(s) if s.scratch.size < self.span_scratch_bytes(n_tokens) => {
                 return Err(Error::Invalid(format!(
-                    "matmul K spans: {} bytes of scratch for {}",
+                    "matmul K spans: {} bytes of scratch for {n_tokens} tokens, which need {}",
                     s.scratch.size,
                     self.span_scratch_bytes(n_tokens)
                 )))
@@ -810,7 +773,7 @@ impl MatmulLaunch {
 }
 
 /// Where the decode columns' K spans go before they are summed
-/// ([`MatmulLaunch::dispatches_in_spans`]).
+/// ([`MatmulLaunch::dispatches_with_spans`]).
 #[derive(Clone, Copy, Debug)]
 pub struct SpanScratch {
     /// At least [`MatmulLaunch::span_scratch_bytes`] of the step's tokens.

@@ -329,12 +329,16 @@ pub fn time_matmul(
     for i in 0..iters + SKIP {
         let weights = &sets[i % copies];
         let stride = launch.x_bytes_per_token();
-        let ds = match spans {
-            Some(s) => {
-                launch.dispatches_in_spans(pipeline, weights, x, stride, y, (0, m), n_tokens, s)?
-            }
-            None => launch.dispatches(pipeline, weights, x, stride, y, (0, m), n_tokens)?,
-        };
+        let ds = launch.dispatches_with_spans(
+            pipeline,
+            weights,
+            x,
+            stride,
+            y,
+            (0, m),
+            n_tokens,
+            spans,
+        )?;
         per_iter = ds.len();
         ds.into_iter().for_each(|d| list.dispatch(d));
     }
