@@ -308,7 +308,9 @@ fn take_batch(lid: u32, groups: u32, n_batches: u32) -> u32 {
 // (8B shapes, x in place, results/many_sequences/columns_at_once/): at 8 columns
 // 0.87-1.23x (Q4_K 14,336 x 4,096: 108 µs against 114), at one column 0.70x (28.9
 // against 20.3): each column still reads its x groups from memory for every slice, so
-// the loads of x, not of the weights, bound it. Off unless asked.
+// the loads of x, not of the weights, bound it. Off unless asked. Each subgroup taking
+// 2 or 4 weight rows at once, so that a lane's x served them all, was slower too on an
+// H100 but for 2 rows on the largest Q4_K matrices (results/parallel/rows_at_once).
 //
 // Staged x holds one column at a time. x in one tile and one column is staged once, by
 // the workgroup's first batch (`first`); otherwise per column and tile. Either way by
