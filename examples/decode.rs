@@ -110,6 +110,11 @@ struct Args {
     /// multiply on the matrix units (default 11, where an H100 measured the crossover).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     decode_units_from: Option<u64>,
+    /// A/B: spans each matrix of a decode step on the matrix units sums K in over
+    /// workgroups (default 1), its spans' sums added in span order by a second
+    /// dispatch (`wgsl/matmul/span_sum.wgsl`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    decode_column_spans: Option<u32>,
     /// Whether prompts' attention runs on the matrix units (attention/flash, f16
     /// operands): true where the adapter can run it, false for the scalar kernel (f32;
     /// default: the matrix units where the adapter has them, unless the cache is f32).
@@ -315,6 +320,7 @@ fn run_to_stop(args: Args) -> brass::Result<(ExitCode, Option<Stop>)> {
             x_planes: args.x_planes,
             coop_matrix: args.coop_matrix,
             decode_units_from: args.decode_units_from,
+            decode_column_spans: args.decode_column_spans,
             matrix_attention: args.matrix_attention,
             unpacked_matmul: args.unpacked_matmul,
             ..Overrides::default()

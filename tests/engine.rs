@@ -706,8 +706,22 @@ fn steps_of_many_rows_keep_each_sequence_its_own() {
 /// rows so that lavapipe's tile of 8 tokens (matrices of 8 x 8 at 8 lanes) is reached.
 #[test]
 fn steps_in_either_token_tile_keep_each_sequence_its_bits() {
+    either_token_tile_keeps_each_sequence_its_bits(None);
+}
+
+/// As [`steps_in_either_token_tile_keep_each_sequence_its_bits`], each matrix summing K
+/// in 3 spans over workgroups (`Overrides::decode_column_spans`), which the span sum
+/// adds in span order: the plan says so, the span sum is dispatched, and a sequence's
+/// bits still do not move with the tile or the company.
+#[test]
+fn steps_in_k_spans_keep_each_sequence_its_bits() {
+    either_token_tile_keeps_each_sequence_its_bits(Some(3));
+}
+
+fn either_token_tile_keeps_each_sequence_its_bits(spans: Option<u32>) {
     let mut options = options(24);
     options.routing.decode_units_from = Some(4);
+    options.routing.decode_column_spans = spans;
     let path = model_file(13);
     let mut engine = engine_on_units(&path, &options);
     let narrow = engine
@@ -749,6 +763,17 @@ fn steps_in_either_token_tile_keep_each_sequence_its_bits() {
             .map(|e| e.dispatches)
             .sum::<u64>();
         assert!(dispatched > 0, "no decode columns of {tile}: {ledger}");
+    }
+    if let Some(spans) = spans {
+        let plan = engine.model().plan().to_string();
+        assert!(plan.contains(&format!("K in {spans} spans")), "{plan}");
+        let summed = ledger
+            .entries
+            .iter()
+            .filter(|e| e.name == "matmul/span_sum")
+            .map(|e| e.dispatches)
+            .sum::<u64>();
+        assert!(summed > 0, "no span sums: {ledger}");
     }
 }
 

@@ -236,6 +236,10 @@ impl Engine {
             let scratch = UnpackedScratch::new(&buffers, "decode rows'", bytes)?;
             rows.rows.unpacked = Some(scratch);
         }
+        if let Some(bytes) = model.plan().decode_span_scratch(capacity) {
+            let b = buffers.create("decode rows' K spans", bytes, BufferUse::Storage)?;
+            rows.rows.spans = Some(Slice::new(b, 0, bytes));
+        }
         Ok(Engine {
             model,
             tokenizer,

@@ -18,7 +18,9 @@ use crate::device::{
     BufferUse, CommandList, Dispatch, OwnedBuffers, PipelineId, ReadTicket, Slice,
 };
 use crate::kernels::attention::{AttentionLaunch, AttentionRow, Partials, ATTENTION_ROW_BYTES};
-use crate::kernels::matmul::{MatmulInput, MatmulLaunch, UnpackedMatmul};
+use crate::kernels::matmul::{
+    span_sum_pipeline, MatmulInput, MatmulLaunch, SpanScratch, UnpackedMatmul,
+};
 use crate::kernels::matvec::XForm;
 use crate::kernels::ops::{OpsOn, ARGMAX_TOKEN_WORDS};
 use crate::router::{linear_kind, BatchLaunch, LinearKind};
@@ -454,7 +456,18 @@ impl<'m> Pass<'m> {
             MatmulInput::F32 => x.f32,
             MatmulInput::Q8 => x.q8()?,
         };
-        for d in launch.dispatches(
+        // Decode columns in K spans: their sums meet in the step's scratch, then the span
+        // sum adds them in order.
+        let spans = match launch.engine().k_spans() > 1 {
+            true => Some(SpanScratch {
+                scratch: self.rows.spans.ok_or_else(|| {
+                    Error::Invalid("decode columns in K spans without their scratch".into())
+                })?,
+                sum: once(&model.span_sum, || span_sum_pipeline(dev, &model.pipelines))?,
+            }),
+            false => None,
+        };
+        for d in launch.dispatches_with_spans(
             pipeline,
             &m.parts,
             x,
@@ -462,6 +475,7 @@ impl<'m> Pass<'m> {
             y,
             (m.plan.out_first, y_stride),
             self.n,
+            spans,
         )? {
             self.list.dispatch(d);
         }

@@ -140,6 +140,9 @@ pub(super) struct Rows {
     pub hidden_q8: Slice,
     /// A batch's scratch for the unpacked matmuls, where the plan has them.
     pub unpacked: Option<UnpackedScratch>,
+    /// A decode step's scratch for the decode columns' K spans, where the plan has
+    /// them (`Plan::decode_span_scratch`).
+    pub spans: Option<Slice>,
 }
 
 /// Where a batch's unpacked matmuls (`router::BatchLaunch::Unpacked`) decode their
@@ -207,6 +210,7 @@ impl Rows {
             hidden,
             hidden_q8,
             unpacked: None,
+            spans: None,
         })
     }
 }

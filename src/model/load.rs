@@ -348,6 +348,7 @@ impl Model {
             step,
             batch: Mutex::new(None),
             attention: AttentionPipelineCells::default(),
+            span_sum: OnceLock::new(),
             n_ctx,
             cache_region,
             cache_positions,

@@ -282,6 +282,9 @@ pub struct Model {
     batch: Mutex<Option<layout::BatchBuffers>>,
     /// The attention pipelines of a decode step and of a batch, each made on first use.
     attention: AttentionPipelineCells,
+    /// The decode columns' span sum (`matmul/span_sum`), made on first use where they
+    /// sum K in spans.
+    span_sum: OnceLock<PipelineId>,
     n_ctx: usize,
     /// Bytes of one sequence's region of a layer's K (or V) cache: its `n_ctx`
     /// positions, rounded up to where a binding may start.

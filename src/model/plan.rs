@@ -359,8 +359,9 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         options.ubatch.unwrap_or(DEFAULT_UBATCH) as u64,
         LOGITS_RUN,
     );
-    let prefill_bytes =
-        prefill_bytes.saturating_add(unpacked_scratch_bound(&config, &widths, profile, options));
+    let prefill_bytes = prefill_bytes
+        .saturating_add(unpacked_scratch_bound(&config, &widths, profile, options))
+        .saturating_add(span_scratch_bound(&config, &widths, options));
     let (n_ctx, context_reason) = context(&config, file, profile, options, prefill_bytes)?;
     let attention = route_attention(
         profile,
@@ -473,8 +474,10 @@ fn decode_columns_plan(
     }
     decode_unpacked_plan(profile, options, layers);
     let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
-    let wide = MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?;
-    let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?;
+    let spans = options.routing.decode_column_spans.unwrap_or(1);
+    let wide =
+        MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?.in_k_spans(spans);
+    let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?.in_k_spans(spans);
     let columns = |m: &PlannedMatrix| {
         Some(DecodeColumns {
             narrow: MatmulLaunch::of(m.route.launch(), narrow).ok()?,
@@ -546,6 +549,7 @@ fn decode_rows_plan(
             matrices: on_units,
             rows: wide.tile(),
             tokens: (narrow.token_tile(), wide.token_tile()),
+            k_spans: wide.k_spans(),
         });
     }
     let unpacked: Vec<&UnpackedMatmul> = matrices()
@@ -702,6 +706,29 @@ fn unpacked_scratch_bound(
         false => 0,
     };
     scratch(UNPACKED_TILE, ubatch).saturating_add(decode)
+}
+
+/// What the decode columns' K-span scratch can take, where the run asks for spans and
+/// the model serves enough sequences to reach the matrix units (0 elsewhere): every
+/// span's sums of the widest matrix (the output head at most) for every sequence.
+/// Counted against the device before the matrices are routed, so at least what
+/// `Plan::decode_span_scratch` finds.
+fn span_scratch_bound(config: &Config, widths: &Widths, options: &LoadOptions) -> u64 {
+    let spans = options.routing.decode_column_spans.unwrap_or(1) as u64;
+    let sequences = options.sequences as u64;
+    if spans < 2 || sequences < decode_units_from(options) {
+        return 0;
+    }
+    let widest = [
+        widths.qkv,
+        widths.gate_up,
+        config.dim as u64,
+        config.vocab as u64,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    spans * sequences * widest * 4
 }
 
 /// Share of the device's memory a default context may fill: the rest is left to the
@@ -887,6 +914,17 @@ impl Plan {
             .filter_map(|m| m.decode_unpacked.as_ref())
             .map(|u| (u.weight_scratch_bytes(), u.x_scratch_bytes(rows)))
             .reduce(|(w, x), (w2, x2)| (w.max(w2), x.max(x2)))
+    }
+
+    /// Bytes of a decode step's K-span scratch over `rows` rows, where its decode
+    /// columns sum K in spans: the largest matrix's spans of sums, in either tile.
+    pub fn decode_span_scratch(&self, rows: u64) -> Option<u64> {
+        self.matrices()
+            .filter_map(|m| m.decode_columns.as_ref())
+            .flat_map(|c| [&c.narrow, &c.wide])
+            .filter(|l| l.engine().k_spans() > 1)
+            .map(|l| l.span_scratch_bytes(rows))
+            .max()
     }
 
     /// Every matrix, in forward-pass order.

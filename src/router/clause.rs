@@ -422,6 +422,8 @@ pub enum Clause {
         /// Tokens of a workgroup's tile: the narrow tile's, for steps of that many rows
         /// or fewer, and the wide tile's, for more.
         tokens: (u64, u64),
+        /// Spans K is summed in over workgroups (1: none), as asked.
+        k_spans: u32,
     },
     /// Steps of `from` rows or more multiply the layer matrices unpacked, as asked
     /// (`matmul/unpacked`: each step unpacks each matrix's weights and the rows' x).
@@ -767,14 +769,26 @@ impl std::fmt::Display for Clause {
                 matrices,
                 rows,
                 tokens: (narrow, wide),
-            } => write!(
-                f,
-                "steps of {from} rows or more multiply {matrices} quant matrices on the matrix \
-                 units, {rows} x {narrow} a workgroup for steps of up to {narrow} rows and \
-                 {rows} x {wide} for more (a row's sums the same in either): still no row \
-                 depends on another, but weights and x meet in f16, so a row's logits are \
-                 not the column matvec's"
-            ),
+                k_spans,
+            } => {
+                write!(
+                    f,
+                    "steps of {from} rows or more multiply {matrices} quant matrices on the \
+                     matrix units, {rows} x {narrow} a workgroup for steps of up to {narrow} \
+                     rows and {rows} x {wide} for more (a row's sums the same in either)"
+                )?;
+                if k_spans > 1 {
+                    write!(
+                        f,
+                        ", K in {k_spans} spans over workgroups summed in span order, as asked"
+                    )?;
+                }
+                write!(
+                    f,
+                    ": still no row depends on another, but weights and x meet in f16, so a \
+                     row's logits are not the column matvec's"
+                )
+            }
             Clause::DecodeRowsUnpacked {
                 from,
                 matrices,

@@ -150,6 +150,10 @@ pub struct Overrides {
     /// (A/B of the crossover), in place of
     /// [`DECODE_MATRIX_UNITS_FROM`](crate::model::DECODE_MATRIX_UNITS_FROM).
     pub decode_units_from: Option<u64>,
+    /// Spans each decode-columns matrix sums K in over workgroups (A/B;
+    /// `wgsl/matmul/columns.wgsl`'s K_SPANS), in place of one. Both tiles of a matrix
+    /// take the same, so a row's sums stay the same in either.
+    pub decode_column_spans: Option<u32>,
     /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
     /// where the adapter can run it (else the scalar kernel, and the clause says why),
     /// no, or (None) where the adapter can run it and the cache is not f32
