@@ -32,7 +32,7 @@ pub use memory::MemoryNeed;
 pub use non_finite::check_weights;
 pub use plan::{
     plan, BatchedPrefill, DecodeColumns, LayerPlan, Plan, PlannedMatrix, PrefillPlan, PromptLogits,
-    DECODE_MATRIX_UNITS_FROM, DEFAULT_UBATCH, LOGITS_RUN,
+    DECODE_COLUMN_SPANS, DECODE_MATRIX_UNITS_FROM, DEFAULT_UBATCH, LOGITS_RUN,
 };
 pub use session::{Generate, Prompt, Session, Stats, Token};
 

@@ -66,7 +66,26 @@ pub const LOGITS_RUN: u64 = 64;
 /// same build at `--parallel 10,11,12` on the column matvec and with `--decode-units-from
 /// 10`, tok/s together: 637.1 against 647.4 at 10 rows (even), 643.2 against 705.7 at
 /// 11, 646.7 against 760.6 at 12.
-pub const DECODE_MATRIX_UNITS_FROM: u64 = 11;
+///
+/// Moved to 9 once the decode columns summed K in [`DECODE_COLUMN_SPANS`] spans (H100,
+/// 2026-12-06, same section, `lease8.sh`): `--parallel 8` and `10` on the column matvec
+/// and with `--decode-units-from 8`, tok/s together: 622.7 against 608.5 at 8 rows
+/// (the column matvec still ahead), 636.7 against 751.2 at 10. A step of 8-16 rows on
+/// the matrix units takes 13.1-13.9 ms whatever its rows, one on the column matvec 12.9
+/// ms at 8 and 15.7 at 10, so 9 rows (not timed) falls to the matrix units.
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 9;
+
+/// Spans each matrix on the decode columns sums K in over workgroups (both tiles
+/// alike, so a row's sums are the same in either; `wgsl/matmul/columns.wgsl`'s
+/// K_SPANS), their sums added in span order by `matmul/span_sum`. Two keep the
+/// 4,096-row matrices (128 workgroups of 32 rows, one multiprocessor each) from a lone
+/// chain of 32 or 112 rounds. H100, 2026-12-06 (`compare --synthetic llama3-8b
+/// --parallel N --parallel-prompt 128 -n 128 --decode-column-spans 2` against one
+/// span, same lease, `results/parallel/columns_experiments/`, section 7): 12 sequences
+/// 883.3 against 755.2 tok/s, 16 1,151.8 against 979.4 (a pass of 16 rows 15.8 against
+/// 17.8 ms of GPU time), 24 1,121.4 against 1,109.6, 32 1,416.5 against 1,429.1 (4
+/// spans 1,425.3): the narrow tile gains 17 %, the wide one draws.
+pub const DECODE_COLUMN_SPANS: u32 = 2;
 
 /// The decode columns' tile: 2 blocks of rows and 2 of tokens (32 x 32 on 16 x 16
 /// matrices), 4 groups of 32 per K step; the fastest of those measured on the 8B
@@ -474,7 +493,7 @@ fn decode_columns_plan(
     }
     decode_unpacked_plan(profile, options, layers);
     let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
-    let spans = options.routing.decode_column_spans.unwrap_or(1);
+    let spans = decode_column_spans(options);
     let wide =
         MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?.in_k_spans(spans);
     let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?.in_k_spans(spans);
@@ -708,13 +727,23 @@ fn unpacked_scratch_bound(
     scratch(UNPACKED_TILE, ubatch).saturating_add(decode)
 }
 
-/// What the decode columns' K-span scratch can take, where the run asks for spans and
+/// Spans the decode columns sum K in: as the run asks, else [`DECODE_COLUMN_SPANS`].
+fn decode_column_spans(options: &LoadOptions) -> u32 {
+    options
+        .routing
+        .decode_column_spans
+        .unwrap_or(DECODE_COLUMN_SPANS)
+        .max(1)
+}
+
+/// What the decode columns' K-span scratch can take, where the decode columns sum K in
+/// spans and
 /// the model serves enough sequences to reach the matrix units (0 elsewhere): every
 /// span's sums of the widest matrix (the output head at most) for every sequence.
 /// Counted against the device before the matrices are routed, so at least what
 /// `Plan::decode_span_scratch` finds.
 fn span_scratch_bound(config: &Config, widths: &Widths, options: &LoadOptions) -> u64 {
-    let spans = options.routing.decode_column_spans.unwrap_or(1) as u64;
+    let spans = decode_column_spans(options) as u64;
     let sequences = options.sequences as u64;
     if spans < 2 || sequences < decode_units_from(options) {
         return 0;

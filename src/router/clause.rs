@@ -422,7 +422,7 @@ pub enum Clause {
         /// Tokens of a workgroup's tile: the narrow tile's, for steps of that many rows
         /// or fewer, and the wide tile's, for more.
         tokens: (u64, u64),
-        /// Spans K is summed in over workgroups (1: none), as asked.
+        /// Spans K is summed in over workgroups (1: none).
         k_spans: u32,
     },
     /// Steps of `from` rows or more multiply the layer matrices unpacked, as asked
@@ -780,7 +780,7 @@ impl std::fmt::Display for Clause {
                 if k_spans > 1 {
                     write!(
                         f,
-                        ", K in {k_spans} spans over workgroups summed in span order, as asked"
+                        ", K in {k_spans} spans over workgroups summed in span order"
                     )?;
                 }
                 write!(

@@ -151,7 +151,8 @@ pub struct Overrides {
     /// [`DECODE_MATRIX_UNITS_FROM`](crate::model::DECODE_MATRIX_UNITS_FROM).
     pub decode_units_from: Option<u64>,
     /// Spans each decode-columns matrix sums K in over workgroups (A/B;
-    /// `wgsl/matmul/columns.wgsl`'s K_SPANS), in place of one. Both tiles of a matrix
+    /// `wgsl/matmul/columns.wgsl`'s K_SPANS), in place of
+    /// [`DECODE_COLUMN_SPANS`](crate::model::DECODE_COLUMN_SPANS). Both tiles of a matrix
     /// take the same, so a row's sums stay the same in either.
     pub decode_column_spans: Option<u32>,
     /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
