@@ -227,6 +227,62 @@ fn steps_of_many_rows_go_to_the_matrix_units_where_planned() {
     }
 }
 
+/// The decode columns sum K in `DECODE_COLUMN_SPANS` spans (the H200 preset), or as
+/// many as the run asks, and the plan says so; where the spans' sums of a step would
+/// not fit one binding (64 sequences on bindings of 1 MiB), K in one span, and the
+/// plan says why.
+#[test]
+fn decode_columns_sum_k_in_spans_that_fit_a_binding() {
+    use brass::model::DECODE_COLUMN_SPANS;
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let options = |sequences: usize, spans: Option<u32>| LoadOptions {
+        context: Some(16),
+        sequences,
+        routing: Overrides {
+            decode_column_spans: spans,
+            ..Overrides::default()
+        },
+        ..Default::default()
+    };
+    let spans_of = |p: &brass::model::Plan| {
+        let clause = p.decode_rows.iter().find_map(|c| match c {
+            brass::router::Clause::DecodeRowsOnMatrixUnits { k_spans, .. } => Some(*k_spans),
+            _ => None,
+        });
+        let engines: Vec<u32> = p
+            .matrices()
+            .filter_map(|m| m.decode_columns.as_ref())
+            .flat_map(|c| [c.narrow.engine().k_spans(), c.wide.engine().k_spans()])
+            .collect();
+        (clause, engines)
+    };
+    let from = DECODE_MATRIX_UNITS_FROM as usize;
+    let default = plan(&file, &h200, &options(from, None)).unwrap();
+    let (clause, engines) = spans_of(&default);
+    let k = DECODE_COLUMN_SPANS;
+    assert_eq!(clause, Some((k, k)), "{default}");
+    assert!(!engines.is_empty() && engines.iter().all(|&s| s == k));
+    assert!(
+        default.to_string().contains(&format!("K in {k} spans")),
+        "{default}"
+    );
+    let three = plan(&file, &h200, &options(from, Some(3))).unwrap();
+    assert_eq!(spans_of(&three).0, Some((3, 3)), "{three}");
+    assert!(three.decode_span_scratch(from as u64).is_some());
+    let mut small = h200.clone();
+    small.max_binding_bytes = 1024 * 1024;
+    let crowded = plan(&file, &small, &options(64, None)).unwrap();
+    let (clause, engines) = spans_of(&crowded);
+    assert_eq!(clause, Some((1, k)), "{crowded}");
+    assert!(engines.iter().all(|&s| s == 1));
+    assert_eq!(crowded.decode_span_scratch(64), None);
+    assert!(
+        crowded.to_string().contains("would exceed a binding"),
+        "{crowded}"
+    );
+}
+
 /// A prompt batch's quant matrices unpacked where the run asks for it (on the H200's
 /// profile, cooperative matrices forced so the synthetic model's small matrices take
 /// them): every layer matrix's matmul is `matmul/unpacked` with its clause, the

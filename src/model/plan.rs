@@ -440,12 +440,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         (options, decode_units_from),
         (&mut layers, &mut output),
     );
-    let decode_rows = decode_rows_plan(
-        (options.sequences, decode_units_from),
-        &layers,
-        &output,
-        units,
-    );
+    let decode_rows = decode_rows_plan((options, decode_units_from), &layers, &output, units);
     Ok(Plan {
         decode_rows,
         decode_units_from,
@@ -493,7 +488,23 @@ fn decode_columns_plan(
     }
     decode_unpacked_plan(profile, options, layers);
     let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
-    let spans = decode_column_spans(options);
+    // The spans' sums of a step meet in one binding: where the widest row part's would
+    // not fit one, K in one span.
+    let widest_part = layers
+        .iter()
+        .flat_map(LayerPlan::matrices)
+        .chain([&*output])
+        .flat_map(|m| m.route.launch().parts().iter().map(|p| p.rows))
+        .max()
+        .unwrap_or(0);
+    let spans = match decode_column_spans(options) {
+        s if s as u64 * options.sequences as u64 * widest_part * 4
+            > profile.usable_binding_bytes() =>
+        {
+            1
+        }
+        s => s,
+    };
     let wide =
         MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?.in_k_spans(spans);
     let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?.in_k_spans(spans);
@@ -544,11 +555,12 @@ fn decode_unpacked_plan(profile: &DeviceProfile, options: &LoadOptions, layers: 
 
 /// The clauses of a decode step over several sequences: none for one.
 fn decode_rows_plan(
-    (sequences, from): (usize, u64),
+    (options, from): (&LoadOptions, u64),
     layers: &[LayerPlan],
     output: &PlannedMatrix,
     units: Option<(MatmulEngine, MatmulEngine)>,
 ) -> Vec<Clause> {
+    let sequences = options.sequences;
     if sequences < 2 {
         return Vec::new();
     }
@@ -568,7 +580,7 @@ fn decode_rows_plan(
             matrices: on_units,
             rows: wide.tile(),
             tokens: (narrow.token_tile(), wide.token_tile()),
-            k_spans: wide.k_spans(),
+            k_spans: (wide.k_spans(), decode_column_spans(options)),
         });
     }
     let unpacked: Vec<&UnpackedMatmul> = matrices()
@@ -736,11 +748,10 @@ fn decode_column_spans(options: &LoadOptions) -> u32 {
         .max(1)
 }
 
-/// What the decode columns' K-span scratch can take, where the decode columns sum K in
-/// spans and
-/// the model serves enough sequences to reach the matrix units (0 elsewhere): every
-/// span's sums of the widest matrix (the output head at most) for every sequence.
-/// Counted against the device before the matrices are routed, so at least what
+/// What the decode columns' K-span scratch can take, where they sum K in spans and the
+/// model serves enough sequences to reach the matrix units (0 elsewhere): every span's
+/// sums of the widest matrix (the output head at most) for every sequence. Counted
+/// against the device before the matrices are routed, so at least what
 /// `Plan::decode_span_scratch` finds.
 fn span_scratch_bound(config: &Config, widths: &Widths, options: &LoadOptions) -> u64 {
     let spans = decode_column_spans(options) as u64;

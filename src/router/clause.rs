@@ -422,8 +422,9 @@ pub enum Clause {
         /// Tokens of a workgroup's tile: the narrow tile's, for steps of that many rows
         /// or fewer, and the wide tile's, for more.
         tokens: (u64, u64),
-        /// Spans K is summed in over workgroups (1: none).
-        k_spans: u32,
+        /// Spans K is summed in over workgroups (1: none), and the spans the run asked
+        /// for or the default: fewer where their sums would not fit one binding.
+        k_spans: (u32, u32),
     },
     /// Steps of `from` rows or more multiply the layer matrices unpacked, as asked
     /// (`matmul/unpacked`: each step unpacks each matrix's weights and the rows' x).
@@ -777,10 +778,16 @@ impl std::fmt::Display for Clause {
                      matrix units, {rows} x {narrow} a workgroup for steps of up to {narrow} \
                      rows and {rows} x {wide} for more (a row's sums the same in either)"
                 )?;
-                if k_spans > 1 {
+                let (spans, wanted) = k_spans;
+                if spans > 1 {
                     write!(
                         f,
-                        ", K in {k_spans} spans over workgroups summed in span order"
+                        ", K in {spans} spans over workgroups summed in span order"
+                    )?;
+                } else if wanted > 1 {
+                    write!(
+                        f,
+                        ", K in one span ({wanted} spans' sums of a step would exceed a binding)"
                     )?;
                 }
                 write!(
