@@ -646,7 +646,7 @@ impl MatmulLaunch {
     /// largest row part.
     pub fn span_scratch_bytes(&self, n_tokens: u64) -> u64 {
         let rows = self.parts.iter().map(|p| p.rows).max().unwrap_or(0);
-        self.engine.k_spans() as u64 * n_tokens * rows * 4
+        span_scratch_bytes(self.engine.k_spans(), n_tokens, rows)
     }
 
     /// [`dispatches`](Self::dispatches), and for the decode columns in K spans
@@ -770,6 +770,12 @@ impl MatmulLaunch {
         }
         Ok(out)
     }
+}
+
+/// Bytes of scratch `k_spans` spans of sums take for `n_tokens` tokens of a part of
+/// `rows` rows: f32, span s's token t at row s * n_tokens + t (`matmul/columns.wgsl`).
+pub fn span_scratch_bytes(k_spans: u32, n_tokens: u64, rows: u64) -> u64 {
+    k_spans as u64 * n_tokens * rows * 4
 }
 
 /// Where the decode columns' K spans go before they are summed

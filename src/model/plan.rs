@@ -13,7 +13,9 @@ use super::{Activation, LoadOptions, MemoryNeed};
 use crate::device::DeviceProfile;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::attention::KvType;
-use crate::kernels::matmul::{MatmulEngine, MatmulLaunch, UnpackedEngine, UnpackedMatmul};
+use crate::kernels::matmul::{
+    span_scratch_bytes, MatmulEngine, MatmulLaunch, UnpackedEngine, UnpackedMatmul,
+};
 use crate::kernels::matvec::Family;
 use crate::router::{
     route_attention, route_batch, route_matmul, route_matmul_engine, route_matvec,
@@ -498,7 +500,7 @@ fn decode_columns_plan(
         .max()
         .unwrap_or(0);
     let spans = match decode_column_spans(options) {
-        s if s as u64 * options.sequences as u64 * widest_part * 4
+        s if span_scratch_bytes(s, options.sequences as u64, widest_part)
             > profile.usable_binding_bytes() =>
         {
             1
@@ -754,7 +756,7 @@ fn decode_column_spans(options: &LoadOptions) -> u32 {
 /// against the device before the matrices are routed, so at least what
 /// `Plan::decode_span_scratch` finds.
 fn span_scratch_bound(config: &Config, widths: &Widths, options: &LoadOptions) -> u64 {
-    let spans = decode_column_spans(options) as u64;
+    let spans = decode_column_spans(options);
     let sequences = options.sequences as u64;
     if spans < 2 || sequences < decode_units_from(options) {
         return 0;
@@ -768,7 +770,7 @@ fn span_scratch_bound(config: &Config, widths: &Widths, options: &LoadOptions) -
     .into_iter()
     .max()
     .unwrap_or(0);
-    spans * sequences * widest * 4
+    span_scratch_bytes(spans, sequences, widest)
 }
 
 /// Share of the device's memory a default context may fill: the rest is left to the
