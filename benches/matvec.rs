@@ -84,6 +84,11 @@ struct Args {
     /// (`Overrides::columns_at_once`; Q4_K and Q5_K dot4).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
     columns_at_once: Option<u32>,
+    /// A/B, with --cols N: whether x of several columns is staged at once, each loaded
+    /// weight slice dotted with every one (`Overrides::staged_columns`; default where
+    /// it fits).
+    #[arg(long)]
+    staged_columns: Option<bool>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -301,6 +306,7 @@ fn bench_case(
         x_q8: quantized_x.then_some(true),
         x_in_place: (args.x_direct || args.x_staged).then_some(args.x_direct),
         columns_at_once: args.columns_at_once,
+        staged_columns: args.staged_columns,
         workgroup_size: args.coop_wg,
         lanes: args.coop_lanes,
         max_workgroups: args.coop_groups,

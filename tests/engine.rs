@@ -173,9 +173,16 @@ fn prompts() -> Vec<Vec<u32>> {
 
 const MAX_TOKENS: usize = 6;
 
+/// The default routes: the Q4_K and Q6_K matvecs stage up to 8 of a step's rows of x
+/// at once and dot each loaded weight slice with every one (router clause 7).
 #[test]
 fn each_sequence_gets_bit_for_bit_what_it_gets_alone() {
-    each_sequence_alone_on(engine_of);
+    let engine = each_sequence_alone_on(engine_of);
+    let plan = engine.model().plan().to_string();
+    assert!(
+        plan.contains("steps of up to 8 rows: 8 columns of x staged at once"),
+        "{plan}"
+    );
 }
 
 /// As [`each_sequence_gets_bit_for_bit_what_it_gets_alone`], on the adapter's matrix

@@ -38,8 +38,20 @@ fn reference_case(ty: GgmlType, m: u64, k: u64, seed: u64) -> (Vec<u8>, Vec<f32>
 fn launch_of(
     profile: &DeviceProfile,
     kernel: &MatvecKernel,
+    shape: (u64, u64),
+    x: XInput,
+    overrides: Overrides,
+) -> MatvecLaunch {
+    launch_for_steps(profile, kernel, shape, x, 1, overrides)
+}
+
+/// [`launch_of`] for a model whose decode steps take up to `rows` rows.
+fn launch_for_steps(
+    profile: &DeviceProfile,
+    kernel: &MatvecKernel,
     (m, k): (u64, u64),
     x: XInput,
+    rows: u64,
     overrides: Overrides,
 ) -> MatvecLaunch {
     let query = MatvecQuery {
@@ -47,7 +59,7 @@ fn launch_of(
         m,
         k,
         x,
-        columns: 1,
+        columns: rows,
     };
     let overrides = Overrides {
         force: Some(Force::Kernel(kernel.name.to_string())),
@@ -530,7 +542,7 @@ fn dot4_splits_slices_matches_the_wgsl() {
     }
 }
 
-/// Router clause 6: a Q4_K or Q5_K dot4 route that loads each lane's next slice ahead, also
+/// Router clause 6: a Q4_K, Q5_K or Q6_K dot4 route that loads each lane's next slice ahead, also
 /// across the end of a row, computes what one that does not computes, within the int8
 /// bound of the reference; and where both add a lane's slices one at a time (`STEP` 1,
 /// or teams of lanes; Q4_K's whole-subgroup rows otherwise add them in pairs), the same
@@ -577,8 +589,8 @@ fn dot4_prefetch_gives_the_same_bits() {
             }
         }
     }
-    // Q5_K on both lane counts, Q4_K on teams: 2 shapes x 2 workgroup counts.
-    assert_eq!(compared, (2 * 2 + 2) * 2);
+    // Q5_K and Q6_K on both lane counts, Q4_K on teams: 2 shapes x 2 workgroup counts.
+    assert_eq!(compared, (2 * 2 * 2 + 2) * 2);
 }
 
 /// A weight bigger than lavapipe's 128 MiB binding is split into row parts.
@@ -1125,28 +1137,134 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
             assert_eq!(at_once(&launch), taken, "{}", launch.pipeline_key());
             check_columns(&device, &cache, &launch);
         }
-        // Staged x: one at a time, and the clause says so.
-        let query = MatvecQuery {
-            ty: kernel.ty,
-            m,
-            k,
-            x: XInput::F32,
-            columns: 1,
-        };
-        let overrides = Overrides {
-            force: Some(Force::Kernel(kernel.name.to_string())),
-            columns_at_once: Some(4),
-            ..Overrides::default()
-        };
-        let route = route_matvec(device.profile(), &query, &overrides).unwrap();
-        assert_eq!(at_once(route.launch()), 1);
-        assert!(
-            route.clauses().contains(&Clause::ColumnsAtOnce {
+        if !kernel.splits_slices() {
+            // One at a time, and the clause says so.
+            let overrides = Overrides {
+                x_q8: Some(true),
+                x_in_place: Some(true),
+                columns_at_once: Some(4),
+                ..Overrides::default()
+            };
+            let query = MatvecQuery {
+                ty: kernel.ty,
+                m,
+                k,
+                x: XInput::Norm,
                 columns: 1,
-                asked: 4
-            }),
-            "{:?}",
-            route.clauses()
-        );
+            };
+            let overrides = Overrides {
+                force: Some(Force::Kernel(kernel.name.to_string())),
+                ..overrides
+            };
+            let route = route_matvec(device.profile(), &query, &overrides).unwrap();
+            assert_eq!(at_once(route.launch()), 1);
+            assert!(
+                route.clauses().contains(&Clause::ColumnsAtOnce {
+                    columns: 1,
+                    asked: 4
+                }),
+                "{:?}",
+                route.clauses()
+            );
+        }
     }
+}
+
+/// The staging dot4 routes of a model whose decode steps take several rows stage up to
+/// 8 of them at once and dot each loaded slice with every one (`staged_columns`): x
+/// quantized while staging, copied, and SwiGLU while staging; one and two int8 planes;
+/// whole subgroups and teams of 4 lanes; runs of as many columns as a small workgroup
+/// memory fits (3 here). Every column of every count (runs of 8 and past them) is bit
+/// for bit the launch's one-column dispatch and within the int8 bound of the CPU
+/// reference (`check_columns`, which also runs it with wgpu's index clamps). Kernels
+/// that do not split their slices, and a run that turns it off, stage one column at a
+/// time, and the clause says which.
+#[test]
+fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
+    use brass::kernels::matvec::{Dot4X, LaunchConfig, MAX_COLUMNS_AT_ONCE};
+    use brass::router::Clause;
+    let device = common::gpu();
+    let cache = PipelineCache::new();
+    let (m, k) = (67, 512);
+    let staged = |launch: &MatvecLaunch| match launch.config() {
+        LaunchConfig::Dot4(c) => {
+            assert!(matches!(c.x, Dot4X::Staged { .. }), "{c:?}");
+            c.staged_columns()
+        }
+        other => panic!("{other:?}"),
+    };
+    // Room for three columns' tiles of 512 on one plane (960 bytes each, and 32 more).
+    let mut three = device.profile().clone();
+    three.workgroup_storage_bytes = 3 * 960 + 32;
+    let routes = [
+        (XInput::F32, 8, 0, 1, device.profile()),
+        (XInput::Norm, 8, 4, 2, device.profile()),
+        (XInput::Glu { up: k + 4 }, 5, 0, 1, device.profile()),
+        (XInput::Norm, 8, 0, 1, &three),
+    ];
+    for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
+        for &(x, rows, lanes, planes, profile) in &routes {
+            let overrides = Overrides {
+                x_q8: Some(true),
+                glu_q8: Some(false),
+                x_in_place: Some(false),
+                lanes: Some(lanes),
+                x_planes: Some(planes),
+                ..Overrides::default()
+            };
+            let launch = launch_for_steps(profile, kernel, (m, k), x, rows, overrides);
+            let fits = if profile.workgroup_storage_bytes < 8_000 {
+                3
+            } else {
+                rows as u32
+            };
+            let taken = if kernel.splits_slices() { fits } else { 1 };
+            assert_eq!(staged(&launch), taken, "{}", launch.pipeline_key());
+            check_columns(&device, &cache, &launch);
+        }
+    }
+    let q4_k = matvec::find_by_name("q4_k_dot4").unwrap();
+    let query = MatvecQuery {
+        ty: q4_k.ty,
+        m,
+        k,
+        x: XInput::F32,
+        columns: 32,
+    };
+    let route = |o: Overrides| route_matvec(device.profile(), &query, &o).unwrap();
+    let on = route(Overrides::default());
+    assert_eq!(staged(on.launch()), MAX_COLUMNS_AT_ONCE);
+    assert!(
+        on.reason().contains("8 columns of x staged at once"),
+        "{}",
+        on.reason()
+    );
+    let off = route(Overrides {
+        staged_columns: Some(false),
+        ..Overrides::default()
+    });
+    assert_eq!(staged(off.launch()), 1);
+    assert!(
+        off.clauses()
+            .iter()
+            .any(|c| matches!(c, Clause::StagedColumns { off: true, .. })),
+        "{}",
+        off.reason()
+    );
+    // A model of one sequence: nothing changes, nothing said.
+    let one = route_matvec(
+        device.profile(),
+        &MatvecQuery {
+            columns: 1,
+            ..query
+        },
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(staged(one.launch()), 1);
+    assert!(
+        !one.reason().contains("columns of x staged"),
+        "{}",
+        one.reason()
+    );
 }

@@ -127,13 +127,25 @@ fn routes_respect_the_profile_limits() {
                     continue;
                 };
                 for x in [XInput::F32, XInput::Norm, XInput::Glu { up: k + 4 }] {
-                    for force in [None, Some(Force::Family(Family::Scalar))] {
+                    for (force, columns) in [
+                        (None, 1),
+                        (None, 8),
+                        (None, 32),
+                        (Some(Force::Family(Family::Scalar)), 1),
+                    ] {
                         let overrides = Overrides {
                             force: force.clone(),
                             x_q8: Some(true),
                             ..Overrides::default()
                         };
-                        let r = route_with(&profile, (ty, m, k), x, &overrides).unwrap();
+                        let query = MatvecQuery {
+                            ty,
+                            m,
+                            k,
+                            x,
+                            columns,
+                        };
+                        let r = route_matvec(&profile, &query, &overrides).unwrap();
                         let ctx = format!("{preset} {model} {ty} {m}x{k}: {}", r.reason());
                         let launch = r.launch();
                         // Parts tile the rows exactly, each within one binding.
@@ -155,14 +167,18 @@ fn routes_respect_the_profile_limits() {
                         assert_eq!(next, m, "{ctx}");
                         let (wg, tile) = match launch.config() {
                             LaunchConfig::Scalar => (None, None),
-                            LaunchConfig::Coop(c) => (Some(c.wg), Some(c.tile)),
+                            LaunchConfig::Coop(c) => (Some(c.wg), Some((c.tile, 1))),
                             LaunchConfig::Dot4(c) => match c.x {
-                                Dot4X::Staged { tile, .. } => (Some(c.wg), Some(tile)),
+                                Dot4X::Staged { tile, .. } => {
+                                    (Some(c.wg), Some((tile, c.staged_columns())))
+                                }
                                 Dot4X::InPlace => (Some(c.wg), None),
                             },
                         };
-                        if let Some(tile) = tile {
-                            let bytes = launch.x_stage().tile_bytes(tile as u64);
+                        if let Some((tile, columns)) = tile {
+                            let bytes = launch
+                                .x_stage()
+                                .columns_tile_bytes(tile as u64, columns as u64);
                             assert!(bytes <= profile.workgroup_storage_bytes as u64, "{ctx}");
                             assert_eq!(tile % 256, 0, "{ctx}");
                         }
@@ -442,11 +458,11 @@ fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     };
     assert_eq!(c.tile, 23_040);
     assert!(r.reason().contains("3 tiles"), "{}", r.reason());
-    // As int8 with a scale and sums per 32, and bank padding (432 bytes per quantum
-    // plus 240), it holds 28,928: three.
+    // As int8 with a scale and sum per 32, and bank padding (360 bytes per quantum
+    // plus 272), it holds 34,560: two.
     let r = route(&h200, GgmlType::Q4_K, 1024, 65_536).unwrap();
-    assert_eq!((r.launch().x_stage(), staged(&r).0), (XStage::Int8, 28_928));
-    assert!(r.reason().contains("3 tiles"), "{}", r.reason());
+    assert_eq!((r.launch().x_stage(), staged(&r).0), (XStage::Int8, 34_560));
+    assert!(r.reason().contains("2 tiles"), "{}", r.reason());
 }
 
 #[test]

@@ -70,6 +70,11 @@ struct Args {
     /// those say otherwise), where the kernel splits its slices (Q4_K, Q5_K).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
     columns_at_once: Option<u32>,
+    /// A/B: whether the staging dot4 matvecs of a model of many sequences stage several
+    /// of a step's columns at once and dot each loaded weight slice with every one
+    /// (default: where they fit; see `router::Overrides::staged_columns`).
+    #[arg(long)]
+    staged_columns: Option<bool>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
     /// dispatch: true for all, false for none (default: the model's rule; see
     /// `router::Overrides::glu_q8`).
@@ -357,6 +362,7 @@ fn measure_device(
             glu_q8: args.glu_q8.or(args.columns_at_once.map(|_| true)),
             x_in_place: args.columns_at_once.map(|_| true),
             columns_at_once: args.columns_at_once,
+            staged_columns: args.staged_columns,
             x_planes: args.x_planes,
             attention_workgroups: args.attention_workgroups,
             attention_min_chunk: args.attention_min_chunk,

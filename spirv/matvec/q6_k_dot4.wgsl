@@ -8,6 +8,7 @@ const X_DIRECT: bool = false;
 const QUEUE: bool = false;
 const PREFETCH: bool = false;
 const COLUMNS_AT_ONCE: u32 = 1u;
+const X_COLS: u32 = 1u;
 
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
@@ -36,8 +37,9 @@ const COLUMNS_AT_ONCE: u32 = 1u;
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
 // queue; see `take_batch`), PREFETCH (whether lanes load a slice ahead: the per-type
 // files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl) and
-// COLUMNS_AT_ONCE (1, or with X_DIRECT and a per-type file that splits its slices up to
-// 8: columns each loaded slice is dotted with; see `batch_rows`).
+// COLUMNS_AT_ONCE (1, or with a per-type file that splits its slices up to 8: columns
+// each loaded slice is dotted with; see `batch_rows` and `staged_columns`) and X_COLS
+// (the columns staged at once: COLUMNS_AT_ONCE where x is staged, else 1).
 // The per-type file, which includes this one, q8_x.wgsl and one of those two, defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -46,10 +48,13 @@ const COLUMNS_AT_ONCE: u32 = 1u;
 //   const STEP: u32           slices per lane per iteration, 1 or 2 (see `row_partial`)
 //   fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32
 // the dot product of slice j of block blk of the row starting at byte row_byte, where
-// the block's first weight is x group g of the staged tile; and, to be prefetched
-// (`matvec::dot4_splits_slices`), the same in two halves:
+// the block's first weight is x group g of the staged tile; and, to be prefetched or
+// dotted with several columns (`MatvecKernel::splits_slices`), the same in parts:
 //   struct Raw                fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw
-//   fn slice_math(r: Raw, j: u32, g: u32) -> f32
+//   struct Prep               fn slice_prep(r: Raw, j: u32) -> Prep
+//   fn prep_math(p: Prep, g: u32) -> f32
+//   fn slice_math(r: Raw, j: u32, g: u32) -> f32   (prep_math of slice_prep)
+// where Prep is what the slice's dot product needs of its weights, whatever x.
 
 struct Params {
     m: u32,          // rows in this dispatch
@@ -72,7 +77,8 @@ struct Params {
 
 // Group g of the tile: its 32 int8 values as two halves of 16 (4 per word, see
 // `xq16`), its scale, and the sum of its quantized values times the scale (for the
-// blocks' minimums and offsets).
+// blocks' minimums). With X_COLS > 1, column c's tile follows column c - 1's, laid out
+// alike (see `xs_col`).
 //
 // Laid out so that a subgroup's reads of them hit distinct workgroup-memory banks (32
 // banks of 4 bytes, so a 16-byte half takes 4 and eight of them cover all): group g sits
@@ -83,24 +89,36 @@ struct Params {
 const GROUPS: u32 = TILE / 32u;
 const SLOTS: u32 = GROUPS + GROUPS / 8u;
 const HALF: u32 = (SLOTS + 7u) / 8u * 8u + HALF_SKEW;
-var<workgroup> xq: array<vec4<u32>, HALF + SLOTS>;
+// One column's int8 halves.
+const XQ_COLUMN: u32 = HALF + SLOTS;
+var<workgroup> xq: array<vec4<u32>, X_COLS * XQ_COLUMN>;
 // The second plane, laid out as the first (one slot where X_PLANES is 1).
-const R_SLOTS: u32 = select(1u, HALF + SLOTS, X_PLANES == 2u);
-var<workgroup> xr: array<vec4<u32>, R_SLOTS>;
-var<workgroup> xds: array<vec2<f32>, SLOTS>;
-// Each half's sum of quantized values, for the kernels whose quants carry an offset per
-// half group (Q6_K's q - 32).
-var<workgroup> xhalf_sums: array<vec2<i32>, SLOTS>;
+const R_LEN: u32 = select(1u, X_COLS * XQ_COLUMN, X_PLANES == 2u);
+var<workgroup> xr: array<vec4<u32>, R_LEN>;
+var<workgroup> xds: array<vec2<f32>, X_COLS * SLOTS>;
 
 // Columns: y_c = W x_c for c < params.cols, one after another inside each row batch (see
 // `batch_rows`). The vec4 of the x binding where the current column starts: every read
 // of x adds it, so one column's arithmetic is the same code whichever column it is.
 var<private> x_col: u32;
+// The staged column the reads of staged x take (below X_COLS), as x_col does in place.
+var<private> xs_col: u32;
 
-// Every workgroup index goes through slot(g) of a group g below GROUPS, which keeps it
-// in range without wgpu's clamps (the launch's IndexChecks::Kernel): keep it so.
+// Every workgroup index goes through slot(g) of a group g below GROUPS, and the
+// staged column xs_col below X_COLS, which keeps it in range without wgpu's clamps (the
+// launch's IndexChecks::Kernel): keep it so.
 fn slot(g: u32) -> u32 {
     return g + g / 8u;
+}
+
+// Half h of group g of the staged column, in xq or xr.
+fn half_slot(g: u32, h: u32) -> u32 {
+    return xs_col * XQ_COLUMN + h * HALF + slot(g);
+}
+
+// Group g's scale and sum in xds.
+fn tail_slot(g: u32) -> u32 {
+    return xs_col * SLOTS + slot(g);
 }
 
 // With X_DIRECT, x (already quantized, with its tails) is read where the staged copy
@@ -121,7 +139,7 @@ fn xq16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
         return bitcast<vec4<u32>>(x_q8(g, h));
     }
-    return xq[h * HALF + slot(g)];
+    return xq[half_slot(g, h)];
 }
 
 // Half h of group g, second plane.
@@ -129,7 +147,7 @@ fn xr16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
         return bitcast<vec4<u32>>(x_q8(g, 3u + h));
     }
-    return xr[h * HALF + slot(g)];
+    return xr[half_slot(g, h)];
 }
 
 // Group g's tail for X_PLANES planes, read in place.
@@ -142,7 +160,7 @@ fn xd(g: u32) -> f32 {
     if (X_DIRECT) {
         return xtail(g).x;
     }
-    return xds[slot(g)].x;
+    return xds[tail_slot(g)].x;
 }
 
 // Group g's sum: d * sum(xq).
@@ -150,15 +168,7 @@ fn xsum(g: u32) -> f32 {
     if (X_DIRECT) {
         return xtail(g).y;
     }
-    return xds[slot(g)].y;
-}
-
-// sum(xq) over half h of group g.
-fn xsum16(g: u32, h: u32) -> i32 {
-    if (X_DIRECT) {
-        return bitcast<i32>(xtail(g)[2u + h]);
-    }
-    return xhalf_sums[slot(g)][h];
+    return xds[tail_slot(g)].y;
 }
 
 // sum(q * xq) over 16 weights: four words of int8 quants against half a group of x.
@@ -194,13 +204,13 @@ fn x_at(i: u32) -> vec4<f32> {
     return a;
 }
 
-// Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
-// with X_Q8 copies it, already quantized. K is a multiple of 32 for every type of this
-// driver, so a group is either wholly inside x or past it.
+// Stages x[t0 .. t0 + TILE] of the column x_col (zero past K) as staged column xs_col,
+// one group per invocation: quantizes it, or with X_Q8 copies it, already quantized. K
+// is a multiple of 32 for every type of this driver, so a group is either wholly inside
+// x or past it.
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
         let e = t0 + 32u * g;
-        let at = slot(g);
         var q: Q8Group;
         if (e >= params.k) {
             let z = vec4<u32>(0u);
@@ -215,16 +225,15 @@ fn stage_x(t0: u32, lid: u32) {
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),
                                              x_at(i + 4u), x_at(i + 5u), x_at(i + 6u), x_at(i + 7u)));
         }
-        xq[at] = q.lo;
-        xq[HALF + at] = q.hi;
+        xq[half_slot(g, 0u)] = q.lo;
+        xq[half_slot(g, 1u)] = q.hi;
         var tail = q.tail;
         if (X_PLANES == 2u) {
-            xr[at] = q.lo2;
-            xr[HALF + at] = q.hi2;
+            xr[half_slot(g, 0u)] = q.lo2;
+            xr[half_slot(g, 1u)] = q.hi2;
             tail = q.tail2;
         }
-        xds[at] = tail.xy;
-        xhalf_sums[at] = bitcast<vec2<i32>>(tail.zw);
+        xds[tail_slot(g)] = tail.xy;
     }
 }
 
@@ -323,7 +332,7 @@ fn batch_rows(base: u32, first: bool, one_tile: bool, lid: u32, sg_id: u32, per_
     // In place, x is one tile of all of K.
     let span = select(TILE, params.k, X_DIRECT);
     let restage = !X_DIRECT && (first || !one_tile || params.cols > 1u);
-    if (COLUMNS_AT_ONCE > 1u) {
+    if (COLUMNS_AT_ONCE > 1u && X_DIRECT) {
         for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
             columns_at_once(rb, ok, c0, min(COLUMNS_AT_ONCE, params.cols - c0), row, tl, lanes);
         }
@@ -384,6 +393,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let team = select(lane / max(LANES, 1u), 0u, LANES == 0u);
     let tl = select(lane % max(LANES, 1u), lane, LANES == 0u);
     let batch = n_sg * per_sg;
+    if (COLUMNS_AT_ONCE > 1u && !X_DIRECT) {
+        staged_columns(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes, lid);
+        return;
+    }
     if (PREFETCH && one_tile && !QUEUE) {
         rows_prefetched(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes, lid);
         return;
@@ -402,16 +415,131 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
 }
-// Included after dot4.wgsl by the per-type files that do not split their slices (see
-// dot4_prefetch.wgsl): the driver's calls to `rows_prefetched` and `columns_at_once`
-// are dead code for them, and a route asking them for PREFETCH or for columns at once
-// fails to compile rather than compute nothing.
-const_assert !PREFETCH;
-const_assert COLUMNS_AT_ONCE == 1u;
+// Loading a slice ahead, for a route with PREFETCH (router clause 6), and a loaded slice
+// dotted with several columns (COLUMNS_AT_ONCE): included after dot4.wgsl by the
+// per-type files that split a slice into `slice_load` (its loads, as a `Raw`) and
+// `slice_math` (the rest), itself `slice_prep` (what of the weights any column needs)
+// then `prep_math` (one column's part). Without either the driver never calls them.
 
-fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {}
+// Slice s of `row` (nothing past the rows or the row's slices), x in one tile.
+fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
+    var r: Raw;
+    if (row < params.m && s < n_slices) {
+        r = slice_load(row * params.row_bytes, s / SLICES, s % SLICES);
+    }
+    return r;
+}
 
-fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {}
+// x in one tile, no queue: a lane's slices of its rows, one batch after another, as one
+// sequence, each slice's weights loaded before the previous slice's arithmetic, so
+// that a lane has loads in flight while it computes, also across the end of a row.
+// Every lane runs the same number of steps a row (some past the row's last slice), so
+// the lanes of a subgroup reach each row's end together.
+//
+// Columns (see dot4.wgsl's `batch_rows`): the sequence runs each row once per column,
+// its weights loaded again (from L1 or L2) for the next column; x is staged at the start
+// of each column of each row, or with one column once, by the one call of stage_x.
+fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
+    let n_slices = (params.k / BLOCK) * SLICES;
+    let steps = (n_slices + lanes - 1u) / lanes;
+    var base = first;
+    if (base >= params.m) {
+        return;
+    }
+    var i = 0u;
+    var s = tl;
+    var c = 0u;
+    var staged = false;
+    var raw = load_slice(base + offset, s, n_slices);
+    var acc = 0.0;
+    loop {
+        x_col = c * params.x_stride;
+        // The first slice's loads are in flight while x is staged.
+        if (!X_DIRECT && i == 0u && (!staged || params.cols > 1u)) {
+            workgroupBarrier();
+            stage_x(0u, lid);
+            workgroupBarrier();
+            staged = true;
+        }
+        let row = base + offset;
+        let row_end = i + 1u == steps;
+        let last_col = c + 1u == params.cols;
+        let next_base = select(base, base + stride, row_end && last_col);
+        let next_s = select(s + lanes, tl, row_end);
+        let next = load_slice(next_base + offset, next_s, n_slices);
+        if (row < params.m && s < n_slices) {
+            let b = s / SLICES;
+            acc += slice_math(raw, s % SLICES, b * (BLOCK / 32u));
+        }
+        if (row_end) {
+            let total = row_total(acc);
+            if (tl == 0u && row < params.m) {
+                y[params.y_offset + c * params.y_stride + row] = total;
+            }
+            acc = 0.0;
+            if (next_base >= params.m) {
+                break;
+            }
+            c = select(c + 1u, 0u, last_col);
+        }
+        base = next_base;
+        s = next_s;
+        i = select(i + 1u, 0u, row_end);
+        raw = next;
+    }
+}
+
+// x in place or staged (column c0 + c as staged column c), `n` columns from c0 (1 to
+// COLUMNS_AT_ONCE): each of the lane's slices of the row at byte `rb` loaded and
+// prepared once (`slice_prep`) and dotted with every column, one accumulator each,
+// then each column's row total written. A column's slices are summed in the order
+// row_partial sums them with STEP = 1 whatever `n` is; every lane of the subgroup calls
+// it (the totals are subgroup operations).
+fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {
+    var acc: array<f32, COLUMNS_AT_ONCE>;
+    let n_slices = (params.k / BLOCK) * SLICES;
+    for (var s = tl; ok && s < n_slices; s += lanes) {
+        let b = s / SLICES;
+        let prep = slice_prep(slice_load(rb, b, s % SLICES), s % SLICES);
+        for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+            if (c < n) {
+                x_col = (c0 + c) * params.x_stride;
+                xs_col = select(c, 0u, X_DIRECT);
+                acc[c] += prep_math(prep, b * (BLOCK / 32u));
+            }
+        }
+    }
+    for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+        let total = row_total(acc[c]);
+        if (c < n && tl == 0u && ok) {
+            y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
+        }
+    }
+}
+
+// x staged, COLUMNS_AT_ONCE > 1, x in one tile and no queue: the columns in runs of up
+// to COLUMNS_AT_ONCE, each run's x staged once per workgroup (X_COLS staged columns, by
+// the one stage_x, so a column's int8 x is the same code whichever of the run it is),
+// then every row of the workgroup's batches, each loaded slice dotted with every column
+// of the run (`columns_at_once`). Where the one-column route restages x per column and
+// row batch, and reloads the weights per column, a step of up to COLUMNS_AT_ONCE rows
+// reads each weight once and stages each x once per workgroup.
+fn staged_columns(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
+    for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
+        let n = min(COLUMNS_AT_ONCE, params.cols - c0);
+        workgroupBarrier();
+        for (var c = 0u; c < n; c++) {
+            x_col = (c0 + c) * params.x_stride;
+            xs_col = c;
+            stage_x(0u, lid);
+        }
+        workgroupBarrier();
+        for (var base = first; base < params.m; base += stride) {
+            let row = base + offset;
+            columns_at_once(row * params.row_bytes, row < params.m, c0, n, row, tl, lanes);
+        }
+    }
+}
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
 // first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
 // second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's
@@ -531,8 +659,10 @@ fn q8_group(v: array<vec4<f32>, 8>) -> Q8Group {
 // block of the dispatch's rows, 13 vec4s each, then every block's d. Each field of a
 // slice is then one aligned vec4 load, where the GGUF layout took 13 word loads.
 //
-// sum((q - 32) * xq) = sum(q * xq) - 32 * sum(xq): the quants 0..63 are non-negative
-// int8, and the driver keeps sum(xq) per half group.
+// The quants q - 32 go to dot4I8Packed as signed int8: q's six bits with bit 5 flipped
+// are q - 32 in six-bit two's complement, and bit 5 copied to bits 6 and 7 makes it
+// eight. The integer sums are exact either way, so this is bit for bit what
+// sum(q * xq) - 32 * sum(xq) gave, without a per-half sum of x staged beside it.
 
 alias W = vec4<u32>;
 const BLOCK: u32 = 256u;
@@ -543,40 +673,86 @@ const HALF_SKEW: u32 = 2u;
 // One slice at a time: a slice holds five loads (see `row_partial`).
 const STEP: u32 = 1u;
 
-// sum((q - 32) * xq) over one 16-weight run: nibbles at bit n of `ql`'s bytes, top bits
-// already at bits 4..5 of `top`'s bytes, against half hh of x group g.
-fn run_dot(ql: vec4<u32>, top: vec4<u32>, n: u32, g: u32, hh: u32) -> i32 {
+// A run's 16 quants q - 32 as signed int8: nibbles at bit n of `ql`'s bytes, top bits
+// already at bits 4..5 of `top`'s bytes.
+fn run_quants(ql: vec4<u32>, top: vec4<u32>, n: u32) -> vec4<u32> {
     let q = ((ql >> vec4<u32>(n)) & vec4<u32>(0x0f0f0f0fu)) | (top & vec4<u32>(0x30303030u));
-    return xdot16(q, g, hh) - 32 * xsum16(g, hh);
+    let flipped = q ^ vec4<u32>(0x20202020u);
+    // 0x20 * 6 = 0xc0 within each byte: no carry into the next.
+    return flipped | ((flipped & vec4<u32>(0x20202020u)) * 6u);
 }
 
-fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+// A slice's loads apart from its arithmetic (dot4_prefetch.wgsl): its two ql pieces,
+// its qh piece, the block's scales and the vec4 holding its d, and the block's index
+// (which half-word of that vec4 is d).
+struct Raw {
+    ql0: vec4<u32>,
+    ql1: vec4<u32>,
+    qh: vec4<u32>,
+    sc: vec4<u32>,
+    dv: vec4<u32>,
+    n: u32,
+}
+
+fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw {
     // Block n of the binding: rows are whole blocks, so row_byte / 210 blocks precede.
     let n = row_byte / 210u + blk;
     let body = 13u * n;
     let h = j >> 1u;
     let hh = j & 1u;
-    let ql0 = w[body + 4u * h + hh];
-    let ql1 = w[body + 4u * h + 2u + hh];
-    let qh = w[body + 8u + 2u * h + hh];
+    // d: after the bodies of all m * k / 256 blocks, 2 bytes each.
+    return Raw(w[body + 4u * h + hh], w[body + 4u * h + 2u + hh], w[body + 8u + 2u * h + hh],
+               w[body + 12u], w[13u * params.m * (params.k / BLOCK) + n / 8u], n);
+}
+
+// What a slice's dot products need of its weights, once however many columns it is
+// dotted with (dot4_prefetch.wgsl's `columns_at_once`): the four runs' quants, their
+// scales, d, the x group of run 0 past the block's first, and the half of the groups.
+struct Prep {
+    r0: vec4<u32>,
+    r1: vec4<u32>,
+    r2: vec4<u32>,
+    r3: vec4<u32>,
+    scales: vec4<i32>,
+    d: f32,
+    g_off: u32,
+    hh: u32,
+}
+
+fn slice_prep(r: Raw, j: u32) -> Prep {
+    let h = j >> 1u;
+    let hh = j & 1u;
     // Scales 8h + 2r + hh: runs 0 and 1 at bytes hh and 2 + hh of the part's first
     // word, runs 2 and 3 likewise of its second.
-    let sc = w[body + 12u];
-    let s01 = bitcast<i32>(select(sc.x, sc.z, h == 1u));
-    let s23 = bitcast<i32>(select(sc.y, sc.w, h == 1u));
+    let s01 = bitcast<i32>(select(r.sc.x, r.sc.z, h == 1u));
+    let s23 = bitcast<i32>(select(r.sc.y, r.sc.w, h == 1u));
     let sh = 8u * hh;
-    // d: after the bodies of all m * k / 256 blocks, 2 bytes each.
-    let dv = w[13u * params.m * (params.k / BLOCK) + n / 8u];
-    let d = unpack2x16float(dv[(n / 2u) % 4u] >> (16u * (n % 2u))).x;
-    let g0 = g + 4u * h;
+    let d = unpack2x16float(r.dv[(r.n / 2u) % 4u] >> (16u * (r.n % 2u))).x;
     // Run r's top bits are bits 2r..2r+2 of qh's bytes, moved to bits 4..5.
-    let sums = vec4<i32>(run_dot(ql0, qh << vec4<u32>(4u), 0u, g0, hh),
-                         run_dot(ql1, qh << vec4<u32>(2u), 0u, g0 + 1u, hh),
-                         run_dot(ql0, qh, 4u, g0 + 2u, hh),
-                         run_dot(ql1, qh >> vec4<u32>(2u), 4u, g0 + 3u, hh));
+    return Prep(run_quants(r.ql0, r.qh << vec4<u32>(4u), 0u),
+                run_quants(r.ql1, r.qh << vec4<u32>(2u), 0u),
+                run_quants(r.ql0, r.qh, 4u),
+                run_quants(r.ql1, r.qh >> vec4<u32>(2u), 4u),
+                vec4<i32>(extractBits(s01, sh, 8u), extractBits(s01, sh + 16u, 8u),
+                          extractBits(s23, sh, 8u), extractBits(s23, sh + 16u, 8u)),
+                d, 4u * h, hh);
+}
+
+// The slice's dot product with x from group g + its g_off, g the block's first group.
+fn prep_math(p: Prep, g: u32) -> f32 {
+    let g0 = g + p.g_off;
+    let sums = vec4<i32>(xdot16(p.r0, g0, p.hh), xdot16(p.r1, g0 + 1u, p.hh),
+                         xdot16(p.r2, g0 + 2u, p.hh), xdot16(p.r3, g0 + 3u, p.hh));
     // Scales multiply the integer sums as integers: one conversion per run.
-    let scaled = sums * vec4<i32>(extractBits(s01, sh, 8u), extractBits(s01, sh + 16u, 8u),
-                                  extractBits(s23, sh, 8u), extractBits(s23, sh + 16u, 8u));
-    return d * (xd(g0) * f32(scaled.x) + xd(g0 + 1u) * f32(scaled.y)
+    let scaled = sums * p.scales;
+    return p.d * (xd(g0) * f32(scaled.x) + xd(g0 + 1u) * f32(scaled.y)
               + xd(g0 + 2u) * f32(scaled.z) + xd(g0 + 3u) * f32(scaled.w));
+}
+
+fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
+    return prep_math(slice_prep(r, j), g);
+}
+
+fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
+    return slice_math(slice_load(row_byte, blk, j), j, g);
 }

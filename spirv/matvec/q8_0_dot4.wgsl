@@ -8,6 +8,7 @@ const X_DIRECT: bool = false;
 const QUEUE: bool = false;
 const PREFETCH: bool = false;
 const COLUMNS_AT_ONCE: u32 = 1u;
+const X_COLS: u32 = 1u;
 
 // Matvec driver, subgroup-cooperative family, integer variant: y[row] = dot(W[row, :], x).
 //
@@ -36,8 +37,9 @@ const COLUMNS_AT_ONCE: u32 = 1u;
 // rather than staged; see `xq16`), QUEUE (whether workgroups take row batches from a
 // queue; see `take_batch`), PREFETCH (whether lanes load a slice ahead: the per-type
 // files that can include dot4_prefetch.wgsl, the others dot4_no_prefetch.wgsl) and
-// COLUMNS_AT_ONCE (1, or with X_DIRECT and a per-type file that splits its slices up to
-// 8: columns each loaded slice is dotted with; see `batch_rows`).
+// COLUMNS_AT_ONCE (1, or with a per-type file that splits its slices up to 8: columns
+// each loaded slice is dotted with; see `batch_rows` and `staged_columns`) and X_COLS
+// (the columns staged at once: COLUMNS_AT_ONCE where x is staged, else 1).
 // The per-type file, which includes this one, q8_x.wgsl and one of those two, defines
 //   alias W                   the weight binding's element (u32 or vec4<u32>)
 //   const BLOCK: u32          weights per block
@@ -46,10 +48,13 @@ const COLUMNS_AT_ONCE: u32 = 1u;
 //   const STEP: u32           slices per lane per iteration, 1 or 2 (see `row_partial`)
 //   fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32
 // the dot product of slice j of block blk of the row starting at byte row_byte, where
-// the block's first weight is x group g of the staged tile; and, to be prefetched
-// (`matvec::dot4_splits_slices`), the same in two halves:
+// the block's first weight is x group g of the staged tile; and, to be prefetched or
+// dotted with several columns (`MatvecKernel::splits_slices`), the same in parts:
 //   struct Raw                fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw
-//   fn slice_math(r: Raw, j: u32, g: u32) -> f32
+//   struct Prep               fn slice_prep(r: Raw, j: u32) -> Prep
+//   fn prep_math(p: Prep, g: u32) -> f32
+//   fn slice_math(r: Raw, j: u32, g: u32) -> f32   (prep_math of slice_prep)
+// where Prep is what the slice's dot product needs of its weights, whatever x.
 
 struct Params {
     m: u32,          // rows in this dispatch
@@ -72,7 +77,8 @@ struct Params {
 
 // Group g of the tile: its 32 int8 values as two halves of 16 (4 per word, see
 // `xq16`), its scale, and the sum of its quantized values times the scale (for the
-// blocks' minimums and offsets).
+// blocks' minimums). With X_COLS > 1, column c's tile follows column c - 1's, laid out
+// alike (see `xs_col`).
 //
 // Laid out so that a subgroup's reads of them hit distinct workgroup-memory banks (32
 // banks of 4 bytes, so a 16-byte half takes 4 and eight of them cover all): group g sits
@@ -83,24 +89,36 @@ struct Params {
 const GROUPS: u32 = TILE / 32u;
 const SLOTS: u32 = GROUPS + GROUPS / 8u;
 const HALF: u32 = (SLOTS + 7u) / 8u * 8u + HALF_SKEW;
-var<workgroup> xq: array<vec4<u32>, HALF + SLOTS>;
+// One column's int8 halves.
+const XQ_COLUMN: u32 = HALF + SLOTS;
+var<workgroup> xq: array<vec4<u32>, X_COLS * XQ_COLUMN>;
 // The second plane, laid out as the first (one slot where X_PLANES is 1).
-const R_SLOTS: u32 = select(1u, HALF + SLOTS, X_PLANES == 2u);
-var<workgroup> xr: array<vec4<u32>, R_SLOTS>;
-var<workgroup> xds: array<vec2<f32>, SLOTS>;
-// Each half's sum of quantized values, for the kernels whose quants carry an offset per
-// half group (Q6_K's q - 32).
-var<workgroup> xhalf_sums: array<vec2<i32>, SLOTS>;
+const R_LEN: u32 = select(1u, X_COLS * XQ_COLUMN, X_PLANES == 2u);
+var<workgroup> xr: array<vec4<u32>, R_LEN>;
+var<workgroup> xds: array<vec2<f32>, X_COLS * SLOTS>;
 
 // Columns: y_c = W x_c for c < params.cols, one after another inside each row batch (see
 // `batch_rows`). The vec4 of the x binding where the current column starts: every read
 // of x adds it, so one column's arithmetic is the same code whichever column it is.
 var<private> x_col: u32;
+// The staged column the reads of staged x take (below X_COLS), as x_col does in place.
+var<private> xs_col: u32;
 
-// Every workgroup index goes through slot(g) of a group g below GROUPS, which keeps it
-// in range without wgpu's clamps (the launch's IndexChecks::Kernel): keep it so.
+// Every workgroup index goes through slot(g) of a group g below GROUPS, and the
+// staged column xs_col below X_COLS, which keeps it in range without wgpu's clamps (the
+// launch's IndexChecks::Kernel): keep it so.
 fn slot(g: u32) -> u32 {
     return g + g / 8u;
+}
+
+// Half h of group g of the staged column, in xq or xr.
+fn half_slot(g: u32, h: u32) -> u32 {
+    return xs_col * XQ_COLUMN + h * HALF + slot(g);
+}
+
+// Group g's scale and sum in xds.
+fn tail_slot(g: u32) -> u32 {
+    return xs_col * SLOTS + slot(g);
 }
 
 // With X_DIRECT, x (already quantized, with its tails) is read where the staged copy
@@ -121,7 +139,7 @@ fn xq16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
         return bitcast<vec4<u32>>(x_q8(g, h));
     }
-    return xq[h * HALF + slot(g)];
+    return xq[half_slot(g, h)];
 }
 
 // Half h of group g, second plane.
@@ -129,7 +147,7 @@ fn xr16(g: u32, h: u32) -> vec4<u32> {
     if (X_DIRECT) {
         return bitcast<vec4<u32>>(x_q8(g, 3u + h));
     }
-    return xr[h * HALF + slot(g)];
+    return xr[half_slot(g, h)];
 }
 
 // Group g's tail for X_PLANES planes, read in place.
@@ -142,7 +160,7 @@ fn xd(g: u32) -> f32 {
     if (X_DIRECT) {
         return xtail(g).x;
     }
-    return xds[slot(g)].x;
+    return xds[tail_slot(g)].x;
 }
 
 // Group g's sum: d * sum(xq).
@@ -150,15 +168,7 @@ fn xsum(g: u32) -> f32 {
     if (X_DIRECT) {
         return xtail(g).y;
     }
-    return xds[slot(g)].y;
-}
-
-// sum(xq) over half h of group g.
-fn xsum16(g: u32, h: u32) -> i32 {
-    if (X_DIRECT) {
-        return bitcast<i32>(xtail(g)[2u + h]);
-    }
-    return xhalf_sums[slot(g)][h];
+    return xds[tail_slot(g)].y;
 }
 
 // sum(q * xq) over 16 weights: four words of int8 quants against half a group of x.
@@ -194,13 +204,13 @@ fn x_at(i: u32) -> vec4<f32> {
     return a;
 }
 
-// Stages x[t0 .. t0 + TILE] (zero past K), one group per invocation: quantizes it, or
-// with X_Q8 copies it, already quantized. K is a multiple of 32 for every type of this
-// driver, so a group is either wholly inside x or past it.
+// Stages x[t0 .. t0 + TILE] of the column x_col (zero past K) as staged column xs_col,
+// one group per invocation: quantizes it, or with X_Q8 copies it, already quantized. K
+// is a multiple of 32 for every type of this driver, so a group is either wholly inside
+// x or past it.
 fn stage_x(t0: u32, lid: u32) {
     for (var g = lid; g < GROUPS; g += WG) {
         let e = t0 + 32u * g;
-        let at = slot(g);
         var q: Q8Group;
         if (e >= params.k) {
             let z = vec4<u32>(0u);
@@ -215,16 +225,15 @@ fn stage_x(t0: u32, lid: u32) {
             q = q8_group(array<vec4<f32>, 8>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u),
                                              x_at(i + 4u), x_at(i + 5u), x_at(i + 6u), x_at(i + 7u)));
         }
-        xq[at] = q.lo;
-        xq[HALF + at] = q.hi;
+        xq[half_slot(g, 0u)] = q.lo;
+        xq[half_slot(g, 1u)] = q.hi;
         var tail = q.tail;
         if (X_PLANES == 2u) {
-            xr[at] = q.lo2;
-            xr[HALF + at] = q.hi2;
+            xr[half_slot(g, 0u)] = q.lo2;
+            xr[half_slot(g, 1u)] = q.hi2;
             tail = q.tail2;
         }
-        xds[at] = tail.xy;
-        xhalf_sums[at] = bitcast<vec2<i32>>(tail.zw);
+        xds[tail_slot(g)] = tail.xy;
     }
 }
 
@@ -323,7 +332,7 @@ fn batch_rows(base: u32, first: bool, one_tile: bool, lid: u32, sg_id: u32, per_
     // In place, x is one tile of all of K.
     let span = select(TILE, params.k, X_DIRECT);
     let restage = !X_DIRECT && (first || !one_tile || params.cols > 1u);
-    if (COLUMNS_AT_ONCE > 1u) {
+    if (COLUMNS_AT_ONCE > 1u && X_DIRECT) {
         for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
             columns_at_once(rb, ok, c0, min(COLUMNS_AT_ONCE, params.cols - c0), row, tl, lanes);
         }
@@ -384,6 +393,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let team = select(lane / max(LANES, 1u), 0u, LANES == 0u);
     let tl = select(lane % max(LANES, 1u), lane, LANES == 0u);
     let batch = n_sg * per_sg;
+    if (COLUMNS_AT_ONCE > 1u && !X_DIRECT) {
+        staged_columns(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes, lid);
+        return;
+    }
     if (PREFETCH && one_tile && !QUEUE) {
         rows_prefetched(wid.x * batch, groups.x * batch, sg_id * per_sg + team, tl, lanes, lid);
         return;
@@ -412,6 +425,8 @@ const_assert COLUMNS_AT_ONCE == 1u;
 fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {}
 
 fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {}
+
+fn staged_columns(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {}
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
 // first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
 // second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's

@@ -335,15 +335,23 @@ impl XStage {
     /// tiles add a scale and a sum per 32 elements and bank padding
     /// (`wgsl/matvec/dot4.wgsl`).
     pub fn tile_bytes(self, tile: u64) -> u64 {
+        self.columns_tile_bytes(tile, 1)
+    }
+
+    /// Workgroup memory `columns` columns' tiles of `tile` elements take, staged at once
+    /// (int8 only: [`Dot4Launch::columns_at_once`] with x staged).
+    pub fn columns_tile_bytes(self, tile: u64, columns: u64) -> u64 {
         match self {
             XStage::F32 => (tile / 32) * 33 * 4,
             XStage::F16 => (tile / 32) * 34 * 2,
-            // dot4.wgsl: per plane, int8 halves in 16-byte slots (one of padding per 8
-            // groups, at most 15 more to place the second halves); a scale and sum per
-            // slot, and the two halves' integer sums.
+            // dot4.wgsl: per column and plane, int8 halves in 16-byte slots (one of
+            // padding per 8 groups, at most 15 more to place the second halves); per
+            // column a scale and sum per slot; then the second plane's placeholder slot
+            // where there is one plane, and the batch queue's counter.
             XStage::Int8 | XStage::Int8x2 => {
                 let slots = tile / 32 + tile / 256;
-                self.int8_planes() as u64 * (2 * slots + 15) * 16 + slots * 16
+                let planes = self.int8_planes() as u64;
+                columns * (planes * (2 * slots + 15) * 16 + slots * 8) + (2 - planes) * 16 + 16
             }
         }
     }
@@ -367,9 +375,19 @@ impl MatvecKernel {
 
     /// Whether a dot4 kernel's per-type file splits a slice into `slice_load` and
     /// `slice_math`, so that the driver can load one slice ahead
-    /// ([`Batches::Prefetch`]); a test checks it against the WGSL.
+    /// ([`Batches::Prefetch`]) or dot a loaded slice with several columns
+    /// ([`Dot4Launch::columns_at_once`]); a test checks it against the WGSL.
     pub fn splits_slices(&self) -> bool {
-        self.family == Family::Dot4 && matches!(self.ty, GgmlType::Q4_K | GgmlType::Q5_K)
+        self.family == Family::Dot4
+            && matches!(self.ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+    }
+
+    /// Whether the router loads this kernel's slices one ahead where it can
+    /// ([`Batches::Prefetch`]): those that split them, but Q6_K, whose slice already
+    /// holds five loads: split the same way it gained nothing on the H200 (see the
+    /// router's batches rule).
+    pub fn prefetch_pays(&self) -> bool {
+        self.splits_slices() && self.ty != GgmlType::Q6_K
     }
 }
 

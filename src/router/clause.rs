@@ -75,14 +75,30 @@ pub enum Clause {
     GluWhileStaging,
     /// x arrives quantized; staging copies it.
     StagingCopiesQ8,
-    /// Each loaded weight slice is dotted with `columns` of a step's rows at once, as
-    /// asked (`asked`); one, where the launch stages x or its kernel does not split its
-    /// slices.
+    /// x read in place: each loaded weight slice is dotted with `columns` of a step's
+    /// rows at once, as asked (`asked`); one, where its kernel does not split its
+    /// slices. (Staged, [`Clause::StagedColumns`] says.)
     ColumnsAtOnce {
         /// Columns taken at once.
         columns: u32,
         /// Columns the override asked for.
         asked: u32,
+    },
+    /// A staging route of a model whose decode steps take up to `rows` rows: its
+    /// workgroups stage `columns` of them at once (x in one tile), each loaded weight
+    /// slice dotted with every one; one where `bytes` (two columns' tiles) would not fit
+    /// the device's workgroup memory or the run said no.
+    StagedColumns {
+        /// Columns staged at once.
+        columns: u32,
+        /// A decode step's rows at most.
+        rows: u64,
+        /// Workgroup memory the columns' tiles take (two columns', where none fit).
+        bytes: u64,
+        /// The device's workgroup memory, in KiB.
+        workgroup_kib: u32,
+        /// Whether the run turned it off.
+        off: bool,
     },
     /// x arrives quantized and the lanes read it in place: nothing staged.
     ReadInPlace {
@@ -903,8 +919,37 @@ impl std::fmt::Display for Clause {
             ),
             Clause::ColumnsAtOnce { asked, .. } => write!(
                 f,
-                "columns one at a time: {asked} at once asked, which needs x read in place \
-                 and a kernel that splits its slices"
+                "columns one at a time: {asked} at once asked, which needs a kernel that \
+                 splits its slices"
+            ),
+            Clause::StagedColumns {
+                rows, off: true, ..
+            } => write!(
+                f,
+                "steps of up to {rows} rows: x staged one column at a time, as asked"
+            ),
+            Clause::StagedColumns {
+                columns: 1,
+                rows,
+                bytes,
+                workgroup_kib,
+                ..
+            } => write!(
+                f,
+                "steps of up to {rows} rows: x staged one column at a time (two columns' \
+                 tiles would take {bytes} bytes of {workgroup_kib} KiB)"
+            ),
+            Clause::StagedColumns {
+                columns,
+                rows,
+                bytes,
+                workgroup_kib,
+                ..
+            } => write!(
+                f,
+                "steps of up to {rows} rows: {columns} columns of x staged at once ({bytes} \
+                 bytes of {workgroup_kib} KiB), each weight slice dotted with every one, \
+                 batches in a grid-stride loop"
             ),
             Clause::ReadInPlace {
                 rows_per_workgroup,

@@ -27,7 +27,7 @@ use crate::kernels::attention::Merge;
 use crate::kernels::matvec::{
     self, coop_rows_per_workgroup, dot4_rows_per_workgroup, Batches, CoopLaunch, Dot4Launch, Dot4X,
     Family, FloatX, LaunchConfig, MatvecKernel, MatvecLaunch, RowPart, StagedFrom, XStage,
-    SCALAR_ROWS_PER_WG,
+    MAX_COLUMNS_AT_ONCE, SCALAR_ROWS_PER_WG,
 };
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -115,10 +115,15 @@ pub struct Overrides {
     /// Columns (a step's rows) each loaded weight slice of a dot4 route that reads x in
     /// place is dotted with, 1 to [`MAX_COLUMNS_AT_ONCE`] (None: one). On the H200 8 at
     /// once ran 0.87-1.23x at 8 columns and 0.70x at one (`wgsl/matvec/dot4.wgsl`,
-    /// `batch_rows`), so no rule takes it.
+    /// `batch_rows`), so no rule takes it. For a route that stages x, the most columns
+    /// it stages at once ([`Clause::StagedColumns`]).
     ///
     /// [`MAX_COLUMNS_AT_ONCE`]: crate::kernels::matvec::MAX_COLUMNS_AT_ONCE
     pub columns_at_once: Option<u32>,
+    /// Whether the staging dot4 routes of a model of many sequences stage several of a
+    /// step's columns at once ([`Clause::StagedColumns`]): None or yes where they fit,
+    /// no (A/B) one at a time.
+    pub staged_columns: Option<bool>,
     /// Invocations per coop and dot4 workgroup.
     pub workgroup_size: Option<u32>,
     /// dot4 lanes per row (0: a whole subgroup).
@@ -514,7 +519,7 @@ fn dot4_launch(
             lanes,
             planes: x_planes(o, why),
             x: Dot4X::InPlace,
-            columns_at_once: columns_at_once(kernel, true, o, why),
+            columns_at_once: columns_at_once(kernel, o, why),
         };
         return (LaunchConfig::Dot4(config), parts);
     };
@@ -550,17 +555,22 @@ fn dot4_launch(
         });
     }
     override_workgroups(o, why);
-    let batches = dot4_batches(
-        profile,
-        kernel,
-        q,
-        tile,
-        rows_per_wg * row_bytes,
-        &parts,
-        rows_per_wg,
-        o,
-        why,
-    );
+    let columns = staged_columns(profile, q, kernel, (tile, XStage::int8(planes)), o, why);
+    let batches = if columns > 1 {
+        Batches::GridStride
+    } else {
+        dot4_batches(
+            profile,
+            kernel,
+            q,
+            tile,
+            rows_per_wg * row_bytes,
+            &parts,
+            rows_per_wg,
+            o,
+            why,
+        )
+    };
     let config = Dot4Launch {
         wg,
         lanes,
@@ -570,28 +580,63 @@ fn dot4_launch(
             from,
             batches,
         },
-        columns_at_once: columns_at_once(kernel, false, o, why),
+        columns_at_once: columns,
     };
     (LaunchConfig::Dot4(config), parts)
 }
 
-/// The columns a dot4 launch dots each loaded slice with: as many as the override asks
-/// where x is read `in_place` and the kernel splits its slices, else one; with the
-/// clause that says which, where the override asked.
-fn columns_at_once(
+/// Clause 7: the columns a staging dot4 workgroup stages at once, for a model whose
+/// decode steps take up to `q.columns` rows (none is said for one): as many as fit its
+/// workgroup memory up to the step's rows and [`MAX_COLUMNS_AT_ONCE`] (or the
+/// override's `columns_at_once`), x in one tile, with a kernel that splits its slices.
+/// Each workgroup then stages a run of columns once and dots each loaded slice with
+/// every one (`wgsl/matvec/dot4_prefetch.wgsl`, `staged_columns`), where one at a time
+/// restages x per column and row batch and reloads the weights per column.
+fn staged_columns(
+    profile: &DeviceProfile,
+    q: &MatvecQuery,
     kernel: &'static MatvecKernel,
-    in_place: bool,
+    (tile, stage): (u32, XStage),
     o: &Overrides,
     why: &mut Vec<Clause>,
 ) -> u32 {
+    if q.columns < 2 || !kernel.splits_slices() || q.k > tile as u64 {
+        return 1;
+    }
+    let storage = profile.workgroup_storage_bytes as u64;
+    let workgroup_kib = profile.workgroup_storage_bytes / 1024;
+    let bytes = |c: u32| stage.columns_tile_bytes(tile as u64, c as u64);
+    if o.staged_columns == Some(false) {
+        why.push(Clause::StagedColumns {
+            columns: 1,
+            rows: q.columns,
+            bytes: bytes(1),
+            workgroup_kib,
+            off: true,
+        });
+        return 1;
+    }
+    let most = (q.columns.min(MAX_COLUMNS_AT_ONCE as u64) as u32)
+        .min(o.columns_at_once.unwrap_or(MAX_COLUMNS_AT_ONCE));
+    let columns = (2..=most).rev().find(|&c| bytes(c) <= storage).unwrap_or(1);
+    why.push(Clause::StagedColumns {
+        columns,
+        rows: q.columns,
+        bytes: bytes(columns.max(2)),
+        workgroup_kib,
+        off: false,
+    });
+    columns
+}
+
+/// The columns a dot4 launch that reads x in place dots each loaded slice with: as many
+/// as the override asks where the kernel splits its slices, else one; with the clause
+/// that says which, where the override asked.
+fn columns_at_once(kernel: &'static MatvecKernel, o: &Overrides, why: &mut Vec<Clause>) -> u32 {
     let Some(asked) = o.columns_at_once else {
         return 1;
     };
-    let columns = if in_place && kernel.splits_slices() {
-        asked
-    } else {
-        1
-    };
+    let columns = if kernel.splits_slices() { asked } else { 1 };
     why.push(Clause::ColumnsAtOnce { columns, asked });
     columns
 }
@@ -798,7 +843,7 @@ fn dot4_batches(
         });
         return Batches::Queue;
     }
-    if kernel.splits_slices() && q.k <= tile as u64 && per_workgroup >= t.prefetch_min_batches {
+    if kernel.prefetch_pays() && q.k <= tile as u64 && per_workgroup >= t.prefetch_min_batches {
         why.push(Clause::Prefetch { per_workgroup });
         return Batches::Prefetch;
     }

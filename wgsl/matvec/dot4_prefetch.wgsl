@@ -1,7 +1,8 @@
 // Loading a slice ahead, for a route with PREFETCH (router clause 6), and a loaded slice
 // dotted with several columns (COLUMNS_AT_ONCE): included after dot4.wgsl by the
 // per-type files that split a slice into `slice_load` (its loads, as a `Raw`) and
-// `slice_math` (the rest). Without either the driver never calls them.
+// `slice_math` (the rest), itself `slice_prep` (what of the weights any column needs)
+// then `prep_math` (one column's part). Without either the driver never calls them.
 
 // Slice s of `row` (nothing past the rows or the row's slices), x in one tile.
 fn load_slice(row: u32, s: u32, n_slices: u32) -> Raw {
@@ -71,8 +72,9 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
     }
 }
 
-// x in place, `n` columns from c0 (1 to COLUMNS_AT_ONCE): each of the lane's slices of
-// the row at byte `rb` loaded once and dotted with every column, one accumulator each,
+// x in place or staged (column c0 + c as staged column c), `n` columns from c0 (1 to
+// COLUMNS_AT_ONCE): each of the lane's slices of the row at byte `rb` loaded and
+// prepared once (`slice_prep`) and dotted with every column, one accumulator each,
 // then each column's row total written. A column's slices are summed in the order
 // row_partial sums them with STEP = 1 whatever `n` is; every lane of the subgroup calls
 // it (the totals are subgroup operations).
@@ -81,11 +83,12 @@ fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
     let n_slices = (params.k / BLOCK) * SLICES;
     for (var s = tl; ok && s < n_slices; s += lanes) {
         let b = s / SLICES;
-        let raw = slice_load(rb, b, s % SLICES);
+        let prep = slice_prep(slice_load(rb, b, s % SLICES), s % SLICES);
         for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
             if (c < n) {
                 x_col = (c0 + c) * params.x_stride;
-                acc[c] += slice_math(raw, s % SLICES, b * (BLOCK / 32u));
+                xs_col = select(c, 0u, X_DIRECT);
+                acc[c] += prep_math(prep, b * (BLOCK / 32u));
             }
         }
     }
@@ -93,6 +96,30 @@ fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
         let total = row_total(acc[c]);
         if (c < n && tl == 0u && ok) {
             y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
+        }
+    }
+}
+
+// x staged, COLUMNS_AT_ONCE > 1, x in one tile and no queue: the columns in runs of up
+// to COLUMNS_AT_ONCE, each run's x staged once per workgroup (X_COLS staged columns, by
+// the one stage_x, so a column's int8 x is the same code whichever of the run it is),
+// then every row of the workgroup's batches, each loaded slice dotted with every column
+// of the run (`columns_at_once`). Where the one-column route restages x per column and
+// row batch, and reloads the weights per column, a step of up to COLUMNS_AT_ONCE rows
+// reads each weight once and stages each x once per workgroup.
+fn staged_columns(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
+    for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
+        let n = min(COLUMNS_AT_ONCE, params.cols - c0);
+        workgroupBarrier();
+        for (var c = 0u; c < n; c++) {
+            x_col = (c0 + c) * params.x_stride;
+            xs_col = c;
+            stage_x(0u, lid);
+        }
+        workgroupBarrier();
+        for (var base = first; base < params.m; base += stride) {
+            let row = base + offset;
+            columns_at_once(row * params.row_bytes, row < params.m, c0, n, row, tl, lanes);
         }
     }
 }

@@ -41,12 +41,22 @@ fn slice_load(row_byte: u32, blk: u32, j: u32) -> Raw {
     return Raw(w[base], w[base + 1u + 2u * j], w[base + 2u + 2u * j]);
 }
 
-fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
-    let g0 = g + 2u * j;
+// What a slice's dot products need of its weights, once however many columns it is
+// dotted with (dot4_prefetch.wgsl's `columns_at_once`).
+alias Prep = KPair;
+
+fn slice_prep(r: Raw, j: u32) -> Prep {
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    let lo = group_dot(r.q0 & m4, r.q1 & m4, g0);
-    let hi = group_dot((r.q0 >> vec4<u32>(4u)) & m4, (r.q1 >> vec4<u32>(4u)) & m4, g0 + 1u);
-    return k_pair_result(r.hdr, j, g0, vec2<i32>(lo, hi));
+    let s4 = vec4<u32>(4u);
+    return k_pair(r.hdr, j, array(r.q0 & m4, r.q1 & m4), array((r.q0 >> s4) & m4, (r.q1 >> s4) & m4));
+}
+
+fn prep_math(p: Prep, g: u32) -> f32 {
+    return k_pair_dot(p, g);
+}
+
+fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
+    return prep_math(slice_prep(r, j), g);
 }
 
 fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {

@@ -45,13 +45,23 @@ fn slice_dot(row_byte: u32, blk: u32, j: u32, g: u32) -> f32 {
     return slice_math(slice_load(row_byte, blk, j), j, g);
 }
 
-fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
+// What a slice's dot products need of its weights, once however many columns it is
+// dotted with (dot4_prefetch.wgsl's `columns_at_once`).
+alias Prep = KPair;
+
+fn slice_prep(r: Raw, j: u32) -> Prep {
     let odd = (j & 1u) == 1u;
     let h_lo = select(r.qh.x, r.qh.z, odd);
     let h_hi = select(r.qh.y, r.qh.w, odd);
-    let g0 = g + 2u * j;
     let lo = quants(r.q0, r.q1, h_lo);
     let hi = quants(r.q0 >> vec4<u32>(4u), r.q1 >> vec4<u32>(4u), h_hi);
-    return k_pair_result(r.hdr, j, g0,
-                         vec2<i32>(group_dot(lo[0], lo[1], g0), group_dot(hi[0], hi[1], g0 + 1u)));
+    return k_pair(r.hdr, j, lo, hi);
+}
+
+fn prep_math(p: Prep, g: u32) -> f32 {
+    return k_pair_dot(p, g);
+}
+
+fn slice_math(r: Raw, j: u32, g: u32) -> f32 {
+    return prep_math(slice_prep(r, j), g);
 }

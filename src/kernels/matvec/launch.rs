@@ -83,10 +83,23 @@ pub struct Dot4Launch {
     /// Where its int8 x comes from.
     pub x: Dot4X,
     /// Columns each loaded weight slice is dotted with (`wgsl/matvec/dot4_prefetch.wgsl`,
-    /// `columns_at_once`): 1, or with x in place and a kernel that splits its slices up
-    /// to [`MAX_COLUMNS_AT_ONCE`]. A column is bit for bit this launch's one-column
+    /// `columns_at_once`): 1, or with a kernel that splits its slices up to
+    /// [`MAX_COLUMNS_AT_ONCE`], x in place or staged in one tile (then that many
+    /// columns' tiles are staged at once, `staged_columns`, and the workgroups take their
+    /// batches in a grid-stride loop). A column is bit for bit this launch's one-column
     /// dispatch either way, but not the other setting's.
     pub columns_at_once: u32,
+}
+
+impl Dot4Launch {
+    /// The columns of x a workgroup stages at once: [`Dot4Launch::columns_at_once`]
+    /// where x is staged, else one.
+    pub fn staged_columns(&self) -> u32 {
+        match self.x {
+            Dot4X::Staged { .. } => self.columns_at_once,
+            Dot4X::InPlace => 1,
+        }
+    }
 }
 
 /// The most columns a dot4 launch dots each loaded slice with ([`Dot4Launch`]): one
@@ -336,7 +349,7 @@ impl MatvecLaunch {
         }
         let (wg, stage) = match self.config {
             LaunchConfig::Scalar => return Ok(()),
-            LaunchConfig::Coop(c) => (c.wg, Some((c.tile, self.x_stage()))),
+            LaunchConfig::Coop(c) => (c.wg, Some((c.tile, self.x_stage(), 1))),
             LaunchConfig::Dot4(c) => {
                 let lanes_ok =
                     c.lanes == 0 || (c.lanes.is_power_of_two() && c.lanes <= profile.subgroup_min);
@@ -353,7 +366,19 @@ impl MatvecLaunch {
                         super::MAX_X_PLANES
                     ));
                 }
-                let stage = match c.x {
+                if !(1..=MAX_COLUMNS_AT_ONCE).contains(&c.columns_at_once) {
+                    return bad(format!(
+                        "{} columns at once (1 to {MAX_COLUMNS_AT_ONCE})",
+                        c.columns_at_once
+                    ));
+                }
+                if c.columns_at_once > 1 && !self.kernel.splits_slices() {
+                    return bad(format!(
+                        "{} columns at once need a kernel that splits slices",
+                        c.columns_at_once
+                    ));
+                }
+                match c.x {
                     Dot4X::Staged { tile, batches, .. } => {
                         if batches == Batches::Prefetch
                             && !(self.kernel.splits_slices() && self.k <= tile as u64)
@@ -363,24 +388,18 @@ impl MatvecLaunch {
                                     .into(),
                             );
                         }
-                        (c.wg, Some((tile, self.x_stage())))
+                        if c.columns_at_once > 1
+                            && !(batches == Batches::GridStride && self.k <= tile as u64)
+                        {
+                            return bad(format!(
+                                "{} staged columns at once need x in one tile and a grid-stride loop",
+                                c.columns_at_once
+                            ));
+                        }
+                        (c.wg, Some((tile, self.x_stage(), c.staged_columns())))
                     }
                     Dot4X::InPlace => (c.wg, None),
-                };
-                if !(1..=MAX_COLUMNS_AT_ONCE).contains(&c.columns_at_once) {
-                    return bad(format!(
-                        "{} columns at once (1 to {MAX_COLUMNS_AT_ONCE})",
-                        c.columns_at_once
-                    ));
                 }
-                if c.columns_at_once > 1 && !(c.x == Dot4X::InPlace && self.kernel.splits_slices())
-                {
-                    return bad(format!(
-                        "{} columns at once need x in place and a kernel that splits slices",
-                        c.columns_at_once
-                    ));
-                }
-                stage
             }
         };
         if wg == 0
@@ -389,15 +408,15 @@ impl MatvecLaunch {
         {
             return bad(format!("{wg} invocations per workgroup"));
         }
-        if let Some((tile, stage)) = stage {
+        if let Some((tile, stage, columns)) = stage {
             if tile == 0 || tile % 256 != 0 {
                 return bad(format!("a tile of {tile} elements"));
             }
-            if stage.tile_bytes(tile as u64) > profile.workgroup_storage_bytes as u64 {
+            let bytes = stage.columns_tile_bytes(tile as u64, columns as u64);
+            if bytes > profile.workgroup_storage_bytes as u64 {
                 return bad(format!(
-                    "a {} tile of {tile} needs {} bytes of workgroup memory, the device has {}",
+                    "{columns} {} tile(s) of {tile} need {bytes} bytes of workgroup memory, the device has {}",
                     stage.name(),
-                    stage.tile_bytes(tile as u64),
                     profile.workgroup_storage_bytes
                 ));
             }
@@ -534,6 +553,7 @@ impl MatvecLaunch {
                     bool_("QUEUE", batches == Batches::Queue),
                     bool_("PREFETCH", batches == Batches::Prefetch),
                     u32_("COLUMNS_AT_ONCE", c.columns_at_once),
+                    u32_("X_COLS", c.staged_columns()),
                 ]
             }
         }
@@ -555,7 +575,9 @@ impl MatvecLaunch {
         for c in self.constants() {
             let name = c.name.to_lowercase();
             // One column at a time is the plain kernel: named only where more.
-            if c.name == "COLUMNS_AT_ONCE" && matches!(c.value, WgslValue::U32(1)) {
+            if matches!(c.name, "COLUMNS_AT_ONCE" | "X_COLS")
+                && matches!(c.value, WgslValue::U32(1))
+            {
                 continue;
             }
             match c.value {
