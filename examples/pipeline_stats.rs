@@ -7,7 +7,7 @@
 //! changed in the compiled kernel.
 //!
 //!   cargo run --release --example pipeline_stats -- --types q4_k,q6_k --m 128256 --k 4096 \
-//!       [--x-q8] [--flavours wgpu,no-loop,no-bounds,none] [--adapter INDEX|NAME]
+//!       [--x-q8] [--columns N] [--flavours wgpu,no-loop,no-bounds,none] [--adapter INDEX|NAME]
 //!       [--attention llama3-8b,smollm2 [--kv f16]] [--matmul]
 //!
 //! With `--attention`, the routed decode attention kernel of those synthetic presets'
@@ -43,6 +43,10 @@ struct Args {
     /// Routes on x already quantized (the model's path for heads).
     #[arg(long)]
     x_q8: bool,
+    /// Routes for a model whose decode steps take up to this many rows (the staged
+    /// columns of router clause 7 where more than one).
+    #[arg(long, default_value_t = 1)]
+    columns: u64,
     /// Family to force (default: the routed one).
     #[arg(long)]
     family: Option<String>,
@@ -339,7 +343,7 @@ fn run() -> Result<(), String> {
             m: args.m,
             k: args.k,
             x: XInput::Norm,
-            columns: 1,
+            columns: args.columns,
         };
         let overrides = Overrides {
             force,

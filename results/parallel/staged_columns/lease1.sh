@@ -27,6 +27,5 @@ parallel_8b $B sc --parallel 1
 parallel_8b $B sc_mv16 --parallel 16 --decode-units-from 17
 parallel_8b $B sc --parallel 16
 parallel_8b $B sc_mv12 --parallel 12 --decode-units-from 13
-parallel_8b $B sc --parallel 12
 parallel_8b $B sc --parallel 4
 $B/engine_test sequence 2>&1 | grep -E "^test |result|panicked" | tee $OUT/engine_test.log

@@ -10,6 +10,7 @@ unpack_bin ks /tmp/ks
 B=/tmp/sc
 start_synth $B/compare llama3-8b
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/gpu.txt
+for c in 1 8; do timeout 60 $B/pipeline_stats --types q4_k,q6_k --m 14336 --k 4096 --x-q8 --columns $c --flavours wgpu 2>&1; done | tee $OUT/pipeline_stats.txt | grep -iE "columns|register|spill|local|instruction" | head -30
 $B/matvec_test dot4 2>&1 | grep -E "^test |result|panicked" | tee $OUT/matvec_test.log
 K="--shapes llama3-8b --types q4_k,q6_k --kernels q4_k_dot4,q6_k_dot4 --iters 20"
 row() { grep -E "^llama3-8b" | awk '{printf "%s %s %s", $2, $3, $4; for(i=6;i<=NF;i++) if ($i ~ /^x_direct|columns|x_cols|prefetch|queue/) printf " %s", $i; print " |", $(NF-7), "us", $(NF-4)}'; }
