@@ -1140,6 +1140,7 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
         if !kernel.splits_slices() {
             // One at a time, and the clause says so.
             let overrides = Overrides {
+                force: Some(Force::Kernel(kernel.name.to_string())),
                 x_q8: Some(true),
                 x_in_place: Some(true),
                 columns_at_once: Some(4),
@@ -1151,10 +1152,6 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
                 k,
                 x: XInput::Norm,
                 columns: 1,
-            };
-            let overrides = Overrides {
-                force: Some(Force::Kernel(kernel.name.to_string())),
-                ..overrides
             };
             let route = route_matvec(device.profile(), &query, &overrides).unwrap();
             assert_eq!(at_once(route.launch()), 1);

@@ -339,11 +339,11 @@ impl XStage {
     }
 
     /// Workgroup memory `columns` columns' tiles of `tile` elements take, staged at once
-    /// (int8 only: [`Dot4Launch::columns_at_once`] with x staged).
+    /// (more than one: [`Dot4Launch::columns_at_once`] with x staged).
     pub fn columns_tile_bytes(self, tile: u64, columns: u64) -> u64 {
         match self {
-            XStage::F32 => (tile / 32) * 33 * 4,
-            XStage::F16 => (tile / 32) * 34 * 2,
+            XStage::F32 => columns * (tile / 32) * 33 * 4,
+            XStage::F16 => columns * (tile / 32) * 34 * 2,
             // dot4.wgsl: per column and plane, int8 halves in 16-byte slots (one of
             // padding per 8 groups, at most 15 more to place the second halves); per
             // column a scale and sum per slot; then the second plane's placeholder slot

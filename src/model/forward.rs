@@ -458,14 +458,15 @@ impl<'m> Pass<'m> {
         };
         // Decode columns in K spans: their sums meet in the step's scratch, then the span
         // sum adds them in order.
-        let spans = match launch.engine().k_spans() > 1 {
-            true => Some(SpanScratch {
+        let spans = if launch.engine().k_spans() > 1 {
+            Some(SpanScratch {
                 scratch: self.rows.spans.ok_or_else(|| {
                     Error::Invalid("decode columns in K spans without their scratch".into())
                 })?,
                 sum: once(&model.span_sum, || span_sum_pipeline(dev, &model.pipelines))?,
-            }),
-            false => None,
+            })
+        } else {
+            None
         };
         for d in launch.dispatches_with_spans(
             pipeline,

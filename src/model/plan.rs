@@ -499,14 +499,10 @@ fn decode_columns_plan(
         .flat_map(|m| m.route.launch().parts().iter().map(|p| p.rows))
         .max()
         .unwrap_or(0);
-    let spans = match decode_column_spans(options) {
-        s if span_scratch_bytes(s, options.sequences as u64, widest_part)
-            > profile.usable_binding_bytes() =>
-        {
-            1
-        }
-        s => s,
-    };
+    let asked = decode_column_spans(options);
+    let fits = span_scratch_bytes(asked, options.sequences as u64, widest_part)
+        <= profile.usable_binding_bytes();
+    let spans = if fits { asked } else { 1 };
     let wide =
         MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?.in_k_spans(spans);
     let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?.in_k_spans(spans);

@@ -97,7 +97,7 @@ pub enum Clause {
         bytes: u64,
         /// The device's workgroup memory, in KiB.
         workgroup_kib: u32,
-        /// Whether the run turned it off.
+        /// Whether the run turned it off (`staged_columns` no, or one column at once).
         off: bool,
     },
     /// x arrives quantized and the lanes read it in place: nothing staged.

@@ -604,27 +604,21 @@ fn staged_columns(
         return 1;
     }
     let storage = profile.workgroup_storage_bytes as u64;
-    let workgroup_kib = profile.workgroup_storage_bytes / 1024;
     let bytes = |c: u32| stage.columns_tile_bytes(tile as u64, c as u64);
-    if o.staged_columns == Some(false) {
-        why.push(Clause::StagedColumns {
-            columns: 1,
-            rows: q.columns,
-            bytes: bytes(1),
-            workgroup_kib,
-            off: true,
-        });
-        return 1;
-    }
+    let off = o.staged_columns == Some(false) || o.columns_at_once == Some(1);
     let most = (q.columns.min(MAX_COLUMNS_AT_ONCE as u64) as u32)
         .min(o.columns_at_once.unwrap_or(MAX_COLUMNS_AT_ONCE));
-    let columns = (2..=most).rev().find(|&c| bytes(c) <= storage).unwrap_or(1);
+    let columns = if off {
+        1
+    } else {
+        (2..=most).rev().find(|&c| bytes(c) <= storage).unwrap_or(1)
+    };
     why.push(Clause::StagedColumns {
         columns,
         rows: q.columns,
         bytes: bytes(columns.max(2)),
-        workgroup_kib,
-        off: false,
+        workgroup_kib: profile.workgroup_storage_bytes / 1024,
+        off,
     });
     columns
 }
