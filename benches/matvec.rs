@@ -69,8 +69,8 @@ struct Args {
     #[arg(long)]
     coop_groups: Option<u32>,
     /// A/B: row batches with each lane loading its next slice ahead (true) or in a
-    /// plain grid-stride loop (false), where the kernel can (Q4_K and Q5_K dot4, x in
-    /// one tile).
+    /// plain grid-stride loop (false), where the kernel can (the dot4 kernels that
+    /// split slices, x in one tile), staged columns too.
     #[arg(long)]
     prefetch: Option<bool>,
     /// GPU work before each timed run, in ms: GPUs drop their clocks while the CPU
@@ -89,6 +89,10 @@ struct Args {
     /// it fits).
     #[arg(long)]
     staged_columns: Option<bool>,
+    /// A/B, with --cols N: whether staged columns take all the columns in tiles of x
+    /// where one tile of all of K holds fewer (`Overrides::staged_tiles`; default no).
+    #[arg(long)]
+    staged_tiles: Option<bool>,
     /// cargo bench passes --bench; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -307,6 +311,8 @@ fn bench_case(
         x_in_place: (args.x_direct || args.x_staged).then_some(args.x_direct),
         columns_at_once: args.columns_at_once,
         staged_columns: args.staged_columns,
+        staged_prefetch: args.prefetch,
+        staged_tiles: args.staged_tiles,
         workgroup_size: args.coop_wg,
         lanes: args.coop_lanes,
         max_workgroups: args.coop_groups,

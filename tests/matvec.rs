@@ -7,8 +7,8 @@ use brass::device::{
     read_f32, BufferUse, CommandList, Device, DeviceProfile, IndexChecks, PipelineId, Slice,
 };
 use brass::kernels::matvec::{
-    self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4X, Family, LaunchConfig, Layout,
-    MatvecKernel, MatvecLaunch, XForm, MATVEC_KERNELS, MAX_COLUMNS,
+    self, cpu_reference, int8_x_error_bound, nmse, Batches, Dot4Launch, Dot4X, Family,
+    LaunchConfig, Layout, MatvecKernel, MatvecLaunch, XForm, MATVEC_KERNELS, MAX_COLUMNS,
 };
 use brass::kernels::ops::{Activation, Ops, OpsOn};
 use brass::kernels::{PipelineCache, PipelineTemplate};
@@ -1170,15 +1170,19 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
 /// The staging dot4 routes of a model whose decode steps take several rows stage up to
 /// 8 of them at once and dot each loaded slice with every one (`staged_columns`): x
 /// quantized while staging, copied, and SwiGLU while staging; one and two int8 planes;
-/// whole subgroups and teams of 4 lanes; runs of as many columns as a small workgroup
-/// memory fits (3 here). Every column of every count (runs of 8 and past them) is bit
-/// for bit the launch's one-column dispatch and within the int8 bound of the CPU
-/// reference (`check_columns`, which also runs it with wgpu's index clamps). Kernels
-/// that do not split their slices, and a run that turns it off, stage one column at a
-/// time, and the clause says which.
+/// whole subgroups and teams of 4 lanes; each lane loading its next slice ahead and
+/// not. Where a workgroup memory holds the step's columns only in smaller tiles, they
+/// are staged tile by tile where asked (2 tiles, the second partial: K = 768 in tiles
+/// of 512; else 5 at once in one tile), or fewer at once where even the smallest tile
+/// holds too few (4 of 8, in 2 tiles of 256).
+/// Every column of every count (runs of 8 and past them) is bit for bit the launch's
+/// one-column dispatch and within the int8 bound of the CPU reference
+/// (`check_columns`, which also runs it with wgpu's index clamps). Kernels that do not
+/// split their slices, and a run that turns it off, stage one column at a time, and the
+/// clause says which; slices are loaded ahead only where asked (x in one tile).
 #[test]
 fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
-    use brass::kernels::matvec::{Dot4X, LaunchConfig, MAX_COLUMNS_AT_ONCE};
+    use brass::kernels::matvec::MAX_COLUMNS_AT_ONCE;
     use brass::router::Clause;
     let device = common::gpu();
     let cache = PipelineCache::new();
@@ -1190,37 +1194,85 @@ fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
         }
         other => panic!("{other:?}"),
     };
-    // Room for three columns' tiles of 512 on one plane (960 bytes each, and 32 more).
-    let mut three = device.profile().clone();
-    three.workgroup_storage_bytes = 3 * 960 + 32;
+    let tile_of = |launch: &MatvecLaunch| match launch.config() {
+        LaunchConfig::Dot4(Dot4Launch {
+            x: Dot4X::Staged { tile, .. },
+            ..
+        }) => tile,
+        other => panic!("{other:?}"),
+    };
+    let prefetched = |launch: &MatvecLaunch| match launch.config() {
+        LaunchConfig::Dot4(Dot4Launch {
+            x: Dot4X::Staged { batches, .. },
+            ..
+        }) => batches == Batches::Prefetch,
+        other => panic!("{other:?}"),
+    };
+    let with_memory = |bytes: u32| {
+        let mut p = device.profile().clone();
+        p.workgroup_storage_bytes = bytes;
+        p
+    };
+    // Eight columns' int8 tiles of 512 on one plane take 7,712 bytes (of 768, 10,592);
+    // four of 256, 2,432, and five 3,032.
+    let eight_of_512 = with_memory(7_712);
+    let four_of_256 = with_memory(3 * 960 + 32);
+    // (x, rows, lanes, planes, profile, K, columns staged, tile)
+    let glu = |k: u64| XInput::Glu { up: k + 4 };
     let routes = [
-        (XInput::F32, 8, 0, 1, device.profile()),
-        (XInput::Norm, 8, 4, 2, device.profile()),
-        (XInput::Glu { up: k + 4 }, 5, 0, 1, device.profile()),
-        (XInput::Norm, 8, 0, 1, &three),
+        (XInput::F32, 8, 0, 1, device.profile(), k, 8, 512),
+        (XInput::Norm, 8, 4, 2, device.profile(), k, 8, 512),
+        (glu(k), 5, 0, 1, device.profile(), k, 5, 512),
+        (XInput::Norm, 8, 0, 1, &eight_of_512, 768, 8, 512),
+        (glu(768), 8, 0, 1, &eight_of_512, 768, 8, 512),
+        (XInput::Norm, 8, 0, 1, &four_of_256, k, 4, 256),
     ];
     for kernel in MATVEC_KERNELS.iter().filter(|k| k.family == Family::Dot4) {
-        for &(x, rows, lanes, planes, profile) in &routes {
-            let overrides = Overrides {
-                x_q8: Some(true),
-                glu_q8: Some(false),
-                x_in_place: Some(false),
-                lanes: Some(lanes),
-                x_planes: Some(planes),
-                ..Overrides::default()
-            };
-            let launch = launch_for_steps(profile, kernel, (m, k), x, rows, overrides);
-            let fits = if profile.workgroup_storage_bytes < 8_000 {
-                3
-            } else {
-                rows as u32
-            };
-            let taken = if kernel.splits_slices() { fits } else { 1 };
-            assert_eq!(staged(&launch), taken, "{}", launch.pipeline_key());
-            check_columns(&device, &cache, &launch);
+        for &(x, rows, lanes, planes, profile, k, columns, tile) in &routes {
+            for prefetch in [false, true] {
+                let overrides = Overrides {
+                    x_q8: Some(true),
+                    glu_q8: Some(false),
+                    x_in_place: Some(false),
+                    lanes: Some(lanes),
+                    x_planes: Some(planes),
+                    staged_prefetch: Some(prefetch),
+                    staged_tiles: Some(true),
+                    ..Overrides::default()
+                };
+                let launch = launch_for_steps(profile, kernel, (m, k), x, rows, overrides);
+                let key = launch.pipeline_key();
+                if kernel.splits_slices() {
+                    assert_eq!(staged(&launch), columns, "{key}");
+                    assert_eq!(tile_of(&launch), tile, "{key}");
+                    let one_tile = k <= tile as u64;
+                    assert_eq!(prefetched(&launch), prefetch && one_tile, "{key}");
+                    if prefetch && !one_tile {
+                        // Nothing loaded ahead: the same launch as without.
+                        continue;
+                    }
+                } else {
+                    assert_eq!(staged(&launch), 1, "{key}");
+                    if prefetch {
+                        continue;
+                    }
+                }
+                check_columns(&device, &cache, &launch);
+            }
         }
     }
+    // Not asked: as many as one tile of all of K holds (K = 768: 5 of 8 in 7,712
+    // bytes, one tile).
     let q4_k = matvec::find_by_name("q4_k_dot4").unwrap();
+    let untiled = Overrides {
+        x_q8: Some(true),
+        x_in_place: Some(false),
+        ..Overrides::default()
+    };
+    let launch = launch_for_steps(&eight_of_512, q4_k, (m, 768), XInput::Norm, 8, untiled);
+    assert_eq!((staged(&launch), tile_of(&launch)), (5, 768));
+    assert!(!prefetched(&launch));
+    check_columns(&device, &cache, &launch);
     let query = MatvecQuery {
         ty: q4_k.ty,
         m,
@@ -1231,11 +1283,41 @@ fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
     let route = |o: Overrides| route_matvec(device.profile(), &query, &o).unwrap();
     let on = route(Overrides::default());
     assert_eq!(staged(on.launch()), MAX_COLUMNS_AT_ONCE);
+    assert!(!prefetched(on.launch()));
     assert!(
-        on.reason().contains("8 columns of x staged at once"),
+        on.reason().contains("8 columns of x staged at once")
+            && !on.reason().contains("slice ahead"),
         "{}",
         on.reason()
     );
+    let ahead = route(Overrides {
+        staged_prefetch: Some(true),
+        ..Overrides::default()
+    });
+    assert!(prefetched(ahead.launch()));
+    assert!(
+        ahead
+            .reason()
+            .contains("each lane loading its next slice ahead"),
+        "{}",
+        ahead.reason()
+    );
+    let q6_k = matvec::find_by_name("q6_k_dot4").unwrap();
+    let q6_k_route = route_matvec(
+        device.profile(),
+        &MatvecQuery {
+            ty: q6_k.ty,
+            ..query
+        },
+        &Overrides {
+            force: Some(Force::Kernel(q6_k.name.to_string())),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(staged(q6_k_route.launch()), MAX_COLUMNS_AT_ONCE);
+    assert!(!prefetched(q6_k_route.launch()), "{}", q6_k_route.reason());
+    assert!(!q6_k_route.reason().contains("slice ahead"));
     let off = route(Overrides {
         staged_columns: Some(false),
         ..Overrides::default()

@@ -75,6 +75,15 @@ struct Args {
     /// (default: where they fit; see `router::Overrides::staged_columns`).
     #[arg(long)]
     staged_columns: Option<bool>,
+    /// A/B: whether staged columns load each lane's next weight slice ahead (default:
+    /// no, until measured; see `router::Overrides::staged_prefetch`).
+    #[arg(long)]
+    staged_prefetch: Option<bool>,
+    /// A/B: whether staged columns take all of a step's columns in tiles of x where one
+    /// tile of all of K holds fewer (default: no, until measured; see
+    /// `router::Overrides::staged_tiles`).
+    #[arg(long)]
+    staged_tiles: Option<bool>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
     /// dispatch: true for all, false for none (default: the model's rule; see
     /// `router::Overrides::glu_q8`).
@@ -363,6 +372,8 @@ fn measure_device(
             x_in_place: args.columns_at_once.map(|_| true),
             columns_at_once: args.columns_at_once,
             staged_columns: args.staged_columns,
+            staged_prefetch: args.staged_prefetch,
+            staged_tiles: args.staged_tiles,
             x_planes: args.x_planes,
             attention_workgroups: args.attention_workgroups,
             attention_min_chunk: args.attention_min_chunk,

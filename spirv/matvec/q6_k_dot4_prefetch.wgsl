@@ -499,11 +499,19 @@ fn rows_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, li
 // row_partial sums them with STEP = 1 whatever `n` is; every lane of the subgroup calls
 // it (the totals are subgroup operations).
 fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32) {
+    columns_of_tile(rb, ok, c0, n, row, tl, lanes, 0u, (params.k / BLOCK) * SLICES, false);
+}
+
+// `columns_at_once` over the `n_slices` slices of one tile of x, the row's blocks from
+// `blk0` on: with `after` (a tile past the first), each column's total is added to what
+// y holds for the tiles before it, tile after tile in K's order, by the lane that
+// wrote it.
+fn columns_of_tile(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32,
+                   blk0: u32, n_slices: u32, after: bool) {
     var acc: array<f32, COLUMNS_AT_ONCE>;
-    let n_slices = (params.k / BLOCK) * SLICES;
     for (var s = tl; ok && s < n_slices; s += lanes) {
         let b = s / SLICES;
-        let prep = slice_prep(slice_load(rb, b, s % SLICES), s % SLICES);
+        let prep = slice_prep(slice_load(rb, blk0 + b, s % SLICES), s % SLICES);
         for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
             if (c < n) {
                 x_col = (c0 + c) * params.x_stride;
@@ -515,21 +523,68 @@ fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
     for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
         let total = row_total(acc[c]);
         if (c < n && tl == 0u && ok) {
-            y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
+            let at = params.y_offset + (c0 + c) * params.y_stride + row;
+            if (after) {
+                y[at] += total;
+            } else {
+                y[at] = total;
+            }
         }
     }
 }
 
-// x staged, COLUMNS_AT_ONCE > 1, x in one tile and no queue: the columns in runs of up
-// to COLUMNS_AT_ONCE, each run's x staged once per workgroup (X_COLS staged columns, by
-// the one stage_x, so a column's int8 x is the same code whichever of the run it is),
-// then every row of the workgroup's batches, each loaded slice dotted with every column
-// of the run (`columns_at_once`). Where the one-column route restages x per column and
-// row batch, and reloads the weights per column, a step of up to COLUMNS_AT_ONCE rows
-// reads each weight once and stages each x once per workgroup.
+// x staged, COLUMNS_AT_ONCE > 1, no queue: the columns in runs of up to
+// COLUMNS_AT_ONCE, each run's x staged once per workgroup and tile (X_COLS staged
+// columns, by the one stage_x, so a column's int8 x is the same code whichever of the
+// run it is), then every row of the workgroup's batches, each loaded slice dotted with
+// every column of the run (`columns_of_tile`). Where the one-column route restages x
+// per column and row batch, and reloads the weights per column, a step of up to
+// COLUMNS_AT_ONCE rows reads each weight once and stages each x once per workgroup and
+// tile. Past the first tile a row's totals are added to the earlier tiles' in y.
 fn staged_columns(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid: u32) {
+    if (PREFETCH) {
+        staged_columns_prefetched(first, stride, offset, tl, lanes, lid);
+        return;
+    }
     for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
         let n = min(COLUMNS_AT_ONCE, params.cols - c0);
+        for (var t0 = 0u; t0 < params.k; t0 += TILE) {
+            workgroupBarrier();
+            for (var c = 0u; c < n; c++) {
+                x_col = (c0 + c) * params.x_stride;
+                xs_col = c;
+                stage_x(t0, lid);
+            }
+            workgroupBarrier();
+            let n_slices = min(TILE, params.k - t0) / BLOCK * SLICES;
+            for (var base = first; base < params.m; base += stride) {
+                let row = base + offset;
+                columns_of_tile(row * params.row_bytes, row < params.m, c0, n, row, tl, lanes,
+                                t0 / BLOCK, n_slices, t0 != 0u);
+            }
+        }
+    }
+}
+
+// `staged_columns` with PREFETCH (x in one tile): as `rows_prefetched` does for one
+// column, a lane's slices of its rows run as one sequence, each slice's weights loaded
+// before the previous slice's arithmetic (also across a row's end), and a run's first
+// slice loaded before its x is staged, so that a lane has loads in flight while it
+// computes. A row's slices are those `columns_at_once` takes, in its order, each column
+// summed from zero, so a column's total is the same code whichever of the run it is and
+// however many columns the dispatch has. Every lane runs the same number of steps a row
+// (some past the row's last slice), so the lanes of a subgroup reach each row's end,
+// where the totals are subgroup operations, together.
+fn staged_columns_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32,
+                             lid: u32) {
+    let n_slices = (params.k / BLOCK) * SLICES;
+    let steps = (n_slices + lanes - 1u) / lanes;
+    for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
+        let n = min(COLUMNS_AT_ONCE, params.cols - c0);
+        var base = first;
+        var i = 0u;
+        var s = tl;
+        var raw = load_slice(base + offset, s, n_slices);
         workgroupBarrier();
         for (var c = 0u; c < n; c++) {
             x_col = (c0 + c) * params.x_stride;
@@ -537,9 +592,40 @@ fn staged_columns(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid
             stage_x(0u, lid);
         }
         workgroupBarrier();
-        for (var base = first; base < params.m; base += stride) {
+        var acc: array<f32, COLUMNS_AT_ONCE>;
+        // base is the workgroup's, so every subgroup leaves together.
+        loop {
+            if (base >= params.m) {
+                break;
+            }
             let row = base + offset;
-            columns_at_once(row * params.row_bytes, row < params.m, c0, n, row, tl, lanes);
+            let row_end = i + 1u == steps;
+            let next_base = select(base, base + stride, row_end);
+            let next_s = select(s + lanes, tl, row_end);
+            let next = load_slice(next_base + offset, next_s, n_slices);
+            if (row < params.m && s < n_slices) {
+                let b = s / SLICES;
+                let prep = slice_prep(raw, s % SLICES);
+                for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+                    if (c < n) {
+                        xs_col = c;
+                        acc[c] += prep_math(prep, b * (BLOCK / 32u));
+                    }
+                }
+            }
+            if (row_end) {
+                for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+                    let total = row_total(acc[c]);
+                    if (c < n && tl == 0u && row < params.m) {
+                        y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
+                    }
+                    acc[c] = 0.0;
+                }
+            }
+            base = next_base;
+            s = next_s;
+            i = select(i + 1u, 0u, row_end);
+            raw = next;
         }
     }
 }

@@ -93,12 +93,16 @@ pub enum Clause {
         columns: u32,
         /// A decode step's rows at most.
         rows: u64,
+        /// Tiles of x a row takes (staged tile by tile where more than one).
+        tiles: u64,
         /// Workgroup memory the columns' tiles take (two columns', where none fit).
         bytes: u64,
         /// The device's workgroup memory, in KiB.
         workgroup_kib: u32,
         /// Whether the run turned it off (`staged_columns` no, or one column at once).
         off: bool,
+        /// Whether each lane loads its next weight slice ahead.
+        prefetch: bool,
     },
     /// x arrives quantized and the lanes read it in place: nothing staged.
     ReadInPlace {
@@ -942,14 +946,26 @@ impl std::fmt::Display for Clause {
             Clause::StagedColumns {
                 columns,
                 rows,
+                tiles,
                 bytes,
                 workgroup_kib,
+                prefetch,
                 ..
             } => write!(
                 f,
-                "steps of up to {rows} rows: {columns} columns of x staged at once ({bytes} \
+                "steps of up to {rows} rows: {columns} columns of x staged at once{} ({bytes} \
                  bytes of {workgroup_kib} KiB), each weight slice dotted with every one, \
-                 batches in a grid-stride loop"
+                 batches in a grid-stride loop{}",
+                if tiles > 1 {
+                    format!(" in {tiles} tiles, each row's totals summed over them")
+                } else {
+                    String::new()
+                },
+                if prefetch {
+                    ", each lane loading its next slice ahead"
+                } else {
+                    ""
+                }
             ),
             Clause::ReadInPlace {
                 rows_per_workgroup,

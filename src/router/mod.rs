@@ -124,6 +124,15 @@ pub struct Overrides {
     /// step's columns at once ([`Clause::StagedColumns`]): None or yes where they fit,
     /// no (A/B) one at a time.
     pub staged_columns: Option<bool>,
+    /// Whether staged columns ([`Clause::StagedColumns`]) with x in one tile load each
+    /// lane's next weight slice ahead: yes (A/B), or no (None: built and tested, not
+    /// yet measured on a device; `results/parallel/staged_prefetch`).
+    pub staged_prefetch: Option<bool>,
+    /// Whether staged columns whose K holds fewer than the step's columns in one tile
+    /// of all of K take them all at once, staged tile by tile: yes (A/B), or no (None:
+    /// as many at once as one tile holds; built and tested, not yet measured on a
+    /// device).
+    pub staged_tiles: Option<bool>,
     /// Invocations per coop and dot4 workgroup.
     pub workgroup_size: Option<u32>,
     /// dot4 lanes per row (0: a whole subgroup).
@@ -398,12 +407,20 @@ fn workgroup_size(profile: &DeviceProfile, o: &Overrides, why: &mut Vec<Clause>)
 }
 
 /// Clause 3: the x tile, the largest multiple of the quantum up to K whose staging fits
-/// in workgroup memory.
-fn x_tile(profile: &DeviceProfile, stage: XStage, k: u64, why: &mut Vec<Clause>) -> u32 {
+/// in workgroup memory, for `columns` columns staged at once (one but for staged
+/// columns, [`staged_columns_wanted`]).
+fn x_tile(
+    profile: &DeviceProfile,
+    stage: XStage,
+    k: u64,
+    columns: u64,
+    why: &mut Vec<Clause>,
+) -> u32 {
     let storage = profile.workgroup_storage_bytes as u64;
+    let fits = |t: u64| stage.columns_tile_bytes(t, columns) <= storage;
     let tile = (1..)
         .map(|n| n * TILE_QUANTUM)
-        .take_while(|&t| t <= k.next_multiple_of(TILE_QUANTUM) && stage.tile_bytes(t) <= storage)
+        .take_while(|&t| t <= k.next_multiple_of(TILE_QUANTUM) && fits(t))
         .last()
         .unwrap_or(TILE_QUANTUM);
     let tiles = k.div_ceil(tile);
@@ -443,7 +460,7 @@ fn coop_launch(
         FloatX::F32
     };
     let wg = workgroup_size(profile, o, why);
-    let tile = x_tile(profile, x.stage(), q.k, why);
+    let tile = x_tile(profile, x.stage(), q.k, 1, why);
     let rows_per_wg = coop_rows_per_workgroup(wg, profile.subgroup_max);
     let parts = rows
         .parts
@@ -524,7 +541,13 @@ fn dot4_launch(
         return (LaunchConfig::Dot4(config), parts);
     };
     let planes = x_planes(o, why);
-    let tile = x_tile(profile, XStage::int8(planes), q.k, why);
+    let stage = XStage::int8(planes);
+    let tiled_columns = match o.staged_tiles {
+        Some(true) => staged_columns_wanted(q, kernel, o),
+        _ => 1,
+    };
+    let tile = x_tile(profile, stage, q.k, tiled_columns, why);
+    let (columns, staged_batches) = staged_columns(profile, q, kernel, (tile, stage), o, why);
     let lanes = dot4_lanes(profile, kernel, q.k.min(tile as u64), o, why);
     let rows_per_wg = dot4_rows_per_workgroup(wg, lanes, sg);
     let row_bytes = rows.row_bytes;
@@ -536,7 +559,8 @@ fn dot4_launch(
         .map(|&(first, n)| {
             let batches = n.div_ceil(rows_per_wg);
             let mut groups = batches;
-            if q.k <= tile as u64 {
+            // Staged once per workgroup: x in one tile, or staged columns' tiles.
+            if q.k <= tile as u64 || columns > 1 {
                 groups = groups.min(t.persistent_workgroups);
                 let staged_cap = (n * row_bytes / (t.dot4_weight_per_staged_x * 4 * q.k))
                     .max(t.dot4_min_workgroups);
@@ -555,9 +579,8 @@ fn dot4_launch(
         });
     }
     override_workgroups(o, why);
-    let columns = staged_columns(profile, q, kernel, (tile, XStage::int8(planes)), o, why);
     let batches = if columns > 1 {
-        Batches::GridStride
+        staged_batches
     } else {
         dot4_batches(
             profile,
@@ -588,10 +611,22 @@ fn dot4_launch(
 /// Clause 7: the columns a staging dot4 workgroup stages at once, for a model whose
 /// decode steps take up to `q.columns` rows (none is said for one): as many as fit its
 /// workgroup memory up to the step's rows and [`MAX_COLUMNS_AT_ONCE`] (or the
-/// override's `columns_at_once`), x in one tile, with a kernel that splits its slices.
-/// Each workgroup then stages a run of columns once and dots each loaded slice with
+/// override's `columns_at_once`), with a kernel that splits its slices. Each workgroup
+/// then stages a run of columns once (per tile) and dots each loaded slice with
 /// every one (`wgsl/matvec/dot4_prefetch.wgsl`, `staged_columns`), where one at a time
 /// restages x per column and row batch and reloads the weights per column.
+///
+/// x is staged in the tile [`x_tile`] makes for one column, so where K's x for one
+/// column fits but not for the step's rows (the 8B shape's K = 14,336 on 48 KiB: 2
+/// columns), fewer columns at once, each run reading the weights again. Asked
+/// (`staged_tiles`), in tiles small enough for all of them ([`x_tile`] of
+/// [`staged_columns_wanted`]), staged tile by tile, each row's totals summed over the
+/// tiles in y.
+///
+/// Its workgroups take their batches in a grid-stride loop, each lane loading its next
+/// slice ahead where x is one tile and the override asks (`staged_prefetch`); the
+/// batches are returned with the columns. Both forms are tested, and neither is a rule
+/// until a device has measured it (`results/parallel/staged_prefetch`).
 fn staged_columns(
     profile: &DeviceProfile,
     q: &MatvecQuery,
@@ -599,28 +634,45 @@ fn staged_columns(
     (tile, stage): (u32, XStage),
     o: &Overrides,
     why: &mut Vec<Clause>,
-) -> u32 {
-    if q.columns < 2 || !kernel.splits_slices() || q.k > tile as u64 {
-        return 1;
+) -> (u32, Batches) {
+    if q.columns < 2 || !kernel.splits_slices() {
+        return (1, Batches::GridStride);
     }
     let storage = profile.workgroup_storage_bytes as u64;
     let bytes = |c: u32| stage.columns_tile_bytes(tile as u64, c as u64);
-    let off = o.staged_columns == Some(false) || o.columns_at_once == Some(1);
-    let most = (q.columns.min(MAX_COLUMNS_AT_ONCE as u64) as u32)
-        .min(o.columns_at_once.unwrap_or(MAX_COLUMNS_AT_ONCE));
-    let columns = if off {
-        1
-    } else {
-        (2..=most).rev().find(|&c| bytes(c) <= storage).unwrap_or(1)
-    };
+    let off = staged_columns_wanted(q, kernel, o) == 1;
+    let most = staged_columns_wanted(q, kernel, o) as u32;
+    let columns = (2..=most).rev().find(|&c| bytes(c) <= storage).unwrap_or(1);
+    let tiles = q.k.div_ceil(tile as u64);
+    let prefetch = columns > 1 && tiles == 1 && o.staged_prefetch == Some(true);
     why.push(Clause::StagedColumns {
         columns,
         rows: q.columns,
+        tiles,
         bytes: bytes(columns.max(2)),
         workgroup_kib: profile.workgroup_storage_bytes / 1024,
         off,
+        prefetch,
     });
-    columns
+    let batches = if prefetch {
+        Batches::Prefetch
+    } else {
+        Batches::GridStride
+    };
+    (columns, batches)
+}
+
+/// The columns a model whose decode steps take up to `q.columns` rows would stage at
+/// once: the step's rows up to [`MAX_COLUMNS_AT_ONCE`] or the override's
+/// `columns_at_once`, with a kernel that splits its slices; one where the run turns
+/// staged columns off (`staged_columns` no, or one column at once).
+fn staged_columns_wanted(q: &MatvecQuery, kernel: &MatvecKernel, o: &Overrides) -> u64 {
+    if q.columns < 2 || !kernel.splits_slices() || o.staged_columns == Some(false) {
+        return 1;
+    }
+    q.columns
+        .min(MAX_COLUMNS_AT_ONCE as u64)
+        .min(o.columns_at_once.unwrap_or(MAX_COLUMNS_AT_ONCE) as u64)
 }
 
 /// The columns a dot4 launch that reads x in place dots each loaded slice with: as many

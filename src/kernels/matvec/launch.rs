@@ -84,9 +84,11 @@ pub struct Dot4Launch {
     pub x: Dot4X,
     /// Columns each loaded weight slice is dotted with (`wgsl/matvec/dot4_prefetch.wgsl`,
     /// `columns_at_once`): 1, or with a kernel that splits its slices up to
-    /// [`MAX_COLUMNS_AT_ONCE`], x in place or staged in one tile (then that many
-    /// columns' tiles are staged at once, `staged_columns`, and the workgroups take their
-    /// batches in a grid-stride loop). A column is bit for bit this launch's one-column
+    /// [`MAX_COLUMNS_AT_ONCE`], x in place or staged (then that many columns' tiles are
+    /// staged at once, `staged_columns`, tile by tile where K takes several, and the
+    /// workgroups take their batches in a grid-stride loop, loading slices ahead or not,
+    /// never from the queue).
+    /// A column is bit for bit this launch's one-column
     /// dispatch either way, but not the other setting's.
     pub columns_at_once: u32,
 }
@@ -388,11 +390,9 @@ impl MatvecLaunch {
                                     .into(),
                             );
                         }
-                        if c.columns_at_once > 1
-                            && !(batches == Batches::GridStride && self.k <= tile as u64)
-                        {
+                        if c.columns_at_once > 1 && batches == Batches::Queue {
                             return bad(format!(
-                                "{} staged columns at once need x in one tile and a grid-stride loop",
+                                "{} staged columns at once take no queue",
                                 c.columns_at_once
                             ));
                         }
