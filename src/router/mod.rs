@@ -640,8 +640,8 @@ fn staged_columns(
     }
     let storage = profile.workgroup_storage_bytes as u64;
     let bytes = |c: u32| stage.columns_tile_bytes(tile as u64, c as u64);
-    let off = staged_columns_wanted(q, kernel, o) == 1;
     let most = staged_columns_wanted(q, kernel, o) as u32;
+    let off = most == 1;
     let columns = (2..=most).rev().find(|&c| bytes(c) <= storage).unwrap_or(1);
     let tiles = q.k.div_ceil(tile as u64);
     let prefetch = columns > 1 && tiles == 1 && o.staged_prefetch == Some(true);

@@ -87,9 +87,8 @@ pub struct Dot4Launch {
     /// [`MAX_COLUMNS_AT_ONCE`], x in place or staged (then that many columns' tiles are
     /// staged at once, `staged_columns`, tile by tile where K takes several, and the
     /// workgroups take their batches in a grid-stride loop, loading slices ahead or not,
-    /// never from the queue).
-    /// A column is bit for bit this launch's one-column
-    /// dispatch either way, but not the other setting's.
+    /// never from the queue). A column is bit for bit this launch's one-column dispatch
+    /// either way, but not the other setting's.
     pub columns_at_once: u32,
 }
 
