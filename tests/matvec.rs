@@ -1171,7 +1171,8 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
 /// 8 of them at once and dot each loaded slice with every one (`staged_columns`): x
 /// quantized while staging, copied, and SwiGLU while staging; one and two int8 planes;
 /// whole subgroups and teams of 4 lanes; each lane loading its next slice ahead and
-/// not. Where a workgroup memory holds the step's columns only in smaller tiles, they
+/// not (one workgroup taking every row, so each subgroup takes several). Where a
+/// workgroup memory holds the step's columns only in smaller tiles, they
 /// are staged tile by tile where asked (2 tiles, the second partial: K = 768 in tiles
 /// of 512; else 5 at once in one tile), or fewer at once where even the smallest tile
 /// holds too few (4 of 8, in 2 tiles of 256).
@@ -1238,6 +1239,9 @@ fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
                     x_planes: Some(planes),
                     staged_prefetch: Some(prefetch),
                     staged_tiles: Some(true),
+                    // Loading ahead carries a lane from one row into the next: one
+                    // workgroup gives each subgroup several rows.
+                    max_workgroups: prefetch.then_some(1),
                     ..Overrides::default()
                 };
                 let launch = launch_for_steps(profile, kernel, (m, k), x, rows, overrides);

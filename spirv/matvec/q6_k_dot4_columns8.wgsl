@@ -508,20 +508,37 @@ fn columns_at_once(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
 // wrote it.
 fn columns_of_tile(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes: u32,
                    blk0: u32, n_slices: u32, after: bool) {
-    var acc: array<f32, COLUMNS_AT_ONCE>;
+    var sums: ColumnSums;
     for (var s = tl; ok && s < n_slices; s += lanes) {
         let b = s / SLICES;
         let prep = slice_prep(slice_load(rb, blk0 + b, s % SLICES), s % SLICES);
-        for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
-            if (c < n) {
-                x_col = (c0 + c) * params.x_stride;
-                xs_col = select(c, 0u, X_DIRECT);
-                acc[c] += prep_math(prep, b * (BLOCK / 32u));
-            }
+        dot_run(&sums, prep, b * (BLOCK / 32u), c0, n);
+    }
+    store_run(&sums, c0, n, row, tl, ok, after);
+}
+
+// One accumulator per column of a run.
+alias ColumnSums = array<f32, COLUMNS_AT_ONCE>;
+
+// A prepared slice whose first weight is x group g dotted with each of the run's `n`
+// columns from c0 (staged column c, or in place), into its accumulator.
+fn dot_run(sums: ptr<function, ColumnSums>, prep: Prep, g: u32, c0: u32, n: u32) {
+    for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+        if (c < n) {
+            x_col = (c0 + c) * params.x_stride;
+            xs_col = select(c, 0u, X_DIRECT);
+            (*sums)[c] += prep_math(prep, g);
         }
     }
+}
+
+// Each of the run's columns' row totals (subgroup sums: every lane of the subgroup
+// calls it) written to y by lane 0 where the row is `ok`, or with `after` added to what
+// y holds.
+fn store_run(sums: ptr<function, ColumnSums>, c0: u32, n: u32, row: u32, tl: u32, ok: bool,
+             after: bool) {
     for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
-        let total = row_total(acc[c]);
+        let total = row_total((*sums)[c]);
         if (c < n && tl == 0u && ok) {
             let at = params.y_offset + (c0 + c) * params.y_stride + row;
             if (after) {
@@ -531,6 +548,18 @@ fn columns_of_tile(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
             }
         }
     }
+}
+
+// The run of `n` columns from c0 staged as staged columns 0 .. n, the tile of x from
+// t0, between barriers (the workgroup's previous reads of the stage come first).
+fn stage_run(c0: u32, n: u32, t0: u32, lid: u32) {
+    workgroupBarrier();
+    for (var c = 0u; c < n; c++) {
+        x_col = (c0 + c) * params.x_stride;
+        xs_col = c;
+        stage_x(t0, lid);
+    }
+    workgroupBarrier();
 }
 
 // x staged, COLUMNS_AT_ONCE > 1, no queue: the columns in runs of up to
@@ -549,13 +578,7 @@ fn staged_columns(first: u32, stride: u32, offset: u32, tl: u32, lanes: u32, lid
     for (var c0 = 0u; c0 < params.cols; c0 += COLUMNS_AT_ONCE) {
         let n = min(COLUMNS_AT_ONCE, params.cols - c0);
         for (var t0 = 0u; t0 < params.k; t0 += TILE) {
-            workgroupBarrier();
-            for (var c = 0u; c < n; c++) {
-                x_col = (c0 + c) * params.x_stride;
-                xs_col = c;
-                stage_x(t0, lid);
-            }
-            workgroupBarrier();
+            stage_run(c0, n, t0, lid);
             let n_slices = min(TILE, params.k - t0) / BLOCK * SLICES;
             for (var base = first; base < params.m; base += stride) {
                 let row = base + offset;
@@ -585,14 +608,8 @@ fn staged_columns_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lane
         var i = 0u;
         var s = tl;
         var raw = load_slice(base + offset, s, n_slices);
-        workgroupBarrier();
-        for (var c = 0u; c < n; c++) {
-            x_col = (c0 + c) * params.x_stride;
-            xs_col = c;
-            stage_x(0u, lid);
-        }
-        workgroupBarrier();
-        var acc: array<f32, COLUMNS_AT_ONCE>;
+        stage_run(c0, n, 0u, lid);
+        var sums: ColumnSums;
         // base is the workgroup's, so every subgroup leaves together.
         loop {
             if (base >= params.m) {
@@ -605,22 +622,11 @@ fn staged_columns_prefetched(first: u32, stride: u32, offset: u32, tl: u32, lane
             let next = load_slice(next_base + offset, next_s, n_slices);
             if (row < params.m && s < n_slices) {
                 let b = s / SLICES;
-                let prep = slice_prep(raw, s % SLICES);
-                for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
-                    if (c < n) {
-                        xs_col = c;
-                        acc[c] += prep_math(prep, b * (BLOCK / 32u));
-                    }
-                }
+                dot_run(&sums, slice_prep(raw, s % SLICES), b * (BLOCK / 32u), c0, n);
             }
             if (row_end) {
-                for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
-                    let total = row_total(acc[c]);
-                    if (c < n && tl == 0u && row < params.m) {
-                        y[params.y_offset + (c0 + c) * params.y_stride + row] = total;
-                    }
-                    acc[c] = 0.0;
-                }
+                store_run(&sums, c0, n, row, tl, row < params.m, false);
+                sums = ColumnSums();
             }
             base = next_base;
             s = next_s;
