@@ -50,3 +50,28 @@ parallel_8b() {
         --parallel-prompt 128 "$@" 2>&1 | grep -E "sequences|one pass" |
         sed "s/^/$label /" | tee -a "$OUT"/parallel.log | cut -c1-300
 }
+# llama.cpp CUDA's library alone (what benches/anchors/llamacpp_batched.cpp links), from
+# the carried .anchors source, built in the background with every core; `llama_batched`
+# waits for it.
+start_llama_library_build() {
+    local src=$PWD/.anchors/llama.cpp-ggml-0.25.3-src.tar.xz
+    (setsid nohup bash -c "mkdir -p /tmp/anchors && cd /tmp/anchors && tar xJf $src && \
+      cmake -S lcsrc -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
+        -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && \
+      cmake --build build-cuda -j 16 --target llama && echo built" >"$OUT/llama_build.log" 2>&1 &)
+}
+# llama.cpp's batched decode of $1 (a GGUF file): 128-token prompts, 128 tokens each, at
+# 1, 8 and 32 sequences, to $OUT/llama_batched.log.
+llama_batched() {
+    for _ in $(seq 1 100); do grep -q "^built" "$OUT/llama_build.log" && break; sleep 3; done
+    tail -2 "$OUT/llama_build.log"
+    local lb=/tmp/anchors/build-cuda lc=/tmp/anchors/lcsrc libs
+    libs=$(find $lb -name 'libllama.so*' -o -name 'libggml.so*' -o -name 'libggml-base.so*' |
+        xargs -n1 dirname | sort -u)
+    g++ -O2 -std=c++17 benches/anchors/llamacpp_batched.cpp -I$lc/include -I$lc/ggml/include \
+        $(for d in $libs; do echo -L$d -Wl,-rpath,$d; done) -lllama -lggml -lggml-base \
+        -o /tmp/llamacpp_batched 2>&1 | tail -5
+    /tmp/llamacpp_batched "$1" 128 128 1 8 32 2>"$OUT/llama_batched.err" | tee "$OUT/llama_batched.log"
+    tail -3 "$OUT/llama_batched.err"
+}

@@ -1180,7 +1180,8 @@ fn dot4_columns_at_once_are_one_column_dispatches_bit_for_bit() {
 /// one-column dispatch and within the int8 bound of the CPU reference
 /// (`check_columns`, which also runs it with wgpu's index clamps). Kernels that do not
 /// split their slices, and a run that turns it off, stage one column at a time, and the
-/// clause says which; slices are loaded ahead only where asked (x in one tile).
+/// clause says which; slices are loaded ahead by default where x is one tile, and not
+/// where the run says no.
 #[test]
 fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
     use brass::kernels::matvec::MAX_COLUMNS_AT_ONCE;
@@ -1275,7 +1276,7 @@ fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
     };
     let launch = launch_for_steps(&eight_of_512, q4_k, (m, 768), XInput::Norm, 8, untiled);
     assert_eq!((staged(&launch), tile_of(&launch)), (5, 768));
-    assert!(!prefetched(&launch));
+    assert!(prefetched(&launch));
     check_columns(&device, &cache, &launch);
     let query = MatvecQuery {
         ty: q4_k.ty,
@@ -1287,24 +1288,25 @@ fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
     let route = |o: Overrides| route_matvec(device.profile(), &query, &o).unwrap();
     let on = route(Overrides::default());
     assert_eq!(staged(on.launch()), MAX_COLUMNS_AT_ONCE);
-    assert!(!prefetched(on.launch()));
+    assert!(prefetched(on.launch()));
     assert!(
         on.reason().contains("8 columns of x staged at once")
-            && !on.reason().contains("slice ahead"),
+            && on
+                .reason()
+                .contains("each lane loading its next slice ahead"),
         "{}",
         on.reason()
     );
-    let ahead = route(Overrides {
-        staged_prefetch: Some(true),
+    let not_ahead = route(Overrides {
+        staged_prefetch: Some(false),
         ..Overrides::default()
     });
-    assert!(prefetched(ahead.launch()));
+    assert_eq!(staged(not_ahead.launch()), MAX_COLUMNS_AT_ONCE);
+    assert!(!prefetched(not_ahead.launch()));
     assert!(
-        ahead
-            .reason()
-            .contains("each lane loading its next slice ahead"),
+        !not_ahead.reason().contains("slice ahead"),
         "{}",
-        ahead.reason()
+        not_ahead.reason()
     );
     let q6_k = matvec::find_by_name("q6_k_dot4").unwrap();
     let q6_k_route = route_matvec(
@@ -1319,9 +1321,10 @@ fn dot4_staged_columns_are_one_column_dispatches_bit_for_bit() {
         },
     )
     .unwrap();
+    // Unlike one column's rule, Q6_K's staged columns load ahead too.
     assert_eq!(staged(q6_k_route.launch()), MAX_COLUMNS_AT_ONCE);
-    assert!(!prefetched(q6_k_route.launch()), "{}", q6_k_route.reason());
-    assert!(!q6_k_route.reason().contains("slice ahead"));
+    assert!(prefetched(q6_k_route.launch()), "{}", q6_k_route.reason());
+    assert!(q6_k_route.reason().contains("slice ahead"));
     let off = route(Overrides {
         staged_columns: Some(false),
         ..Overrides::default()

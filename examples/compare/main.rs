@@ -76,12 +76,12 @@ struct Args {
     #[arg(long)]
     staged_columns: Option<bool>,
     /// A/B: whether staged columns load each lane's next weight slice ahead (default:
-    /// no, until measured; see `router::Overrides::staged_prefetch`).
+    /// yes where x is one tile; see `router::Overrides::staged_prefetch`).
     #[arg(long)]
     staged_prefetch: Option<bool>,
     /// A/B: whether staged columns take all of a step's columns in tiles of x where one
-    /// tile of all of K holds fewer (default: no, until measured; see
-    /// `router::Overrides::staged_tiles`).
+    /// tile of all of K holds fewer (default: no, slower at 8 sequences on the H100;
+    /// see `router::Overrides::staged_tiles`).
     #[arg(long)]
     staged_tiles: Option<bool>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
