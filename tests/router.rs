@@ -445,6 +445,57 @@ fn dot4_rows_take_a_whole_subgroup_where_it_divides_them() {
     }
 }
 
+/// Staged columns (a model of 8 sequences on the 8B shape, the H200's tuning) take a
+/// row with teams of 8 lanes where that leaves at least 128 row batches, 16 where only
+/// that does, and a whole subgroup otherwise; one column keeps a whole subgroup.
+#[test]
+fn staged_columns_take_rows_in_teams_where_batches_remain() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    assert_eq!(h200.tuning.staged_team_min_batches, 128);
+    // (M, K, lanes): 256 invocations make 32 rows a batch with 8 lanes, 16 with 16.
+    let cases = [
+        (14336, 4096, 8),
+        (4096, 4096, 8),
+        (4096, 14336, 8),
+        (2048, 4096, 16),
+        (1024, 4096, 0),
+        (128256, 4096, 8),
+    ];
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for (m, k, lanes) in cases {
+            let query = |columns| MatvecQuery {
+                ty,
+                m,
+                k,
+                x: XInput::Norm,
+                columns,
+            };
+            let r = route_matvec(&h200, &query(8), &Overrides::default()).unwrap();
+            assert!(dot4(&r).columns_at_once > 1, "{ty} {m}x{k}: {}", r.reason());
+            assert_eq!(dot4(&r).lanes, lanes, "{ty} {m}x{k}: {}", r.reason());
+            assert_eq!(
+                r.reason().contains(&format!(
+                    "{lanes} lanes per row of staged columns: each column's subgroup sums \
+                     serve {} rows at once",
+                    32 / lanes.max(1)
+                )),
+                lanes != 0,
+                "{ty} {m}x{k}: {}",
+                r.reason()
+            );
+            let one = route_matvec(&h200, &query(1), &Overrides::default()).unwrap();
+            assert_eq!(dot4(&one).lanes, 0, "{ty} {m}x{k}: {}", one.reason());
+            // The override decides where given.
+            let asked = Overrides {
+                lanes: Some(16),
+                ..Overrides::default()
+            };
+            let r = route_matvec(&h200, &query(8), &asked).unwrap();
+            assert_eq!(dot4(&r).lanes, 16, "{ty} {m}x{k}: {}", r.reason());
+        }
+    }
+}
+
 #[test]
 fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     let h200 = DeviceProfile::preset("h200").unwrap();

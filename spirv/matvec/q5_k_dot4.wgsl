@@ -521,14 +521,16 @@ fn columns_of_tile(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
 alias ColumnSums = array<f32, COLUMNS_AT_ONCE>;
 
 // A prepared slice whose first weight is x group g dotted with each of the run's `n`
-// columns from c0 (staged column c, or in place), into its accumulator.
+// columns from c0 (staged column c, or in place), into its accumulator. Accumulators
+// past the run's `n` take its last column again, never stored: with no branch per
+// column the driver interleaves the columns' loads and dot products (on an H100 at 8
+// columns 747.7 tok/s against 720.7 with `if (c < n)`, results/parallel/staged_prefetch).
 fn dot_run(sums: ptr<function, ColumnSums>, prep: Prep, g: u32, c0: u32, n: u32) {
     for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
-        if (c < n) {
-            x_col = (c0 + c) * params.x_stride;
-            xs_col = select(c, 0u, X_DIRECT);
-            (*sums)[c] += prep_math(prep, g);
-        }
+        let column = min(c, n - 1u);
+        x_col = (c0 + column) * params.x_stride;
+        xs_col = select(column, 0u, X_DIRECT);
+        (*sums)[c] += prep_math(prep, g);
     }
 }
 

@@ -251,6 +251,14 @@ pub struct Tuning {
     /// (1,024 rows at 512 tokens) ran at half dot4's speed and 128 at 1.5x.
     #[serde(default = "h200_coop_min_workgroups")]
     pub coop_min_workgroups: u64,
+    /// Staged columns take a row with the narrowest team of lanes that leaves at
+    /// least this many row batches (about one per compute unit). On an H100 at 8
+    /// columns (2026-12-07, `results/parallel/staged_prefetch`), teams of 8 took the
+    /// Q4_K 4,096 x 4,096 matrix (128 batches) from 27.3 to 18.8 µs and the 14,336 x
+    /// 4,096 one from 70.0 to 53.0; 1,024 rows lost with 64 batches (16 lanes: 14.1
+    /// against 13.4 µs).
+    #[serde(default = "h200_staged_team_min_batches")]
+    pub staged_team_min_batches: u64,
 }
 
 fn h200_attention_workgroups() -> u64 {
@@ -259,6 +267,10 @@ fn h200_attention_workgroups() -> u64 {
 
 fn h200_coop_min_workgroups() -> u64 {
     Tuning::H200.coop_min_workgroups
+}
+
+fn h200_staged_team_min_batches() -> u64 {
+    Tuning::H200.staged_team_min_batches
 }
 
 impl Tuning {
@@ -275,6 +287,7 @@ impl Tuning {
         q8_min_columns: 2,
         attention_workgroups: 264,
         coop_min_workgroups: 64,
+        staged_team_min_batches: 128,
     };
     const H200_COMPUTE_UNITS: u64 = 132;
 
@@ -291,6 +304,7 @@ impl Tuning {
             dot4_min_workgroups: scale(Self::H200.dot4_min_workgroups),
             attention_workgroups: scale(Self::H200.attention_workgroups),
             coop_min_workgroups: scale(Self::H200.coop_min_workgroups),
+            staged_team_min_batches: scale(Self::H200.staged_team_min_batches),
             ..Self::H200
         }
     }

@@ -131,6 +131,21 @@ pub enum Clause {
         /// The device's workgroup memory, in KiB.
         workgroup_kib: u32,
     },
+    /// Staged columns' rows taken by teams of `lanes` lanes rather than whole
+    /// subgroups: each of a row's columns ends in a subgroup sum, and a team's sums
+    /// serve as many rows at once as the subgroup holds teams.
+    StagedColumnsTeam {
+        /// Lanes per row.
+        lanes: u32,
+        /// Rows each subgroup sum serves.
+        rows_per_sum: u32,
+        /// Row batches the largest part makes with this team.
+        batches: u64,
+        /// Row batches a team must leave ([`Tuning::staged_team_min_batches`]).
+        ///
+        /// [`Tuning::staged_team_min_batches`]: crate::device::Tuning::staged_team_min_batches
+        min_batches: u64,
+    },
     /// dot4 rows taken by teams of `lanes` lanes rather than whole subgroups, which
     /// would leave more lanes idle in a row's last round.
     TeamLanes {
@@ -995,6 +1010,16 @@ impl std::fmt::Display for Clause {
                 f,
                 "x staged as {} in {tiles} tiles of {tile} (workgroup memory {workgroup_kib} KiB)",
                 stage.name()
+            ),
+            Clause::StagedColumnsTeam {
+                lanes,
+                rows_per_sum,
+                batches,
+                min_batches,
+            } => write!(
+                f,
+                "{lanes} lanes per row of staged columns: each column's subgroup sums serve \
+                 {rows_per_sum} rows at once, {batches} row batches (at least {min_batches})"
             ),
             Clause::TeamLanes {
                 lanes,

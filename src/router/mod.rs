@@ -549,7 +549,10 @@ fn dot4_launch(
     };
     let tile = x_tile(profile, stage, q.k, tiled_columns, why);
     let (columns, staged_batches) = staged_columns(profile, q, kernel, (tile, stage), o, why);
-    let lanes = dot4_lanes(profile, kernel, q.k.min(tile as u64), o, why);
+    let lanes = match columns > 1 {
+        true => staged_team_lanes(profile, kernel, q.k.min(tile as u64), rows, wg, o, why),
+        false => dot4_lanes(profile, kernel, q.k.min(tile as u64), o, why),
+    };
     let rows_per_wg = dot4_rows_per_workgroup(wg, lanes, sg);
     let row_bytes = rows.row_bytes;
     let t = &profile.tuning;
@@ -843,6 +846,47 @@ fn dot4_lanes(
             lanes
         }
         _ => 0,
+    }
+}
+
+/// Clause 5 for staged columns: the narrowest team of lanes per row (a quarter or half
+/// of the smallest subgroup, at least 4 lanes) whose row batches in the largest part
+/// are at least [`Tuning::staged_team_min_batches`], else [`dot4_lanes`]'s. Each of a
+/// row's columns ends in a subgroup sum, which a whole subgroup spends on one row and
+/// teams of 8 on four; and a lane takes 4 times the slices a row between them. A
+/// narrower team never idles more lanes in a row's last round (it divides the wider).
+fn staged_team_lanes(
+    profile: &DeviceProfile,
+    kernel: &MatvecKernel,
+    k: u64,
+    rows: &Rows,
+    wg: u32,
+    o: &Overrides,
+    why: &mut Vec<Clause>,
+) -> u32 {
+    if o.lanes.is_some() {
+        return dot4_lanes(profile, kernel, k, o, why);
+    }
+    let sg = profile.subgroup_max;
+    let largest = rows.parts.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    let min_batches = profile.tuning.staged_team_min_batches;
+    let narrowest = profile.subgroup_min.min(32);
+    let team = [narrowest / 4, narrowest / 2]
+        .into_iter()
+        .filter(|&l| l >= 4)
+        .map(|l| (l, largest.div_ceil(dot4_rows_per_workgroup(wg, l, sg))))
+        .find(|&(_, batches)| batches >= min_batches);
+    match team {
+        Some((lanes, batches)) => {
+            why.push(Clause::StagedColumnsTeam {
+                lanes,
+                rows_per_sum: narrowest / lanes,
+                batches,
+                min_batches,
+            });
+            lanes
+        }
+        None => dot4_lanes(profile, kernel, k, o, why),
     }
 }
 
