@@ -3,7 +3,8 @@
 # branch per column, and teams of lanes per row where at least 128 row batches remain),
 # against lease3's `sx` (slices ahead and no branch per column), by
 # kernel at 8 columns (and at most 132 workgroups), end to end at 8, 4, 1 and
-# 32 sequences, and the bit-for-bit tests on NVIDIA. Carry .gl .bin/sx .bin/sb.
+# 32 sequences, 16 on the matrix units (the rule) or in 2 runs of staged columns, and
+# the bit-for-bit tests on NVIDIA. Carry .gl .bin/sx .bin/sb.
 source results/lease_setup.sh
 for s in sx sb; do unpack_bin $s /tmp/$s; done
 B=/tmp/sb
@@ -16,13 +17,13 @@ bench() { local b=$1; shift; echo "== $b $*"; /tmp/$b/matvec_bench $K "$@" 2>&1 
   tee -a $OUT/bench.log
 timeout 120 $B/matvec_test staged_columns columns_at_once 2>&1 |
   grep -E "^test |result|panicked" | tee -a $OUT/tests.log
-timeout 150 $B/engine_test each_sequence 2>&1 | grep -E "^test |result|panicked" | tee -a $OUT/tests.log
 wait_synth
-for round in 1 2; do
-  for s in sx sb; do parallel_8b /tmp/$s $s --parallel 8; done
-done
-for s in sx sb; do parallel_8b /tmp/$s $s --parallel 4; done
+for s in sx sb; do parallel_8b /tmp/$s $s --parallel 8; done
+parallel_8b $B units --parallel 16
+parallel_8b $B columns --parallel 16 --decode-units-from 17
 parallel_8b $B sb --parallel 1
+for s in sx sb; do parallel_8b /tmp/$s $s --parallel 4; done
+for s in sx sb; do parallel_8b /tmp/$s $s --parallel 8; done
 $B/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 --parallel-prompt 128 \
     --parallel 1,8,32 -o "$OUT/brass_parallel.json" 2>&1 | grep -E "sequences|one pass" |
     cut -c1-400 | tee "$OUT/brass_parallel.log"
