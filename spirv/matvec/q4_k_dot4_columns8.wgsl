@@ -521,17 +521,30 @@ fn columns_of_tile(rb: u32, ok: bool, c0: u32, n: u32, row: u32, tl: u32, lanes:
 alias ColumnSums = array<f32, COLUMNS_AT_ONCE>;
 
 // A prepared slice whose first weight is x group g dotted with each of the run's `n`
-// columns from c0 (staged column c, or in place), into its accumulator. Accumulators
-// past the run's `n` take its last column again, never stored: with no branch per
-// column the driver interleaves the columns' loads and dot products (on an H100 at 8
-// columns 747.7 tok/s against 720.7 with `if (c < n)`, results/parallel/staged_prefetch).
+// columns from c0 (staged column c, or in place), into its accumulator. A full run
+// has no branch per column, which leaves the driver free to interleave the columns'
+// loads and dot products: on an H100 at 8 columns 747.7 tok/s against 720.7 with one
+// (results/parallel/staged_prefetch). A shorter run (sequences that left the step)
+// branches per column rather than compute columns it does not have.
 fn dot_run(sums: ptr<function, ColumnSums>, prep: Prep, g: u32, c0: u32, n: u32) {
-    for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
-        let column = min(c, n - 1u);
-        x_col = (c0 + column) * params.x_stride;
-        xs_col = select(column, 0u, X_DIRECT);
-        (*sums)[c] += prep_math(prep, g);
+    if (n == COLUMNS_AT_ONCE) {
+        for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+            dot_column(sums, prep, g, c0, c);
+        }
+        return;
     }
+    for (var c = 0u; c < COLUMNS_AT_ONCE; c++) {
+        if (c < n) {
+            dot_column(sums, prep, g, c0, c);
+        }
+    }
+}
+
+// Column c0 + c of a prepared slice (x group g on), into accumulator c.
+fn dot_column(sums: ptr<function, ColumnSums>, prep: Prep, g: u32, c0: u32, c: u32) {
+    x_col = (c0 + c) * params.x_stride;
+    xs_col = select(c, 0u, X_DIRECT);
+    (*sums)[c] += prep_math(prep, g);
 }
 
 // Each of the run's columns' row totals (subgroup sums: every lane of the subgroup

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Issue 42, the staged columns with both of lease3.sh's findings as rules (`sb`: no
-# branch per column, and teams of lanes per row where at least 128 row batches remain),
-# against lease3's `sx` (slices ahead and no branch per column), by
-# kernel at 8 columns (and at most 132 workgroups), end to end at 8, 4, 1 and
+# Issue 42, the staged columns with both of lease3.sh's findings as rules (`sb`: a
+# full run with no branch per column, and teams of lanes per row where at least 128
+# row batches remain), against lease3's `sx` (slices ahead and no branch per column),
+# by kernel at 8 columns (and at most 132 workgroups), end to end at 8, 4, 1 and
 # 32 sequences, 16 on the matrix units (the rule) or in 2 runs of staged columns, and
 # the bit-for-bit tests on NVIDIA. Carry .gl .bin/sx .bin/sb.
 source results/lease_setup.sh
