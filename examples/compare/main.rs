@@ -84,6 +84,15 @@ struct Args {
     /// see `router::Overrides::staged_tiles`).
     #[arg(long)]
     staged_tiles: Option<bool>,
+    /// A/B: dot4 lanes per row, 0 for a whole subgroup (default: the router's rules,
+    /// teams of lanes for staged columns where row batches remain; see
+    /// `router::Overrides::lanes`), as the matvec bench's `--coop-lanes`.
+    #[arg(long)]
+    coop_lanes: Option<u32>,
+    /// A/B: workgroups a dot4 matvec's row part takes at most, in place of the rules
+    /// that cap them (`router::Overrides::max_workgroups`), as the bench's `--coop-groups`.
+    #[arg(long)]
+    coop_groups: Option<u32>,
     /// Whether a dot4 down projection takes silu(gate) * up quantized by its own
     /// dispatch: true for all, false for none (default: the model's rule; see
     /// `router::Overrides::glu_q8`).
@@ -374,6 +383,8 @@ fn measure_device(
             staged_columns: args.staged_columns,
             staged_prefetch: args.staged_prefetch,
             staged_tiles: args.staged_tiles,
+            lanes: args.coop_lanes,
+            max_workgroups: args.coop_groups,
             x_planes: args.x_planes,
             attention_workgroups: args.attention_workgroups,
             attention_min_chunk: args.attention_min_chunk,
