@@ -494,6 +494,27 @@ fn staged_columns_take_rows_in_teams_where_batches_remain() {
             assert_eq!(dot4(&r).lanes, 16, "{ty} {m}x{k}: {}", r.reason());
         }
     }
+    // Where subgroups run at 32 or 64 lanes (RADV's wave32 and wave64), teams are cut
+    // from the smaller, and a sum serves twice the rows in the wider: the clause says
+    // both.
+    let rdna4 = DeviceProfile::preset("rdna4").unwrap();
+    assert_eq!((rdna4.subgroup_min, rdna4.subgroup_max), (32, 64));
+    let query = MatvecQuery {
+        ty: GgmlType::Q4_K,
+        m: 128_256,
+        k: 4096,
+        x: XInput::Norm,
+        columns: 8,
+    };
+    let r = route_matvec(&rdna4, &query, &Overrides::default()).unwrap();
+    assert_eq!(dot4(&r).lanes, 8, "{}", r.reason());
+    assert!(
+        r.reason().contains(
+            "8 lanes per row of staged columns: each column's subgroup sums serve 4-8 rows"
+        ),
+        "{}",
+        r.reason()
+    );
 }
 
 #[test]

@@ -137,8 +137,9 @@ pub enum Clause {
     StagedColumnsTeam {
         /// Lanes per row.
         lanes: u32,
-        /// Rows each subgroup sum serves.
-        rows_per_sum: u32,
+        /// Rows each subgroup sum serves, in subgroups of the adapter's smallest and
+        /// largest sizes (the same on NVIDIA and Apple; AMD and Intel may run either).
+        rows_per_sum: (u32, u32),
         /// Row batches the largest part makes with this team.
         batches: u64,
         /// Row batches a team must leave ([`Tuning::staged_team_min_batches`]).
@@ -1013,14 +1014,21 @@ impl std::fmt::Display for Clause {
             ),
             Clause::StagedColumnsTeam {
                 lanes,
-                rows_per_sum,
+                rows_per_sum: (fewest, most),
                 batches,
                 min_batches,
-            } => write!(
-                f,
-                "{lanes} lanes per row of staged columns: each column's subgroup sums serve \
-                 {rows_per_sum} rows at once, {batches} row batches (at least {min_batches})"
-            ),
+            } => {
+                let rows = if fewest == most {
+                    format!("{fewest}")
+                } else {
+                    format!("{fewest}-{most}")
+                };
+                write!(
+                    f,
+                    "{lanes} lanes per row of staged columns: each column's subgroup sums \
+                     serve {rows} rows at once, {batches} row batches (at least {min_batches})"
+                )
+            }
             Clause::TeamLanes {
                 lanes,
                 slices,

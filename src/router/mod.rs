@@ -880,7 +880,7 @@ fn staged_team_lanes(
         Some((lanes, batches)) => {
             why.push(Clause::StagedColumnsTeam {
                 lanes,
-                rows_per_sum: narrowest / lanes,
+                rows_per_sum: (profile.subgroup_min / lanes, sg / lanes),
                 batches,
                 min_batches,
             });
