@@ -3,7 +3,7 @@
 # full run with no branch per column, and teams of lanes per row where at least 128
 # row batches remain; `--coop-lanes 0` the same build without teams), against lease3's
 # `sx` (slices ahead and no branch per column), by kernel at 8 columns (and at most 132
-# or 264 workgroups), end to end at 8, 4, 1 and 32 sequences, 16 on the matrix units
+# workgroups), end to end at 8, 1 and 32 sequences, 16 on the matrix units
 # (the rule) or in 2 runs of staged columns, and 12, and the bit-for-bit tests on NVIDIA.
 # Carry .gl .bin/sx .bin/sd.
 source results/lease_setup.sh
@@ -14,21 +14,21 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 K="--shapes llama3-8b --types q4_k,q6_k --kernels q4_k_dot4,q6_k_dot4 --iters 20 --x-staged --cols 8"
 row() { grep -E "^llama3-8b" | awk '{printf "%s %s %s", $2, $3, $4; print " |", $(NF-7), "us", $(NF-4)}'; }
 bench() { local b=$1; shift; echo "== $b $*"; /tmp/$b/matvec_bench $K "$@" 2>&1 | row; }
-{ bench sx; bench sd; bench sd --coop-groups 132; bench sd --coop-groups 264; } 2>&1 |
+{ bench sx; bench sd; bench sd --coop-lanes 0; bench sd --coop-groups 132; } 2>&1 |
   tee -a $OUT/bench.log
-{ timeout 120 $B/matvec_test staged_columns columns_at_once
-  timeout 150 $B/engine_test bit; } 2>&1 | grep -E "^test |result|panicked" | tee -a $OUT/tests.log
+{ timeout 90 $B/matvec_test staged_columns columns_at_once
+  timeout 90 $B/engine_test bit; } 2>&1 | grep -E "^test |result|panicked" | tee -a $OUT/tests.log
 wait_synth
 for s in sx sd; do parallel_8b /tmp/$s $s --parallel 8; done
 parallel_8b $B no-teams --parallel 8 --coop-lanes 0
 parallel_8b $B lanes16 --parallel 8 --coop-lanes 16
+parallel_8b $B sd --parallel 8
+parallel_8b $B no-teams --parallel 8 --coop-lanes 0
 for n in 16 12; do
     parallel_8b $B units --parallel $n
     parallel_8b $B columns --parallel $n --decode-units-from 17
 done
 parallel_8b $B sd --parallel 1
-for s in sx sd; do parallel_8b /tmp/$s $s --parallel 4; done
-for s in sx sd; do parallel_8b /tmp/$s $s --parallel 8; done
 $B/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 --parallel-prompt 128 \
     --parallel 1,8,32 -o "$OUT/brass_parallel.json" 2>&1 | grep -E "sequences|one pass" |
     cut -c1-400 | tee "$OUT/brass_parallel.log"
