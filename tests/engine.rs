@@ -725,10 +725,26 @@ fn steps_in_k_spans_keep_each_sequence_its_bits() {
     either_token_tile_keeps_each_sequence_its_bits(Some(3));
 }
 
+/// As [`steps_in_either_token_tile_keep_each_sequence_its_bits`], each workgroup taking
+/// 4 blocks of rows (`Overrides::decode_row_blocks`; the tile's K parts halve), in both
+/// tiles alike: a sequence's bits still do not move with the tile or the company.
+#[test]
+fn steps_in_four_row_blocks_keep_each_sequence_its_bits() {
+    tiles_keep_each_sequence_its_bits(Some(4), None);
+}
+
 fn either_token_tile_keeps_each_sequence_its_bits(spans: Option<u32>) {
+    tiles_keep_each_sequence_its_bits(None, spans);
+}
+
+/// The ledger names each tile's pipeline by its blocks of rows and tokens (`rows2x8
+/// tokens1x8`): those of `row_blocks` (the plan's 2 where None) are the ones checked.
+fn tiles_keep_each_sequence_its_bits(row_blocks: Option<u32>, spans: Option<u32>) {
     let mut options = options(24);
     options.routing.decode_units_from = Some(4);
     options.routing.decode_column_spans = spans;
+    options.routing.decode_row_blocks = row_blocks;
+    let rows = format!("rows{}x", row_blocks.unwrap_or(2));
     let path = model_file(13);
     let mut engine = engine_on_units(&path, &options);
     let narrow = engine
@@ -767,9 +783,13 @@ fn either_token_tile_keeps_each_sequence_its_bits(spans: Option<u32>) {
             .entries
             .iter()
             .filter(|e| e.name.contains("_columns") && e.name.contains(tile))
+            .filter(|e| e.name.contains(&rows))
             .map(|e| e.dispatches)
             .sum::<u64>();
-        assert!(dispatched > 0, "no decode columns of {tile}: {ledger}");
+        assert!(
+            dispatched > 0,
+            "no decode columns of {rows} {tile}: {ledger}"
+        );
     }
     if let Some(spans) = spans {
         let plan = engine.model().plan().to_string();

@@ -283,6 +283,58 @@ fn decode_columns_sum_k_in_spans_that_fit_a_binding() {
     );
 }
 
+/// The decode columns' blocks of rows as the run asks (`Overrides::decode_row_blocks`),
+/// both tiles of every matrix alike so that a row's sums stay the same in either, the
+/// plan's tile saying so (64 rows at 4 blocks of 16); a count whose tile does not fit
+/// the H200's 48 KiB of workgroup memory (8 blocks: 59,904 bytes), or is not one the
+/// kernel takes (3), is refused with the setting named.
+#[test]
+fn decode_columns_take_the_row_blocks_asked_or_refuse_them() {
+    use brass::kernels::matmul::MatmulEngine;
+    let file = GgufFile::open(common::reference_path("synkq_q4_k_m.gguf")).unwrap();
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    let options = |row_blocks: Option<u32>| LoadOptions {
+        context: Some(16),
+        sequences: DECODE_MATRIX_UNITS_FROM as usize,
+        routing: Overrides {
+            decode_row_blocks: row_blocks,
+            ..Overrides::default()
+        },
+        ..Default::default()
+    };
+    let blocks_of = |p: &brass::model::Plan| {
+        let blocks: BTreeSet<u32> = p
+            .matrices()
+            .filter_map(|m| m.decode_columns.as_ref())
+            .flat_map(|c| [c.narrow.engine(), c.wide.engine()])
+            .map(|e| match e {
+                MatmulEngine::CoopColumns { row_blocks, .. } => row_blocks,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        blocks.into_iter().collect::<Vec<_>>()
+    };
+    let default = plan(&file, &h200, &options(None)).unwrap();
+    assert_eq!(blocks_of(&default), [2], "{default}");
+    let four = plan(&file, &h200, &options(Some(4))).unwrap();
+    assert_eq!(blocks_of(&four), [4], "{four}");
+    let tile_rows = four.decode_rows.iter().find_map(|c| match c {
+        brass::router::Clause::DecodeRowsOnMatrixUnits { rows, .. } => Some(*rows),
+        _ => None,
+    });
+    assert_eq!(tile_rows, Some(64), "{four}");
+    for refused in [8, 3] {
+        let err = plan(&file, &h200, &options(Some(refused)))
+            .err()
+            .unwrap_or_else(|| panic!("{refused} row blocks planned"))
+            .to_string();
+        assert!(
+            err.contains("Overrides::decode_row_blocks") && err.contains("49152 bytes"),
+            "{refused}: {err}"
+        );
+    }
+}
+
 /// A prompt batch's quant matrices unpacked where the run asks for it (on the H200's
 /// profile, cooperative matrices forced so the synthetic model's small matrices take
 /// them): every layer matrix's matmul is `matmul/unpacked` with its clause, the

@@ -117,6 +117,11 @@ struct Args {
     /// dispatch (`wgsl/matmul/span_sum.wgsl`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     decode_column_spans: Option<u32>,
+    /// A/B: blocks of 16 rows each decode-columns workgroup multiplies (1, 2, 4 or 8;
+    /// default 2), both tiles of every matrix alike; refused where the tile does not fit
+    /// the adapter's workgroup memory.
+    #[arg(long)]
+    decode_row_blocks: Option<u32>,
     /// Whether prompts' attention runs on the matrix units (attention/flash, f16
     /// operands): true where the adapter can run it, false for the scalar kernel (f32;
     /// default: the matrix units where the adapter has them, unless the cache is f32).
@@ -393,6 +398,7 @@ fn measure_device(
             coop_matrix: args.coop_matrix,
             decode_units_from: args.decode_units_from,
             decode_column_spans: args.decode_column_spans,
+            decode_row_blocks: args.decode_row_blocks,
             matrix_attention: args.matrix_attention,
             unpacked_matmul: args.unpacked_matmul,
             ..Overrides::default()

@@ -441,7 +441,7 @@ pub fn plan(file: &GgufFile, profile: &DeviceProfile, options: &LoadOptions) -> 
         profile,
         (options, decode_units_from),
         (&mut layers, &mut output),
-    );
+    )?;
     let decode_rows = decode_rows_plan((options, decode_units_from), &layers, &output, units);
     Ok(Plan {
         decode_rows,
@@ -479,17 +479,38 @@ fn decode_units_from(options: &LoadOptions) -> u64 {
 /// units off, its decode rows on them: unpacked where the run asked for that and the
 /// adapter runs it (layer matrices only, whose unpacked weights one scratch holds),
 /// else as columns where the adapter has cooperative matrices of a tile that fits.
-/// Returns the columns' engines (narrow, wide), or None.
+/// Returns the columns' engines (narrow, wide), or None; refuses rows blocks the run
+/// asked for whose tile does not fit the adapter.
 fn decode_columns_plan(
     profile: &DeviceProfile,
     (options, from): (&LoadOptions, u64),
     (layers, output): (&mut [LayerPlan], &mut PlannedMatrix),
-) -> Option<(MatmulEngine, MatmulEngine)> {
+) -> Result<Option<(MatmulEngine, MatmulEngine)>> {
     if (options.sequences as u64) < from || options.routing.coop_matrix == Some(false) {
-        return None;
+        return Ok(None);
     }
     decode_unpacked_plan(profile, options, layers);
-    let (row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
+    let (default_row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
+    let row_blocks = match options.routing.decode_row_blocks {
+        Some(asked) => {
+            let default_fits =
+                MatmulEngine::coop_columns(profile, default_row_blocks, token_blocks, k_groups);
+            let fits = MatmulEngine::coop_columns(profile, asked, token_blocks, k_groups);
+            if default_fits.is_some() && fits.is_none() {
+                return Err(Error::Setting {
+                    setting: "Overrides::decode_row_blocks",
+                    value: asked.to_string(),
+                    expected: format!(
+                        "1, 2, 4 or 8 blocks of rows whose tile fits the adapter's {} bytes \
+                         of workgroup memory",
+                        profile.workgroup_storage_bytes
+                    ),
+                });
+            }
+            asked
+        }
+        None => default_row_blocks,
+    };
     // The spans' sums of a step meet in one binding: where the widest row part's would
     // not fit one, K in one span.
     let widest_part = layers
@@ -503,9 +524,13 @@ fn decode_columns_plan(
     let fits = span_scratch_bytes(asked, options.sequences as u64, widest_part)
         <= profile.usable_binding_bytes();
     let spans = if fits { asked } else { 1 };
-    let wide =
-        MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)?.in_k_spans(spans);
-    let narrow = MatmulEngine::coop_columns(profile, row_blocks, 1, k_groups)?.in_k_spans(spans);
+    let engine = |token_blocks| {
+        MatmulEngine::coop_columns(profile, row_blocks, token_blocks, k_groups)
+            .map(|e| e.in_k_spans(spans))
+    };
+    let (Some(wide), Some(narrow)) = (engine(token_blocks), engine(1)) else {
+        return Ok(None);
+    };
     let columns = |m: &PlannedMatrix| {
         Some(DecodeColumns {
             narrow: MatmulLaunch::of(m.route.launch(), narrow).ok()?,
@@ -525,7 +550,7 @@ fn decode_columns_plan(
     if dot4(&output) {
         output.decode_columns = columns(output);
     }
-    Some((narrow, wide))
+    Ok(Some((narrow, wide)))
 }
 
 /// Gives the layer matrices over dot4 weights their unpacked decode rows where the run

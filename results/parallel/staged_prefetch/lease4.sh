@@ -4,7 +4,8 @@
 # row batches remain; `--coop-lanes 0` the same build without teams), against lease3's
 # `sx` (slices ahead and no branch per column), by kernel at 8 columns (and at most 132
 # workgroups), end to end at 8, 1 and 32 sequences, 16 on the matrix units
-# (the rule) or in 2 runs of staged columns, and 12, and the bit-for-bit tests on NVIDIA.
+# (the rule) or in 2 runs of staged columns, and 12, the decode columns in 4 blocks
+# of rows at 32 and 16 (`--decode-row-blocks 4`), and the bit-for-bit tests on NVIDIA.
 # Carry .gl .bin/sx .bin/sd.
 source results/lease_setup.sh
 for s in sx sd; do unpack_bin $s /tmp/$s; done
@@ -29,6 +30,13 @@ for n in 16 12; do
     parallel_8b $B columns --parallel $n --decode-units-from 17
 done
 parallel_8b $B sd --parallel 1
+# The decode columns in 4 blocks of rows (64 x 32 a workgroup) against the tile's 2, at
+# 32 and 16 sequences (results/parallel/columns_experiments, section 6: 14,336-row
+# matrices faster at 32 rows, 4,096-row ones slower unless K is split).
+for n in 32 16; do
+    parallel_8b $B rows2 --parallel $n
+    parallel_8b $B rows4 --parallel $n --decode-row-blocks 4
+done
 $B/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 --parallel-prompt 128 \
     --parallel 1,8,32 -o "$OUT/brass_parallel.json" 2>&1 | grep -E "sequences|one pass" |
     cut -c1-400 | tee "$OUT/brass_parallel.log"
