@@ -479,7 +479,7 @@ fn decode_units_from(options: &LoadOptions) -> u64 {
 /// units off, its decode rows on them: unpacked where the run asked for that and the
 /// adapter runs it (layer matrices only, whose unpacked weights one scratch holds),
 /// else as columns where the adapter has cooperative matrices of a tile that fits.
-/// Returns the columns' engines (narrow, wide), or None; refuses rows blocks the run
+/// Returns the columns' engines (narrow, wide), or None; refuses row blocks the run
 /// asked for whose tile does not fit the adapter.
 fn decode_columns_plan(
     profile: &DeviceProfile,
