@@ -713,7 +713,7 @@ fn steps_of_many_rows_keep_each_sequence_its_own() {
 /// rows so that lavapipe's tile of 8 tokens (matrices of 8 x 8 at 8 lanes) is reached.
 #[test]
 fn steps_in_either_token_tile_keep_each_sequence_its_bits() {
-    either_token_tile_keeps_each_sequence_its_bits(None);
+    tiles_keep_each_sequence_its_bits(None, None);
 }
 
 /// As [`steps_in_either_token_tile_keep_each_sequence_its_bits`], each matrix summing K
@@ -722,7 +722,7 @@ fn steps_in_either_token_tile_keep_each_sequence_its_bits() {
 /// bits still do not move with the tile or the company.
 #[test]
 fn steps_in_k_spans_keep_each_sequence_its_bits() {
-    either_token_tile_keeps_each_sequence_its_bits(Some(3));
+    tiles_keep_each_sequence_its_bits(None, Some(3));
 }
 
 /// As [`steps_in_either_token_tile_keep_each_sequence_its_bits`], each workgroup taking
@@ -731,10 +731,6 @@ fn steps_in_k_spans_keep_each_sequence_its_bits() {
 #[test]
 fn steps_in_four_row_blocks_keep_each_sequence_its_bits() {
     tiles_keep_each_sequence_its_bits(Some(4), None);
-}
-
-fn either_token_tile_keeps_each_sequence_its_bits(spans: Option<u32>) {
-    tiles_keep_each_sequence_its_bits(None, spans);
 }
 
 /// The ledger names each tile's pipeline by its blocks of rows and tokens (`rows2x8

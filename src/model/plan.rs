@@ -491,26 +491,8 @@ fn decode_columns_plan(
     }
     decode_unpacked_plan(profile, options, layers);
     let (default_row_blocks, token_blocks, k_groups) = DECODE_COLUMNS_TILE;
-    let row_blocks = match options.routing.decode_row_blocks {
-        Some(asked) => {
-            let default_fits =
-                MatmulEngine::coop_columns(profile, default_row_blocks, token_blocks, k_groups);
-            let fits = MatmulEngine::coop_columns(profile, asked, token_blocks, k_groups);
-            if default_fits.is_some() && fits.is_none() {
-                return Err(Error::Setting {
-                    setting: "Overrides::decode_row_blocks",
-                    value: asked.to_string(),
-                    expected: format!(
-                        "1, 2, 4 or 8 blocks of rows whose tile fits the adapter's {} bytes \
-                         of workgroup memory",
-                        profile.workgroup_storage_bytes
-                    ),
-                });
-            }
-            asked
-        }
-        None => default_row_blocks,
-    };
+    let asked_row_blocks = options.routing.decode_row_blocks;
+    let row_blocks = asked_row_blocks.unwrap_or(default_row_blocks);
     // The spans' sums of a step meet in one binding: where the widest row part's would
     // not fit one, K in one span.
     let widest_part = layers
@@ -529,7 +511,22 @@ fn decode_columns_plan(
             .map(|e| e.in_k_spans(spans))
     };
     let (Some(wide), Some(narrow)) = (engine(token_blocks), engine(1)) else {
-        return Ok(None);
+        // Row blocks the run asked for, where the plan's own tile would fit: refused,
+        // rather than the decode columns dropped without a word.
+        let default_fits =
+            MatmulEngine::coop_columns(profile, default_row_blocks, token_blocks, k_groups);
+        return match (asked_row_blocks, default_fits) {
+            (Some(asked), Some(_)) => Err(Error::Setting {
+                setting: "Overrides::decode_row_blocks",
+                value: asked.to_string(),
+                expected: format!(
+                    "1, 2, 4 or 8 blocks of rows whose tile fits the adapter's {} bytes of \
+                     workgroup memory",
+                    profile.workgroup_storage_bytes
+                ),
+            }),
+            _ => Ok(None),
+        };
     };
     let columns = |m: &PlannedMatrix| {
         Some(DecodeColumns {
