@@ -1478,11 +1478,17 @@ pub fn attention_ref(
         let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
         let sum: f64 = e.iter().sum();
-        for d in 0..head_dim {
-            let acc: f64 = (0..n_pos)
-                .map(|t| e[t] * v_cache[t * kv_dim + kvh * head_dim + d] as f64)
-                .sum();
-            out[h * head_dim + d] = (acc / sum) as f32;
+        // Position by position, each dimension's sum still in position order: the cache
+        // is read row after row rather than a column at a time.
+        let mut acc = vec![0f64; head_dim];
+        for (t, &weight) in e.iter().enumerate() {
+            let v = &v_cache[t * kv_dim + kvh * head_dim..][..head_dim];
+            for (a, &x) in acc.iter_mut().zip(v) {
+                *a += weight * x as f64;
+            }
+        }
+        for (o, a) in out[h * head_dim..][..head_dim].iter_mut().zip(acc) {
+            *o = (a / sum) as f32;
         }
     }
     out
