@@ -15,7 +15,7 @@
 //!
 //! cargo bench --bench matmul -- [--shapes llama3-8b] [--types q4_k,f16] [--kernels fma]
 //!     [--tokens 64,512,2048,8192] [--iters 10] [--json out.json] [--adapter INDEX|NAME]
-//!     [--columns 2:2:4,4:2:4:2] [--unpacked 2:1,4:1,2:0,4:1:4 | none] [--matrices ffn_up,ffn_down]
+//!     [--columns 2:2:4,4:2:4:2:4] [--unpacked 2:1,4:1,2:0,4:1:4 | none] [--matrices ffn_up,ffn_down]
 
 use brass::device::{
     coop_compute_probe, f32_compute_probe, int8_compute_probe, AdapterChoice, Device, WgpuDevice,
@@ -65,8 +65,9 @@ struct Args {
     #[arg(long)]
     adapter: Option<String>,
     /// Also every decode-columns engine (`matmul/columns.wgsl`) of these row blocks,
-    /// token blocks, groups per K step and K spans (1 where left out) that the adapter
-    /// can run, as `ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS[:K_SPANS]`.
+    /// token blocks, groups per K step, K spans (1 where left out) and K parts (8 / row
+    /// blocks where left out, or twice that) that the adapter can run, as
+    /// `ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS[:K_SPANS[:K_PARTS]]`.
     #[arg(long, value_delimiter = ',')]
     columns: Vec<String>,
     /// The unpacked matmuls to run where the adapter has matrix units, as
@@ -135,16 +136,19 @@ fn run(args: &Args) -> brass::Result<()> {
     }
     for spec in &args.columns {
         let parsed: Vec<u32> = spec.split(':').filter_map(|v| v.parse().ok()).collect();
-        let (row_blocks, token_blocks, k_groups, k_spans) = match parsed[..] {
-            [r, t, k] => (r, t, k, 1),
-            [r, t, k, s] if s > 0 => (r, t, k, s),
+        let (row_blocks, token_blocks, k_groups, k_spans, k_parts) = match parsed[..] {
+            [r, t, k] => (r, t, k, 1, None),
+            [r, t, k, s] if s > 0 => (r, t, k, s, None),
+            [r, t, k, s, p] if s > 0 => (r, t, k, s, Some(p)),
             _ => {
                 return Err(brass::Error::Invalid(format!(
-                    "--columns {spec}: ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS[:K_SPANS]"
+                    "--columns {spec}: ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS[:K_SPANS[:K_PARTS]]"
                 )))
             }
         };
-        match MatmulEngine::coop_columns(&profile, row_blocks, token_blocks, k_groups) {
+        let engine = MatmulEngine::coop_columns(&profile, row_blocks, token_blocks, k_groups)
+            .and_then(|e| e.in_k_parts(k_parts.unwrap_or(e.k_parts())));
+        match engine {
             Some(engine) => engines.push(engine.in_k_spans(k_spans)),
             None => println!("decode columns {spec}: cannot run on {}", profile.name),
         }

@@ -709,8 +709,10 @@ fn steps_of_many_rows_keep_each_sequence_its_own() {
 /// A step's decode columns take one block of tokens where its rows fit one and two
 /// where they do not (`DecodeColumns`): sequences stepping in the narrow tile (as many
 /// as it holds, all in every step) get the same tokens and logits, bit for bit, as
-/// when 3 more make their steps take the wide one. The crossover is moved down to 4
-/// rows so that lavapipe's tile of 8 tokens (matrices of 8 x 8 at 8 lanes) is reached.
+/// when 3 more make their steps take the wide one, whose workgroups take twice the
+/// blocks of rows and two of the narrow tile's K parts a subgroup. The crossover is
+/// moved down to 4 rows so that lavapipe's tile of 8 tokens (matrices of 8 x 8 at 8
+/// lanes) is reached.
 #[test]
 fn steps_in_either_token_tile_keep_each_sequence_its_bits() {
     tiles_keep_each_sequence_its_bits(None, None);
@@ -726,7 +728,7 @@ fn steps_in_k_spans_keep_each_sequence_its_bits() {
 }
 
 /// As [`steps_in_either_token_tile_keep_each_sequence_its_bits`], each workgroup taking
-/// 4 blocks of rows (`Overrides::decode_row_blocks`; the tile's K parts halve), in both
+/// 4 blocks of rows (`Overrides::decode_row_blocks`; the tiles' K parts halve), in both
 /// tiles alike: a sequence's bits still do not move with the tile or the company.
 #[test]
 fn steps_in_four_row_blocks_keep_each_sequence_its_bits() {
@@ -734,33 +736,44 @@ fn steps_in_four_row_blocks_keep_each_sequence_its_bits() {
 }
 
 /// The ledger names each tile's pipeline by its blocks of rows and tokens (`rows2x8
-/// tokens1x8`): those of `row_blocks` (the plan's 2 where None) are the ones checked.
+/// tokens1x8`): the tiles the plan's clause states are the ones checked, both in
+/// `row_blocks` where asked, else the wide one in twice the narrow one's.
 fn tiles_keep_each_sequence_its_bits(row_blocks: Option<u32>, spans: Option<u32>) {
     let mut options = options(24);
     options.routing.decode_units_from = Some(4);
     options.routing.decode_column_spans = spans;
     options.routing.decode_row_blocks = row_blocks;
-    let rows = format!("rows{}x", row_blocks.unwrap_or(2));
     let path = model_file(13);
     let mut engine = engine_on_units(&path, &options);
-    let narrow = engine
+    let tiles = engine
         .model()
         .plan()
         .decode_rows
         .iter()
         .find_map(|c| match c {
-            brass::router::Clause::DecodeRowsOnMatrixUnits {
-                tokens: (narrow, _),
-                ..
-            } => Some(*narrow as usize),
+            brass::router::Clause::DecodeRowsOnMatrixUnits { rows, tokens, .. } => {
+                Some((*rows, tokens.0))
+            }
             _ => None,
         });
-    let Some(narrow) = narrow else {
+    let Some(((narrow_rows, wide_rows), narrow_tokens)) = tiles else {
         let adapter = &engine.model().device().profile().name;
         eprintln!("{adapter}: no decode columns (no matrix units, real or emulated)");
         return;
     };
+    let narrow = narrow_tokens as usize;
     assert!(narrow >= 4, "a narrow tile of {narrow} tokens");
+    // The narrow tile is one block of tokens: a block's rows are as many.
+    let blocks = |rows: u64| rows / narrow_tokens;
+    let expected = match row_blocks {
+        Some(asked) => (asked as u64, asked as u64),
+        None => (2, 4),
+    };
+    assert_eq!((blocks(narrow_rows), blocks(wide_rows)), expected);
+    let tile_names = [
+        format!("rows{}x{narrow} tokens1x", expected.0),
+        format!("rows{}x{narrow} tokens2x", expected.1),
+    ];
     let mut rng = common::Rng::new(13);
     let mut one = || vec![3 + (rng.next_u64() % (VOCAB - 3)) as u32];
     let prompts: Vec<Vec<u32>> = (0..narrow + 3).map(|_| one()).collect();
@@ -774,18 +787,14 @@ fn tiles_keep_each_sequence_its_bits(row_blocks: Option<u32>, spans: Option<u32>
     }
     // Both tiles ran: the ledger counts each one's dispatches.
     let ledger = engine.model().audit();
-    for tile in ["tokens1x", "tokens2x"] {
+    for tile in &tile_names {
         let dispatched = ledger
             .entries
             .iter()
-            .filter(|e| e.name.contains("_columns") && e.name.contains(tile))
-            .filter(|e| e.name.contains(&rows))
+            .filter(|e| e.name.contains("_columns") && e.name.contains(tile.as_str()))
             .map(|e| e.dispatches)
             .sum::<u64>();
-        assert!(
-            dispatched > 0,
-            "no decode columns of {rows} {tile}: {ledger}"
-        );
+        assert!(dispatched > 0, "no decode columns of {tile}: {ledger}");
     }
     if let Some(spans) = spans {
         let plan = engine.model().plan().to_string();

@@ -287,27 +287,32 @@ impl Outputs<'_> {
 }
 
 /// The decode-columns configurations the tests run where the adapter can, as (row
-/// blocks, token blocks, groups per K step): each row block count and token block
-/// count, with groups per K step the router or the bench may pick.
-const COLUMNS_CONFIGS: [(u32, u32, u32); 7] = [
-    (1, 1, 8),
-    (1, 2, 16),
-    (2, 1, 4),
-    (2, 2, 4),
-    (2, 2, 8),
-    (4, 2, 4),
-    (8, 1, 4),
+/// blocks, token blocks, groups per K step, K parts): each row block count and token
+/// block count, with groups per K step the router or the bench may pick, a part of K
+/// a subgroup (8 / row blocks) or two (the plan's wide tile, 4 row blocks in 4 parts).
+const COLUMNS_CONFIGS: [(u32, u32, u32, u32); 8] = [
+    (1, 1, 8, 8),
+    (1, 2, 16, 8),
+    (2, 1, 4, 4),
+    (2, 2, 4, 4),
+    (2, 2, 8, 4),
+    (4, 2, 4, 2),
+    (4, 2, 4, 4),
+    (8, 1, 4, 1),
 ];
 
 /// The decode-columns engines of [`COLUMNS_CONFIGS`] the device under test runs, the
 /// first also with K in 3 spans (at 4 groups a round, the tests' K-quants' 4 rounds
-/// split 1, 1, 2; the 5-group types' 2 rounds 0, 1, 1); where it has no cooperative matrices, the routed
-/// tile (also in 3 spans) and the smallest, emulated (with a note: each emulated
-/// pipeline takes lavapipe seconds to compile).
+/// split 1, 1, 2; the 5-group types' 2 rounds 0, 1, 1); where it has no cooperative
+/// matrices, emulated: the narrow tile's 2 row blocks and two token blocks (also in 3
+/// spans), the plan's wide tile (4 row blocks, two parts a subgroup) and the smallest
+/// (with a note: each emulated pipeline takes lavapipe seconds to compile).
 fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
     let mut engines: Vec<MatmulEngine> = COLUMNS_CONFIGS
         .iter()
-        .filter_map(|&(rb, tb, kg)| MatmulEngine::coop_columns(device.profile(), rb, tb, kg))
+        .filter_map(|&(rb, tb, kg, parts)| {
+            MatmulEngine::coop_columns(device.profile(), rb, tb, kg)?.in_k_parts(parts)
+        })
         .collect();
     if let Some(&first) = engines.first() {
         engines.push(first.in_k_spans(3));
@@ -318,15 +323,16 @@ fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
         device.profile().name
     );
     emulated_engines(device, |shape, lanes| {
-        [(2, 2, 4), (1, 1, 8)]
+        [(2, 2, 4, 4), (4, 2, 4, 4), (1, 1, 8, 8)]
             .iter()
-            .map(|&(row_blocks, token_blocks, k_groups)| {
+            .map(|&(row_blocks, token_blocks, k_groups, k_parts)| {
                 let engine = MatmulEngine::CoopColumns {
                     shape,
                     subgroup_max: lanes,
                     k_groups,
                     row_blocks,
                     token_blocks,
+                    k_parts,
                     k_spans: 1,
                 };
                 let bytes =
@@ -337,7 +343,11 @@ fn columns_engines(device: &dyn Device) -> Vec<MatmulEngine> {
     })
     .into_iter()
     .flat_map(|e| match e {
-        MatmulEngine::CoopColumns { row_blocks: 2, .. } => vec![e, e.in_k_spans(3)],
+        MatmulEngine::CoopColumns {
+            row_blocks: 2,
+            k_parts: 4,
+            ..
+        } => vec![e, e.in_k_spans(3)],
         e => vec![e],
     })
     .collect()
@@ -418,36 +428,45 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
 }
 
 /// A step's tile does not change a token's bits: the plan's decode columns take one
-/// block of tokens for steps that fit one and two for more (`DecodeColumns`), and each
-/// of up to one block of tokens gets the same bits from both. In the plan's rows and
-/// K steps (2 row blocks, 4 groups), or where those do not fit the workgroup memory
-/// (lavapipe at 16 lanes) in 1 row block.
+/// block of tokens for steps that fit one and two for more (`DecodeColumns`), the wide
+/// tile in twice the row blocks, each subgroup taking two of the narrow tile's K
+/// parts, and each of up to one block of tokens gets the same bits from both. In the
+/// plan's tiles (2 and 4 row blocks, 4 parts of 4 groups), or where the wide one does
+/// not fit the workgroup memory (lavapipe at 16 lanes) in the narrow tile's token
+/// block: 1 and 2 row blocks in 8 parts.
 #[test]
 fn decode_columns_give_a_token_the_same_bits_in_either_token_tile() {
     let device = common::gpu();
     let cache = PipelineCache::new();
     let k_groups = 4;
-    let pair_of = |row_blocks| {
-        let [narrow, wide] =
-            [1, 2].map(|tb| MatmulEngine::coop_columns(device.profile(), row_blocks, tb, k_groups));
-        Some((narrow?, wide?))
+    // (narrow row blocks and token blocks, wide ones, K parts)
+    let candidates = [((2, 1), (4, 2), 4), ((1, 1), (2, 1), 8)];
+    let pair_of = |((nr, nt), (wr, wt), parts): ((u32, u32), (u32, u32), u32)| {
+        let tile = |rb, tb| {
+            MatmulEngine::coop_columns(device.profile(), rb, tb, k_groups)?.in_k_parts(parts)
+        };
+        Some((tile(nr, nt)?, tile(wr, wt)?))
     };
-    let mut pairs: Vec<(MatmulEngine, MatmulEngine)> =
-        [2, 1].into_iter().find_map(pair_of).into_iter().collect();
+    let mut pairs: Vec<(MatmulEngine, MatmulEngine)> = candidates
+        .into_iter()
+        .find_map(pair_of)
+        .into_iter()
+        .collect();
     if pairs.is_empty() {
         pairs = emulated_engines(&device, |shape, lanes| {
-            let engine = |row_blocks, token_blocks| MatmulEngine::CoopColumns {
+            let engine = |row_blocks, token_blocks, k_parts| MatmulEngine::CoopColumns {
                 shape,
                 subgroup_max: lanes,
                 k_groups,
                 row_blocks,
                 token_blocks,
+                k_parts,
                 k_spans: 1,
             };
-            [2, 1]
-                .map(|rb| {
-                    let bytes = matmul::columns_workgroup_bytes(shape, k_groups, rb, 2);
-                    ((engine(rb, 1), engine(rb, 2)), bytes)
+            candidates
+                .map(|((nr, nt), (wr, wt), parts)| {
+                    let bytes = matmul::columns_workgroup_bytes(shape, k_groups, wr, wt);
+                    ((engine(nr, nt, parts), engine(wr, wt, parts)), bytes)
                 })
                 .into_iter()
                 .filter(|&(_, bytes)| bytes <= device.profile().workgroup_storage_bytes as u64)

@@ -283,11 +283,12 @@ fn decode_columns_sum_k_in_spans_that_fit_a_binding() {
     );
 }
 
-/// The decode columns' blocks of rows as the run asks (`Overrides::decode_row_blocks`),
-/// both tiles of every matrix alike so that a row's sums stay the same in either, the
-/// plan's tile saying so (64 rows at 4 blocks of 16); a count whose tile does not fit
-/// the H200's 48 KiB of workgroup memory (8 blocks: 59,904 bytes), or is not one the
-/// kernel takes (3), is refused with the setting named.
+/// The decode columns' blocks of rows: by default 2 in the narrow tile and 4 in the
+/// wide one, both in 4 parts of K, so that a row's sums stay the same in either; as
+/// the run asks (`Overrides::decode_row_blocks`), both tiles of every matrix alike, the
+/// plan's clause saying so (64 rows at 4 blocks of 16); a count whose tile does not
+/// fit the H200's 48 KiB of workgroup memory (8 blocks: 59,904 bytes), or is not one
+/// the kernel takes (3), is refused with the setting named.
 #[test]
 fn decode_columns_take_the_row_blocks_asked_or_refuse_them() {
     use brass::kernels::matmul::MatmulEngine;
@@ -302,27 +303,37 @@ fn decode_columns_take_the_row_blocks_asked_or_refuse_them() {
         },
         ..Default::default()
     };
-    let blocks_of = |p: &brass::model::Plan| {
-        let blocks: BTreeSet<u32> = p
+    // Each matrix's (narrow, wide) tiles as (row blocks, K parts).
+    let tiles_of = |p: &brass::model::Plan| {
+        let tile = |e: MatmulEngine| match e {
+            MatmulEngine::CoopColumns {
+                row_blocks,
+                k_parts,
+                ..
+            } => (row_blocks, k_parts),
+            other => panic!("{other:?}"),
+        };
+        let tiles: BTreeSet<_> = p
             .matrices()
             .filter_map(|m| m.decode_columns.as_ref())
-            .flat_map(|c| [c.narrow.engine(), c.wide.engine()])
-            .map(|e| match e {
-                MatmulEngine::CoopColumns { row_blocks, .. } => row_blocks,
-                other => panic!("{other:?}"),
-            })
+            .map(|c| (tile(c.narrow.engine()), tile(c.wide.engine())))
             .collect();
-        blocks.into_iter().collect::<Vec<_>>()
+        tiles.into_iter().collect::<Vec<_>>()
+    };
+    let clause_rows = |p: &brass::model::Plan| {
+        p.decode_rows.iter().find_map(|c| match c {
+            brass::router::Clause::DecodeRowsOnMatrixUnits { rows, k_parts, .. } => {
+                Some((*rows, *k_parts))
+            }
+            _ => None,
+        })
     };
     let default = plan(&file, &h200, &options(None)).unwrap();
-    assert_eq!(blocks_of(&default), [2], "{default}");
+    assert_eq!(tiles_of(&default), [((2, 4), (4, 4))], "{default}");
+    assert_eq!(clause_rows(&default), Some(((32, 64), 4)), "{default}");
     let four = plan(&file, &h200, &options(Some(4))).unwrap();
-    assert_eq!(blocks_of(&four), [4], "{four}");
-    let tile_rows = four.decode_rows.iter().find_map(|c| match c {
-        brass::router::Clause::DecodeRowsOnMatrixUnits { rows, .. } => Some(*rows),
-        _ => None,
-    });
-    assert_eq!(tile_rows, Some(64), "{four}");
+    assert_eq!(tiles_of(&four), [((4, 2), (4, 2))], "{four}");
+    assert_eq!(clause_rows(&four), Some(((64, 64), 2)), "{four}");
     for refused in [8, 3] {
         let err = plan(&file, &h200, &options(Some(refused)))
             .err()

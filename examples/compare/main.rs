@@ -117,9 +117,10 @@ struct Args {
     /// dispatch (`wgsl/matmul/span_sum.wgsl`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     decode_column_spans: Option<u32>,
-    /// A/B: blocks of 16 rows each decode-columns workgroup multiplies (1, 2, 4 or 8;
-    /// default 2), both tiles of every matrix alike; refused where the tile does not fit
-    /// the adapter's workgroup memory.
+    /// A/B: blocks of 16 rows each decode-columns workgroup multiplies (1, 2, 4 or 8),
+    /// both tiles of every matrix alike, K in 8 / N parts; refused where the tile does
+    /// not fit the adapter's workgroup memory. Default: 2 for steps of up to 16 rows and
+    /// 4 for more, both in 4 parts.
     #[arg(long)]
     decode_row_blocks: Option<u32>,
     /// Whether prompts' attention runs on the matrix units (attention/flash, f16

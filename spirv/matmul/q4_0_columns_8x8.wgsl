@@ -9,6 +9,7 @@ const SUBGROUP_MAX: u32 = 32u;
 const K_GROUPS: u32 = 4u;
 const ROW_BLOCKS: u32 = 2u;
 const TOKEN_BLOCKS: u32 = 2u;
+const K_PARTS: u32 = 4u;
 const K_SPANS: u32 = 1u;
 
 // A matmul's parameters, its weight binding and its weight decoders' contract, shared
@@ -188,9 +189,15 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // * S tokens. It walks K in rounds of KS = K_GROUPS * 32: each round decodes the rows'
 // weight groups into workgroup memory as CT, and the tokens' x groups from their two
 // int8 planes (the dot4 matvecs' q8 x, q8_x.wgsl: value d * (256 q1 + q2)) as CT too;
-// then subgroup s multiplies row block s % ROW_BLOCKS by every token block over K part
-// s / ROW_BLOCKS of the round (KS / K_PARTS values). At the end the K parts'
-// accumulators are summed in part order.
+// then the subgroups multiply the rows by the tokens in K_PARTS parts of the round
+// (KS / K_PARTS values each), each part with accumulators of its own. Subgroup s takes
+// row block s % ROW_BLOCKS, every token block, and PARTS = K_PARTS / SPREAD of the
+// parts, SPREAD = 8 / ROW_BLOCKS apart from part s / ROW_BLOCKS. At the end the
+// parts' accumulators are summed in part order.
+//
+// K_PARTS is the host's, not ROW_BLOCKS's: a tile of twice the row blocks and two parts
+// a subgroup sums the same parts in the same order as one of half the row blocks and
+// one, so the two give a token the same bits (the plan's narrow and wide tiles).
 //
 // Batch invariance: a token's outputs are the same bits whichever other tokens share
 // the dispatch, and however many. Its x column is multiplied by the same weights in
@@ -215,8 +222,8 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 //
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
-// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2) and K_SPANS
-// (1 or more). As there, the workgroup has 8 subgroups of the largest size; where more
+// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
+// (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8 subgroups of the largest size; where more
 // run, parts are computed twice over and stored alike.
 
 
@@ -225,13 +232,17 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 const SUBGROUPS: u32 = 8u;
-const K_PARTS: u32 = SUBGROUPS / ROW_BLOCKS;
+// Parts apart of a subgroup's own, and how many it takes (1 or 2).
+const SPREAD: u32 = SUBGROUPS / ROW_BLOCKS;
+const PARTS: u32 = K_PARTS / SPREAD;
 const ROWS: u32 = ROW_BLOCKS * S;
 const TOKENS: u32 = TOKEN_BLOCKS * S;
 const WG: u32 = SUBGROUPS * SUBGROUP_MAX;
 const KS: u32 = K_GROUPS * 32u;
-// Values of K per subgroup per round.
+// Values of K per part per round.
 const KP: u32 = KS / K_PARTS;
+// The outputs each invocation sums.
+const OUTS: u32 = (ROW_BLOCKS * TOKEN_BLOCKS * SS + WG - 1u) / WG;
 // Staged rows are padded by 16 bytes (of f16) so that a matrix load's rows start in
 // different banks.
 const LD: u32 = KS + 8u;
@@ -239,8 +250,8 @@ const LD: u32 = KS + 8u;
 const SS: u32 = S * S;
 
 // Per round: weight w[r][k] at staged[r * LD + k]; token t's x[k] at staged[X0 + t *
-// LD + k]. yc: each subgroup's accumulators (one S x S per token block), token-major
-// as y.
+// LD + k]. yc: each subgroup's accumulators of one part (one S x S per token block),
+// token-major as y.
 const X0: u32 = ROWS * LD;
 var<workgroup> staged: array<CT, (ROWS + TOKENS) * LD>;
 var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
@@ -301,6 +312,22 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
     }
 }
 
+// Adds to each of the invocation's outputs the parts the subgroups' accumulators in yc
+// hold, in part order; element e of an S x S is token e / S, row e % S.
+fn add_parts(sums: ptr<function, array<f32, OUTS>>, lid: u32) {
+    for (var n = 0u; n < OUTS; n++) {
+        let i = lid + n * WG;
+        if (i < ROW_BLOCKS * TOKEN_BLOCKS * SS) {
+            let b = i / (TOKEN_BLOCKS * SS);
+            let tb = (i / SS) % TOKEN_BLOCKS;
+            let e = i % SS;
+            for (var p = 0u; p < SPREAD; p++) {
+                (*sums)[n] += yc[((p * ROW_BLOCKS + b) * TOKEN_BLOCKS + tb) * SS + e];
+            }
+        }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
@@ -312,6 +339,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let kpart = part / ROW_BLOCKS;
     let a_at = block * S * LD + kpart * KP;
     let b_at = X0 + kpart * KP;
+    // The subgroup's second part, where it takes two.
+    let a2_at = a_at + SPREAD * KP;
+    let b2_at = b_at + SPREAD * KP;
     let mine = part * TOKEN_BLOCKS * SS;
     for (var i = lid; i < SUBGROUPS * TOKEN_BLOCKS * SS; i += WG) {
         yc[i] = 0.0;
@@ -319,6 +349,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
     var acc0 = coopLoad<MatC>(&yc[mine], S);
     var acc1 = acc0;
+    var acc2 = acc0;
+    var acc3 = acc0;
     // Span s: rounds s * rounds / K_SPANS up to (s + 1) * rounds / K_SPANS.
     let n_groups = params.k / 32u;
     let rounds = (n_groups + K_GROUPS - 1u) / K_GROUPS;
@@ -337,28 +369,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 let b1 = coopLoad<MatB>(&staged[b_at + S * LD + kk], LD);
                 acc1 = coopMultiplyAdd(a, b1, acc1);
             }
+            if (PARTS == 2u) {
+                let a2 = coopLoadT<MatA>(&staged[a2_at + kk], LD);
+                acc2 = coopMultiplyAdd(a2, coopLoad<MatB>(&staged[b2_at + kk], LD), acc2);
+                if (TOKEN_BLOCKS == 2u) {
+                    let b3 = coopLoad<MatB>(&staged[b2_at + S * LD + kk], LD);
+                    acc3 = coopMultiplyAdd(a2, b3, acc3);
+                }
+            }
         }
     }
+    // Each row block and token block's sum over the parts, in part order: the
+    // subgroups' first parts, then (where they take two) their second.
+    var sums: array<f32, OUTS>;
     workgroupBarrier();
     coopStore(acc0, &yc[mine], S);
     if (TOKEN_BLOCKS == 2u) {
         coopStore(acc1, &yc[mine + SS], S);
     }
     workgroupBarrier();
-    // Row block b and token block tb's sum over the K parts, in part order; element e
-    // of an S x S is token e / S, row e % S.
-    for (var i = lid; i < ROW_BLOCKS * TOKEN_BLOCKS * SS; i += WG) {
+    add_parts(&sums, lid);
+    if (PARTS == 2u) {
+        workgroupBarrier();
+        coopStore(acc2, &yc[mine], S);
+        if (TOKEN_BLOCKS == 2u) {
+            coopStore(acc3, &yc[mine + SS], S);
+        }
+        workgroupBarrier();
+        add_parts(&sums, lid);
+    }
+    for (var n = 0u; n < OUTS; n++) {
+        let i = lid + n * WG;
         let b = i / (TOKEN_BLOCKS * SS);
         let tb = (i / SS) % TOKEN_BLOCKS;
         let e = i % SS;
-        var sum = 0.0;
-        for (var p = 0u; p < K_PARTS; p++) {
-            sum += yc[((p * ROW_BLOCKS + b) * TOKEN_BLOCKS + tb) * SS + e];
-        }
         let t = tok0 + tb * S + e / S;
         let r = row0 + b * S + e % S;
-        if (r < params.m && t < params.n_tokens) {
-            y[(wid.z * params.n_tokens + t) * params.y_stride + params.y_offset + r] = sum;
+        if (i < ROW_BLOCKS * TOKEN_BLOCKS * SS && r < params.m && t < params.n_tokens) {
+            y[(wid.z * params.n_tokens + t) * params.y_stride + params.y_offset + r] = sums[n];
         }
     }
 }

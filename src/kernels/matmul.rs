@@ -163,11 +163,15 @@ pub enum MatmulEngine {
         subgroup_max: u32,
         /// Groups of 32 staged per K step.
         k_groups: u32,
-        /// Blocks of S rows per workgroup: 1, 2, 4 or 8 (the subgroups split K in
-        /// `8 / row_blocks` parts).
+        /// Blocks of S rows per workgroup: 1, 2, 4 or 8.
         row_blocks: u32,
         /// Blocks of S tokens per workgroup: 1 or 2.
         token_blocks: u32,
+        /// Parts each round's K is summed in, a token's sums over them added in part
+        /// order: `8 / row_blocks` (a part a subgroup) or twice that (two). A token's
+        /// bits depend on the parts, not on the row blocks: a tile of twice the row
+        /// blocks in the same parts gives the same bits.
+        k_parts: u32,
         /// Spans K's rounds are split in over workgroups, 1 or more: with more, each
         /// span's sums go to a scratch buffer and a second dispatch
         /// (`matmul/span_sum.wgsl`) adds them in span order
@@ -199,10 +203,11 @@ impl MatmulEngine {
     }
 
     /// The decode-columns engine of `row_blocks` blocks of rows, `token_blocks` of
-    /// tokens and `k_groups` groups per K step on `profile`, or None where it cannot run
-    /// there: no cooperative matrix shape or subgroups, a workgroup past the invocation
-    /// or memory limits, `row_blocks` not 1, 2, 4 or 8, `token_blocks` not 1 or 2, or K
-    /// parts (`k_groups * 32 / (8 / row_blocks)` values) that are not whole matrices.
+    /// tokens and `k_groups` groups per K step on `profile`, a part of K a subgroup
+    /// (`8 / row_blocks` parts), or None where it cannot run there: no cooperative
+    /// matrix shape or subgroups, a workgroup past the invocation or memory limits,
+    /// `row_blocks` not 1, 2, 4 or 8, `token_blocks` not 1 or 2, or K parts
+    /// (`k_groups * 32 / (8 / row_blocks)` values) that are not whole matrices.
     pub fn coop_columns(
         profile: &DeviceProfile,
         row_blocks: u32,
@@ -215,18 +220,50 @@ impl MatmulEngine {
             && [1, 2, 4, 8].contains(&row_blocks)
             && [1, 2].contains(&token_blocks)
             && k_groups > 0
-            && (32 * k_groups).is_multiple_of(k_parts * shape.size)
             && COOP_SUBGROUPS * profile.subgroup_max <= profile.max_invocations_per_workgroup
             && columns_workgroup_bytes(shape, k_groups, row_blocks, token_blocks)
                 <= profile.workgroup_storage_bytes as u64;
-        fits.then_some(MatmulEngine::CoopColumns {
+        let engine = MatmulEngine::CoopColumns {
             shape,
             subgroup_max: profile.subgroup_max,
             k_groups,
             row_blocks,
             token_blocks,
+            k_parts,
             k_spans: 1,
-        })
+        };
+        fits.then_some(engine)?.in_k_parts(k_parts)
+    }
+
+    /// The decode columns summing each round's K in `k_parts` parts: `8 / row_blocks`
+    /// (a part a subgroup) or twice that (two a subgroup), each a whole number of
+    /// matrices. None for other counts or engines.
+    pub fn in_k_parts(mut self, k_parts: u32) -> Option<MatmulEngine> {
+        let MatmulEngine::CoopColumns {
+            shape,
+            k_groups,
+            row_blocks,
+            k_parts: parts,
+            ..
+        } = &mut self
+        else {
+            return None;
+        };
+        let spread = COOP_SUBGROUPS / *row_blocks;
+        let whole = k_parts > 0 && (32 * *k_groups).is_multiple_of(k_parts * shape.size);
+        if !(whole && (k_parts == spread || k_parts == 2 * spread)) {
+            return None;
+        }
+        *parts = k_parts;
+        Some(self)
+    }
+
+    /// Parts each round's K is summed in: the decode columns' `k_parts`, else 1.
+    pub fn k_parts(&self) -> u32 {
+        match *self {
+            MatmulEngine::CoopColumns { k_parts, .. } => k_parts,
+            _ => 1,
+        }
     }
 
     /// The decode columns with K's rounds split in `k_spans` spans (at least 1); any
@@ -547,11 +584,13 @@ impl MatmulLaunch {
                 k_groups,
                 row_blocks,
                 token_blocks,
+                k_parts,
                 k_spans,
             } => {
                 let mut consts = coop_constants(shape, subgroup_max, k_groups);
                 consts.push(WgslConst::u32("ROW_BLOCKS", row_blocks));
                 consts.push(WgslConst::u32("TOKEN_BLOCKS", token_blocks));
+                consts.push(WgslConst::u32("K_PARTS", k_parts));
                 consts.push(WgslConst::u32("K_SPANS", k_spans));
                 consts
             }
@@ -575,10 +614,17 @@ impl MatmulLaunch {
                 k_groups,
                 row_blocks,
                 token_blocks,
+                k_parts,
                 k_spans,
             } => format!(
-                "{} rows{row_blocks}x{size} tokens{token_blocks}x{size}{}",
+                "{} rows{row_blocks}x{size} tokens{token_blocks}x{size}{}{}",
                 coop_key(name, shape, subgroup_max, k_groups),
+                // Two parts a subgroup; one is the parts the row blocks make.
+                if k_parts != COOP_SUBGROUPS / row_blocks {
+                    format!(" k_parts{k_parts}")
+                } else {
+                    String::new()
+                },
                 if k_spans > 1 {
                     format!(" k_spans{k_spans}")
                 } else {
@@ -861,6 +907,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
                 k_groups: 4,
                 row_blocks: 2,
                 token_blocks: 2,
+                k_parts: 4,
                 k_spans: 1,
             };
             out.push((format!("{columns}_{size}x{size}"), launch(engine).source()?));

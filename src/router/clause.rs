@@ -453,11 +453,13 @@ pub enum Clause {
         from: u64,
         /// Matrices that take them there.
         matrices: u64,
-        /// Rows of a workgroup's tile.
-        rows: u64,
+        /// Rows of a workgroup's tile: the narrow tile's and the wide tile's.
+        rows: (u64, u64),
         /// Tokens of a workgroup's tile: the narrow tile's, for steps of that many rows
         /// or fewer, and the wide tile's, for more.
         tokens: (u64, u64),
+        /// Parts each round's K is summed in, both tiles alike.
+        k_parts: u32,
         /// Spans K is summed in over workgroups (1: none), and the spans the run asked
         /// for or the default: fewer where their sums would not fit one binding.
         k_spans: (u32, u32),
@@ -804,15 +806,17 @@ impl std::fmt::Display for Clause {
             Clause::DecodeRowsOnMatrixUnits {
                 from,
                 matrices,
-                rows,
+                rows: (narrow_rows, wide_rows),
                 tokens: (narrow, wide),
+                k_parts,
                 k_spans,
             } => {
                 write!(
                     f,
                     "steps of {from} rows or more multiply {matrices} quant matrices on the \
-                     matrix units, {rows} x {narrow} a workgroup for steps of up to {narrow} \
-                     rows and {rows} x {wide} for more (a row's sums the same in either)"
+                     matrix units, {narrow_rows} x {narrow} a workgroup for steps of up to \
+                     {narrow} rows and {wide_rows} x {wide} for more (a row's sums the same \
+                     in either: each round's K in {k_parts} parts, summed in part order)"
                 )?;
                 let (spans, wanted) = k_spans;
                 if spans > 1 {

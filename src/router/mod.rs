@@ -171,11 +171,13 @@ pub struct Overrides {
     /// take the same, so a row's sums stay the same in either.
     pub decode_column_spans: Option<u32>,
     /// Blocks of rows a decode-columns workgroup multiplies (A/B; 1, 2, 4 or 8,
-    /// `wgsl/matmul/columns.wgsl`'s ROW_BLOCKS), in place of the tile's 2. Both tiles of
-    /// a matrix take the same, so a row's sums stay the same in either; a count whose
-    /// tile does not fit the adapter's workgroup memory is refused. On an H100 4 ran
-    /// 14,336 x 4,096 at 32 rows in 136.7 µs against 163.5, and 4,096 x 4,096 in 76.7
-    /// against 49.5 (`results/parallel/columns_experiments`, section 6).
+    /// `wgsl/matmul/columns.wgsl`'s ROW_BLOCKS), in place of the plan's tiles (2 for
+    /// steps of up to a block of tokens, 4 for more, both in 4 parts of K). Both tiles
+    /// of a matrix take the same, in `8 / N` parts, so a row's sums stay the same in
+    /// either; a count whose tile does not fit the adapter's workgroup memory is
+    /// refused. On an H100 4 ran 14,336 x 4,096 at 32 rows in 136.7 µs against 163.5,
+    /// and 4,096 x 4,096 in 76.7 against 49.5 (`results/parallel/columns_experiments`,
+    /// section 6).
     pub decode_row_blocks: Option<u32>,
     /// Whether prompts' attention runs on the matrix units (`attention/flash`): yes
     /// where the adapter can run it (else the scalar kernel, and the clause says why),
