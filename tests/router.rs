@@ -517,6 +517,58 @@ fn staged_columns_take_rows_in_teams_where_batches_remain() {
     );
 }
 
+/// Staged columns run on at most one workgroup per compute unit (the H200's 132), each
+/// staging the step's columns of x once for its share of the row batches, and the
+/// clause says so where it capped a matrix; a matrix of fewer batches keeps one
+/// workgroup a batch, one column is not capped, and the override decides where given.
+#[test]
+fn staged_columns_take_a_workgroup_per_compute_unit() {
+    let h200 = DeviceProfile::preset("h200").unwrap();
+    assert_eq!(h200.tuning.staged_columns_workgroups, 132);
+    let query = |m, columns| MatvecQuery {
+        ty: GgmlType::Q4_K,
+        m,
+        k: 4096,
+        x: XInput::Norm,
+        columns,
+    };
+    let workgroups = |r: &brass::router::Route| -> Vec<u32> {
+        r.launch().parts().iter().map(|p| p.workgroups[0]).collect()
+    };
+    let capped = "staged columns on at most 132 workgroups";
+    // (M, workgroups at 8 columns): teams of 8 lanes make 32 rows a batch.
+    for (m, expected) in [(14336, 132), (128_256, 132), (4096, 128)] {
+        let r = route_matvec(&h200, &query(m, 8), &Overrides::default()).unwrap();
+        assert!(dot4(&r).columns_at_once > 1, "{m}: {}", r.reason());
+        assert!(
+            workgroups(&r).iter().all(|&g| g == expected),
+            "{m}: {:?}",
+            workgroups(&r)
+        );
+        assert_eq!(
+            r.reason().contains(capped),
+            expected == 132,
+            "{m}: {}",
+            r.reason()
+        );
+        let one = route_matvec(&h200, &query(m, 1), &Overrides::default()).unwrap();
+        assert!(!one.reason().contains(capped), "{m}: {}", one.reason());
+    }
+    let one = route_matvec(&h200, &query(14336, 1), &Overrides::default()).unwrap();
+    assert!(
+        workgroups(&one).iter().any(|&g| g > 132),
+        "{:?}",
+        workgroups(&one)
+    );
+    let asked = Overrides {
+        max_workgroups: Some(264),
+        ..Overrides::default()
+    };
+    let r = route_matvec(&h200, &query(14336, 8), &asked).unwrap();
+    assert_eq!(workgroups(&r), [264], "{}", r.reason());
+    assert!(!r.reason().contains(capped), "{}", r.reason());
+}
+
 #[test]
 fn k_beyond_workgroup_memory_is_tiled_not_rejected() {
     let h200 = DeviceProfile::preset("h200").unwrap();

@@ -259,6 +259,15 @@ pub struct Tuning {
     /// against 13.4 µs).
     #[serde(default = "h200_staged_team_min_batches")]
     pub staged_team_min_batches: u64,
+    /// Staged columns (a step's columns of x staged per workgroup) run on at most this
+    /// many workgroups, one per compute unit: each stages the columns once and takes
+    /// its share of the row batches. On an H100 at 8 columns (2026-12-07,
+    /// `results/parallel/staged_prefetch`, lease4, and `results/parallel/wide_tile`),
+    /// 132 took the Q4_K 14,336 x 4,096 matrix from 49.6 to 42.0 µs and the head from
+    /// 270.5 to 228.1, and 8 sequences of the 8B shape from 923.8 / 923.5 to 1,013.0 /
+    /// 1,009.8 tok/s together (`compare --coop-groups 132`, alternated).
+    #[serde(default = "h200_staged_columns_workgroups")]
+    pub staged_columns_workgroups: u64,
 }
 
 fn h200_attention_workgroups() -> u64 {
@@ -271,6 +280,10 @@ fn h200_coop_min_workgroups() -> u64 {
 
 fn h200_staged_team_min_batches() -> u64 {
     Tuning::H200.staged_team_min_batches
+}
+
+fn h200_staged_columns_workgroups() -> u64 {
+    Tuning::H200.staged_columns_workgroups
 }
 
 impl Tuning {
@@ -288,6 +301,7 @@ impl Tuning {
         attention_workgroups: 264,
         coop_min_workgroups: 64,
         staged_team_min_batches: 128,
+        staged_columns_workgroups: 132,
     };
     const H200_COMPUTE_UNITS: u64 = 132;
 
@@ -305,6 +319,7 @@ impl Tuning {
             attention_workgroups: scale(Self::H200.attention_workgroups),
             coop_min_workgroups: scale(Self::H200.coop_min_workgroups),
             staged_team_min_batches: scale(Self::H200.staged_team_min_batches),
+            staged_columns_workgroups: scale(Self::H200.staged_columns_workgroups),
             ..Self::H200
         }
     }

@@ -75,7 +75,18 @@ pub const LOGITS_RUN: u64 = 64;
 /// (the column matvec still ahead), 636.7 against 751.2 at 10. A step of 8-16 rows on
 /// the matrix units takes 13.1-13.9 ms whatever its rows, one on the column matvec 12.9
 /// ms at 8 and 15.7 at 10, so 9 rows (not timed) falls to the matrix units.
-pub const DECODE_MATRIX_UNITS_FROM: u64 = 9;
+///
+/// Moved to 13 once staged columns took rows in teams of lanes (H100, 2026-12-07,
+/// `results/parallel/staged_prefetch` lease4 and `results/parallel/wide_tile`):
+/// `--parallel N` on the matrix units and with `--decode-units-from N+1`, tok/s
+/// together: the column matvec ahead at 12 rows (924.4 against 891.2), the matrix
+/// units at 13 (966.0 against 944.6), 14 (1,035.2 against 980.5), 15 (1,095.5 against
+/// 982.0) and 16 (1,159.6 against 1,046.7). A step on the units takes 15.3-15.7 ms of
+/// GPU time at 12-16 rows, one on the column matvec 14.0 at 12 and 14.8 at 13: fewer
+/// rows, less. Those column figures are from before staged columns took a workgroup
+/// per compute unit (`Tuning::staged_columns_workgroups`, 8 rows 1.10x), which may
+/// move the crossover up again; not yet timed.
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 13;
 
 /// Spans each matrix on the decode columns sums K in over workgroups (both tiles
 /// alike, so a row's sums are the same in either; `wgsl/matmul/columns.wgsl`'s

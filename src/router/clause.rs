@@ -180,6 +180,15 @@ pub enum Clause {
         /// ([`Tuning::dot4_weight_per_staged_x`](crate::device::Tuning::dot4_weight_per_staged_x)).
         weight_per_staged_x: u64,
     },
+    /// Staged columns on at most this many workgroups, one per compute unit
+    /// ([`Tuning::staged_columns_workgroups`]): each stages the step's columns of x once
+    /// and takes its share of the row batches.
+    ///
+    /// [`Tuning::staged_columns_workgroups`]: crate::device::Tuning::staged_columns_workgroups
+    StagedColumnsWorkgroups {
+        /// Workgroups at most.
+        workgroups: u64,
+    },
     /// Staging workgroups take row batches from a queue.
     BatchQueue {
         /// Row batches per workgroup.
@@ -1060,6 +1069,11 @@ impl std::fmt::Display for Clause {
                 f,
                 "{workgroups} workgroups: more would stage more than 1/{weight_per_staged_x} \
                  of the weights' bytes in x (each workgroup quantizes all of it)"
+            ),
+            Clause::StagedColumnsWorkgroups { workgroups } => write!(
+                f,
+                "staged columns on at most {workgroups} workgroups (one per compute unit), \
+                 each staging the step's columns of x once for its share of the row batches"
             ),
             Clause::BatchQueue {
                 per_workgroup,

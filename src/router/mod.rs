@@ -566,6 +566,7 @@ fn dot4_launch(
     let row_bytes = rows.row_bytes;
     let t = &profile.tuning;
     let mut capped = None;
+    let mut columns_capped = false;
     let parts: Vec<RowPart> = rows
         .parts
         .iter()
@@ -582,6 +583,10 @@ fn dot4_launch(
                     capped.get_or_insert(groups);
                 }
             }
+            if columns > 1 && groups > t.staged_columns_workgroups {
+                groups = t.staged_columns_workgroups;
+                columns_capped = true;
+            }
             part(profile, (first, n), (batches, groups), o)
         })
         .collect();
@@ -589,6 +594,11 @@ fn dot4_launch(
         why.push(Clause::StagingCapsWorkgroups {
             workgroups,
             weight_per_staged_x: t.dot4_weight_per_staged_x,
+        });
+    }
+    if columns_capped && o.max_workgroups.is_none() {
+        why.push(Clause::StagedColumnsWorkgroups {
+            workgroups: t.staged_columns_workgroups,
         });
     }
     override_workgroups(o, why);
