@@ -223,8 +223,9 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
 // SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
-// (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8 subgroups of the largest size; where more
-// run, parts are computed twice over and stored alike.
+// (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
+// subgroups of the largest size; where more run, parts are computed twice over and
+// stored alike.
 
 
 // x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
@@ -312,17 +313,21 @@ fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
     }
 }
 
+// Output i of a workgroup's tile as (row block, token block, element e of its S x S:
+// token e / S, row e % S).
+fn output_at(i: u32) -> vec3<u32> {
+    return vec3<u32>(i / (TOKEN_BLOCKS * SS), (i / SS) % TOKEN_BLOCKS, i % SS);
+}
+
 // Adds to each of the invocation's outputs the parts the subgroups' accumulators in yc
-// hold, in part order; element e of an S x S is token e / S, row e % S.
+// hold, in part order.
 fn add_parts(sums: ptr<function, array<f32, OUTS>>, lid: u32) {
     for (var n = 0u; n < OUTS; n++) {
         let i = lid + n * WG;
         if (i < ROW_BLOCKS * TOKEN_BLOCKS * SS) {
-            let b = i / (TOKEN_BLOCKS * SS);
-            let tb = (i / SS) % TOKEN_BLOCKS;
-            let e = i % SS;
+            let o = output_at(i);
             for (var p = 0u; p < SPREAD; p++) {
-                (*sums)[n] += yc[((p * ROW_BLOCKS + b) * TOKEN_BLOCKS + tb) * SS + e];
+                (*sums)[n] += yc[((p * ROW_BLOCKS + o.x) * TOKEN_BLOCKS + o.y) * SS + o.z];
             }
         }
     }
@@ -400,11 +405,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     for (var n = 0u; n < OUTS; n++) {
         let i = lid + n * WG;
-        let b = i / (TOKEN_BLOCKS * SS);
-        let tb = (i / SS) % TOKEN_BLOCKS;
-        let e = i % SS;
-        let t = tok0 + tb * S + e / S;
-        let r = row0 + b * S + e % S;
+        let o = output_at(i);
+        let t = tok0 + o.y * S + o.z / S;
+        let r = row0 + o.x * S + o.z % S;
         if (i < ROW_BLOCKS * TOKEN_BLOCKS * SS && r < params.m && t < params.n_tokens) {
             y[(wid.z * params.n_tokens + t) * params.y_stride + params.y_offset + r] = sums[n];
         }

@@ -100,18 +100,16 @@ pub const DECODE_MATRIX_UNITS_FROM: u64 = 13;
 /// spans 1,425.3): the narrow tile gains 17 %, the wide one draws.
 pub const DECODE_COLUMN_SPANS: u32 = 2;
 
-/// The decode columns' tiles ([`DecodeColumns`]): 4 groups of 32 per K step, each
-/// round's K summed in 4 parts (both tiles alike, so a row's sums are the same in
-/// either); the narrow tile (one block of tokens) takes 2 blocks of rows, a part a
-/// subgroup, and the wide tile (two) 4, two parts a subgroup, or 2 where that does not
-/// fit the workgroup memory. On an H100 (`compare --synthetic llama3-8b --parallel N
+/// The decode columns' tiles ([`DecodeColumns`]): 4 groups of 32 per K step; the
+/// narrow tile (one block of tokens) takes 2 blocks of rows, a part of each round's K
+/// a subgroup (4 parts), and the wide tile (two) 4, two of the same parts a subgroup,
+/// or 2 where that does not fit the workgroup memory (both tiles in the same parts, so
+/// a row's sums are the same in either). On an H100 (`compare --synthetic llama3-8b --parallel N
 /// --parallel-prompt 128 -n 128`, `results/parallel/staged_prefetch`, lease4), both
 /// tiles in 4 row blocks ran 32 sequences at 1,630.2 tok/s against 1,424.7 in 2 (a pass
 /// of 32 rows 22.0 against 24.6 ms of GPU time) but 16 at 909.3 against 1,161.5: 4 row
 /// blocks for the wide tile alone, in the narrow tile's parts.
 const DECODE_COLUMNS_K_GROUPS: u32 = 4;
-/// Parts of K per round of both decode-columns tiles ([`DECODE_COLUMNS_K_GROUPS`]).
-const DECODE_COLUMNS_K_PARTS: u32 = 4;
 /// Blocks of rows of the narrow decode-columns tile ([`DECODE_COLUMNS_K_GROUPS`]).
 const DECODE_NARROW_ROW_BLOCKS: u32 = 2;
 /// Blocks of rows of the wide decode-columns tile, the first that fits
@@ -527,27 +525,18 @@ fn decode_columns_plan(
     let fits = span_scratch_bytes(asked, options.sequences as u64, widest_part)
         <= profile.usable_binding_bytes();
     let spans = if fits { asked } else { 1 };
+    let plans_tiles =
+        || decode_columns_tiles(profile, DECODE_NARROW_ROW_BLOCKS, &DECODE_WIDE_ROW_BLOCKS);
     let tiles = match asked_row_blocks {
-        Some(row_blocks) => decode_columns_tiles(profile, row_blocks, &[row_blocks], None),
-        None => decode_columns_tiles(
-            profile,
-            DECODE_NARROW_ROW_BLOCKS,
-            &DECODE_WIDE_ROW_BLOCKS,
-            Some(DECODE_COLUMNS_K_PARTS),
-        ),
+        Some(row_blocks) => decode_columns_tiles(profile, row_blocks, &[row_blocks]),
+        None => plans_tiles(),
     };
     let Some((narrow, wide)) = tiles.map(|(n, w)| (n.in_k_spans(spans), w.in_k_spans(spans)))
     else {
         // Row blocks the run asked for, where the plan's own tiles would fit: refused,
         // rather than the decode columns dropped without a word.
-        let default_fits = decode_columns_tiles(
-            profile,
-            DECODE_NARROW_ROW_BLOCKS,
-            &DECODE_WIDE_ROW_BLOCKS,
-            Some(DECODE_COLUMNS_K_PARTS),
-        );
-        return match (asked_row_blocks, default_fits) {
-            (Some(asked), Some(_)) => Err(Error::Setting {
+        return match asked_row_blocks {
+            Some(asked) if plans_tiles().is_some() => Err(Error::Setting {
                 setting: "Overrides::decode_row_blocks",
                 value: asked.to_string(),
                 expected: format!(
@@ -582,24 +571,21 @@ fn decode_columns_plan(
 }
 
 /// The decode columns' narrow tile (one block of tokens) in `narrow_row_blocks` blocks
-/// of rows, and the wide tile (two) in the first of `wide_row_blocks` that fits, both
-/// in `k_parts` parts of K (None: the narrow tile's own, a part a subgroup), or None
-/// where either does not fit `profile`.
+/// of rows, a part of K a subgroup, and the wide tile (two) in the first of
+/// `wide_row_blocks` that fits, in the narrow tile's parts; or None where either does
+/// not fit `profile`.
 fn decode_columns_tiles(
     profile: &DeviceProfile,
     narrow_row_blocks: u32,
     wide_row_blocks: &[u32],
-    k_parts: Option<u32>,
 ) -> Option<(MatmulEngine, MatmulEngine)> {
-    let tile = |row_blocks, token_blocks, k_parts: Option<u32>| {
-        let engine =
-            MatmulEngine::coop_columns(profile, row_blocks, token_blocks, DECODE_COLUMNS_K_GROUPS)?;
-        engine.in_k_parts(k_parts.unwrap_or(engine.k_parts()))
+    let tile = |row_blocks, token_blocks| {
+        MatmulEngine::coop_columns(profile, row_blocks, token_blocks, DECODE_COLUMNS_K_GROUPS)
     };
-    let narrow = tile(narrow_row_blocks, 1, k_parts)?;
+    let narrow = tile(narrow_row_blocks, 1)?;
     let wide = wide_row_blocks
         .iter()
-        .find_map(|&row_blocks| tile(row_blocks, 2, Some(narrow.k_parts())))?;
+        .find_map(|&row_blocks| tile(row_blocks, 2)?.in_k_parts(narrow.k_parts()))?;
     Some((narrow, wide))
 }
 
