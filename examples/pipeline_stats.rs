@@ -8,7 +8,7 @@
 //!
 //!   cargo run --release --example pipeline_stats -- --types q4_k,q6_k --m 128256 --k 4096 \
 //!       [--x-q8] [--columns N] [--flavours wgpu,no-loop,no-bounds,none] [--adapter INDEX|NAME]
-//!       [--attention llama3-8b,smollm2 [--kv f16]] [--matmul]
+//!       [--attention llama3-8b,smollm2 [--kv f16]] [--matmul [--decode-tiles 2:1:4,4:2:4:4]]
 //!
 //! With `--attention`, the routed decode attention kernel of those synthetic presets'
 //! heads and the combine pass come first.
@@ -66,9 +66,14 @@ struct Args {
     #[arg(long, default_value_t = KvType::F16)]
     kv: KvType,
     /// Show the matmuls on the matrix units of `--types` too: the prompts' tiled kernel
-    /// (`matmul/<type>_coopmat`) and the decode steps' columns in 2 and 1 token blocks.
+    /// (`matmul/<type>_coopmat`) and the decode steps' columns in `--decode-tiles`.
     #[arg(long)]
     matmul: bool,
+    /// The decode columns' tiles `--matmul` shows, as ROW_BLOCKS:TOKEN_BLOCKS:K_GROUPS
+    /// with :K_PARTS where not 8 / ROW_BLOCKS (default: the plan's narrow and wide
+    /// tiles on the H100 and H200).
+    #[arg(long, value_delimiter = ',', default_value = "2:1:4,4:2:4:4")]
+    decode_tiles: Vec<String>,
 }
 
 /// naga's SPIR-V options for a flavour: `wgpu` as wgpu-hal's Vulkan backend sets them
@@ -361,9 +366,27 @@ fn run() -> Result<(), String> {
             continue;
         }
         let tiled = route_matmul_engine(&profile, Some(true)).map_err(|e| e.to_string())?;
-        let columns = [2, 1]
-            .into_iter()
-            .filter_map(|tokens| MatmulEngine::coop_columns(&profile, 2, tokens, 4));
+        let mut columns = Vec::new();
+        for tile in &args.decode_tiles {
+            let n: Vec<u32> = tile
+                .split(':')
+                .map(|v| v.parse().map_err(|e| format!("--decode-tiles {tile}: {e}")))
+                .collect::<Result<_, _>>()?;
+            let [row_blocks, token_blocks, k_groups, ref parts @ ..] = n[..] else {
+                return Err(format!(
+                    "--decode-tiles {tile}: ROWS:TOKENS:K_GROUPS[:PARTS]"
+                ));
+            };
+            let engine = MatmulEngine::coop_columns(&profile, row_blocks, token_blocks, k_groups)
+                .and_then(|e| match parts {
+                    [p] => e.in_k_parts(*p),
+                    _ => Some(e),
+                });
+            match engine {
+                Some(e) => columns.push(e),
+                None => println!("decode tile {tile}: does not fit this adapter"),
+            }
+        }
         for engine in [tiled.engine()].into_iter().chain(columns) {
             let matmul = MatmulLaunch::of(launch, engine).map_err(|e| e.to_string())?;
             println!("{}", matmul.pipeline_key());

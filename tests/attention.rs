@@ -1165,7 +1165,11 @@ fn emulated_flash_matches_the_reference(kv: KvType) {
         .iter()
         .filter(|&&input| input == every_format || kv == KvType::F16)
     {
-        let shape = CoopMatrix { size, input };
+        let shape = CoopMatrix {
+            size,
+            input,
+            vector_loads: true,
+        };
         // A cache format's reads are the same code whatever the lanes; the lanes change
         // how a tile's work divides among them, which the f16 cache's cases cover. So
         // away from 8 lanes the other formats take the first case only (each case costs

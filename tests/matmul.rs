@@ -801,7 +801,9 @@ fn pipeline_of(
 /// subgroup size and the matrices the emulation takes there (8 x 8 up to 8 lanes, else
 /// 16 x 16), operands in f32 (at 8 lanes, or without f16) and, where it has f16, in
 /// f16: `make` builds each from (shape, lanes), and those that fit its workgroup
-/// memory (`bytes`) are kept. None where the adapter has matrix units (the real ones
+/// memory (`bytes`) are kept. The f16 engines stage four values a store (Vulkan's
+/// vector loads), the f32 ones a value a store (Metal's scalar loads), so that both
+/// stagings run. None where the adapter has matrix units (the real ones
 /// run there) or subgroups this emulation does not take.
 fn emulated_engines<E>(
     device: &dyn Device,
@@ -834,6 +836,7 @@ fn emulated_engines<E>(
             let shape = CoopMatrix {
                 size: lanes.max(8),
                 input,
+                vector_loads: input == CoopInput::F16,
             };
             make(shape, lanes)
         })

@@ -535,6 +535,7 @@ fn prompt_attention_goes_to_the_matrix_units_where_planned() {
     limited.coop_matrix = Some(brass::device::CoopMatrix {
         size: 8,
         input: brass::device::CoopInput::F16,
+        vector_loads: true,
     });
     let limit = limited.loop_iterations.unwrap();
     let walk = |context: usize| {

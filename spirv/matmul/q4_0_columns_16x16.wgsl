@@ -5,6 +5,7 @@ alias CT = f16;
 alias MatA = coop_mat16x16<f16, A>;
 alias MatB = coop_mat16x16<f16, B>;
 alias MatC = coop_mat16x16<f32, C>;
+// STAGED: wgsl/matmul/staged_vec4.wgsl
 const SUBGROUP_MAX: u32 = 32u;
 const K_GROUPS: u32 = 4u;
 const ROW_BLOCKS: u32 = 2u;
@@ -12,6 +13,19 @@ const TOKEN_BLOCKS: u32 = 2u;
 const K_PARTS: u32 = 4u;
 const K_SPANS: u32 = 1u;
 
+// The matrix-unit drivers' staging (coop_staging.wgsl) where a matrix load may read
+// through a pointer to vectors of its elements (SPIR-V): four values a store. The
+// staging is what bounds these kernels' rounds, and a scalar store per value was most
+// of its instructions. The includer declares `staged` as array<Staged> and divides its
+// matrix loads' offsets and row strides, which count values, by STAGED_VALUES.
+
+alias Staged = vec4<CT>;
+const STAGED_VALUES: u32 = 4u;
+
+// Four values as CT at values at..at + 4 (at a multiple of 4).
+fn put4(at: u32, v: vec4<f32>) {
+    staged[at / 4u] = vec4<CT>(v);
+}
 // A matmul's parameters, its weight binding and its weight decoders' contract, shared
 // by the drivers (dot4.wgsl, coopmat.wgsl, columns.wgsl, unpack.wgsl), which declare
 // what else they bind, and the per-type decoders (<type>.wgsl), which define
@@ -54,17 +68,18 @@ fn group_values4(q: u32, scale: f32, offset: i32, min: f32) -> vec4<f32> {
     return vec4<f32>(unpack4xI8(q) + vec4<i32>(offset)) * scale + min;
 }
 // Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
-// groups of 32 values written as CT into the includer's `staged` (array<CT>), where
-// the matrix loads read them.
+// groups of 32 values written as CT into the includer's `staged` (array<Staged>), where
+// the matrix loads read them. The host picks how values are stored (STAGED: put4,
+// Staged and STAGED_VALUES from staged_vec4.wgsl or staged_scalar.wgsl); offsets here
+// count values.
 
 
-// Four values as CT at staged[at..at + 4].
-fn put4(at: u32, v: vec4<f32>) {
-    let c = vec4<CT>(v);
-    staged[at] = c.x;
-    staged[at + 1u] = c.y;
-    staged[at + 2u] = c.z;
-    staged[at + 3u] = c.w;
+// A staged row's stride in elements of `staged` (the includer's LD counts values).
+const LDS: u32 = LD / STAGED_VALUES;
+
+// The element of `staged` that value `at` starts (at a multiple of STAGED_VALUES).
+fn cell(at: u32) -> u32 {
+    return at / STAGED_VALUES;
 }
 
 // 16 staged values from four words of int8 quants: scale * (q + offset) + min.
@@ -208,7 +223,8 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // What bounds it is the staging, not the matrix units: on the H200 a round's decode,
 // scalar f16 stores and two barriers are about two thirds of its time, and 32 tokens of
 // 14,336 x 4,096 Q4_K run at 3 % of the read probe and 2 % of the matrix probe
-// (results/parallel/h200_2026-12-04_columns). Splitting K over more workgroups, the
+// (results/parallel/h200_2026-12-04_columns). Four values a store (staged_vec4.wgsl)
+// shortened rounds by 1-4 % only (results/parallel/vec4_staging). Splitting K over more workgroups, the
 // last summing the spans through atomics, was slower; K spans summed by a second
 // dispatch (below) run a matrix of few row tiles up to 2x faster on an H100
 // (results/parallel/columns_experiments, section 6).
@@ -222,7 +238,7 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 //
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
-// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
+// SUBGROUP_MAX, K_GROUPS, STAGED), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
 // (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
 // subgroups of the largest size; where more run, parts are computed twice over and
 // stored alike.
@@ -254,7 +270,7 @@ const SS: u32 = S * S;
 // LD + k]. yc: each subgroup's accumulators of one part (one S x S per token block),
 // token-major as y.
 const X0: u32 = ROWS * LD;
-var<workgroup> staged: array<CT, (ROWS + TOKENS) * LD>;
+var<workgroup> staged: array<Staged, (ROWS + TOKENS) * LD / STAGED_VALUES>;
 var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
 
 // 16 staged x values from the two planes' words: d * (256 q1 + q2).
@@ -368,17 +384,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KP; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
             // contiguous (column-major).
-            let a = coopLoadT<MatA>(&staged[a_at + kk], LD);
-            acc0 = coopMultiplyAdd(a, coopLoad<MatB>(&staged[b_at + kk], LD), acc0);
+            let a = coopLoadT<MatA>(&staged[cell(a_at + kk)], LDS);
+            acc0 = coopMultiplyAdd(a, coopLoad<MatB>(&staged[cell(b_at + kk)], LDS), acc0);
             if (TOKEN_BLOCKS == 2u) {
-                let b1 = coopLoad<MatB>(&staged[b_at + S * LD + kk], LD);
+                let b1 = coopLoad<MatB>(&staged[cell(b_at + S * LD + kk)], LDS);
                 acc1 = coopMultiplyAdd(a, b1, acc1);
             }
             if (PARTS == 2u) {
-                let a2 = coopLoadT<MatA>(&staged[a2_at + kk], LD);
-                acc2 = coopMultiplyAdd(a2, coopLoad<MatB>(&staged[b2_at + kk], LD), acc2);
+                let a2 = coopLoadT<MatA>(&staged[cell(a2_at + kk)], LDS);
+                acc2 = coopMultiplyAdd(a2, coopLoad<MatB>(&staged[cell(b2_at + kk)], LDS), acc2);
                 if (TOKEN_BLOCKS == 2u) {
-                    let b3 = coopLoad<MatB>(&staged[b2_at + S * LD + kk], LD);
+                    let b3 = coopLoad<MatB>(&staged[cell(b2_at + S * LD + kk)], LDS);
                     acc3 = coopMultiplyAdd(a2, b3, acc3);
                 }
             }

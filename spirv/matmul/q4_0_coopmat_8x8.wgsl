@@ -5,9 +5,25 @@ alias CT = f16;
 alias MatA = coop_mat8x8<f16, A>;
 alias MatB = coop_mat8x8<f16, B>;
 alias MatC = coop_mat8x8<f32, C>;
+// STAGED: wgsl/matmul/staged_scalar.wgsl
 const SUBGROUP_MAX: u32 = 32u;
 const K_GROUPS: u32 = 2u;
 
+// The matrix-unit drivers' staging (coop_staging.wgsl) where matrix loads take scalar
+// pointers (the MSL naga writes for Metal): a store per value. As staged_vec4.wgsl,
+// whose contract this keeps: `staged` is array<Staged>, offsets count values.
+
+alias Staged = CT;
+const STAGED_VALUES: u32 = 1u;
+
+// Four values as CT at values at..at + 4.
+fn put4(at: u32, v: vec4<f32>) {
+    let c = vec4<CT>(v);
+    staged[at] = c.x;
+    staged[at + 1u] = c.y;
+    staged[at + 2u] = c.z;
+    staged[at + 3u] = c.w;
+}
 // A matmul's parameters, its weight binding and its weight decoders' contract, shared
 // by the drivers (dot4.wgsl, coopmat.wgsl, columns.wgsl, unpack.wgsl), which declare
 // what else they bind, and the per-type decoders (<type>.wgsl), which define
@@ -150,17 +166,18 @@ fn group_values4(q: u32, scale: f32, offset: i32, min: f32) -> vec4<f32> {
     return vec4<f32>(unpack4xI8(q) + vec4<i32>(offset)) * scale + min;
 }
 // Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
-// groups of 32 values written as CT into the includer's `staged` (array<CT>), where
-// the matrix loads read them.
+// groups of 32 values written as CT into the includer's `staged` (array<Staged>), where
+// the matrix loads read them. The host picks how values are stored (STAGED: put4,
+// Staged and STAGED_VALUES from staged_vec4.wgsl or staged_scalar.wgsl); offsets here
+// count values.
 
 
-// Four values as CT at staged[at..at + 4].
-fn put4(at: u32, v: vec4<f32>) {
-    let c = vec4<CT>(v);
-    staged[at] = c.x;
-    staged[at + 1u] = c.y;
-    staged[at + 2u] = c.z;
-    staged[at + 3u] = c.w;
+// A staged row's stride in elements of `staged` (the includer's LD counts values).
+const LDS: u32 = LD / STAGED_VALUES;
+
+// The element of `staged` that value `at` starts (at a multiple of STAGED_VALUES).
+fn cell(at: u32) -> u32 {
+    return at / STAGED_VALUES;
 }
 
 // 16 staged values from four words of int8 quants: scale * (q + offset) + min.
@@ -191,6 +208,8 @@ fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
 //   alias MatA, MatB, MatC    coop_mat<S>x<S><CT, A>, <CT, B> and <f32, C>
 //   const SUBGROUP_MAX: u32   the adapter's largest subgroup
 //   const K_GROUPS: u32       groups of 32 per K step, as workgroup memory allows
+//   STAGED                    staged_vec4.wgsl or staged_scalar.wgsl: how values are
+//                             stored for the matrix loads (coop_staging.wgsl)
 // and the kernel file sets
 //   const FETCH_AHEAD: bool   whether a step's groups are fetched during the step
 //                             before it or at its own start
@@ -218,7 +237,7 @@ const LD: u32 = KS + 8u;
 // staged[X0 + t * LD + k]. yc: each subgroup's S x S, column-major (token-major, as y),
 // for the matrices going out; zeroed first, where the accumulators start.
 const X0: u32 = TILE * LD;
-var<workgroup> staged: array<CT, 2u * TILE * LD>;
+var<workgroup> staged: array<Staged, 2u * TILE * LD / STAGED_VALUES>;
 var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
 
 
@@ -344,18 +363,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KS; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
             // contiguous (column-major).
-            let b0 = coopLoad<MatB>(&staged[X0 + pt * LD + kk], LD);
-            let b1 = coopLoad<MatB>(&staged[X0 + (pt + S) * LD + kk], LD);
-            let a0 = coopLoadT<MatA>(&staged[pr * LD + kk], LD);
+            let b0 = coopLoad<MatB>(&staged[cell(X0 + pt * LD + kk)], LDS);
+            let b1 = coopLoad<MatB>(&staged[cell(X0 + (pt + S) * LD + kk)], LDS);
+            let a0 = coopLoadT<MatA>(&staged[cell(pr * LD + kk)], LDS);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
-            let a1 = coopLoadT<MatA>(&staged[(pr + S) * LD + kk], LD);
+            let a1 = coopLoadT<MatA>(&staged[cell((pr + S) * LD + kk)], LDS);
             c10 = coopMultiplyAdd(a1, b0, c10);
             c11 = coopMultiplyAdd(a1, b1, c11);
-            let a2 = coopLoadT<MatA>(&staged[(pr + 2u * S) * LD + kk], LD);
+            let a2 = coopLoadT<MatA>(&staged[cell((pr + 2u * S) * LD + kk)], LDS);
             c20 = coopMultiplyAdd(a2, b0, c20);
             c21 = coopMultiplyAdd(a2, b1, c21);
-            let a3 = coopLoadT<MatA>(&staged[(pr + 3u * S) * LD + kk], LD);
+            let a3 = coopLoadT<MatA>(&staged[cell((pr + 3u * S) * LD + kk)], LDS);
             c30 = coopMultiplyAdd(a3, b0, c30);
             c31 = coopMultiplyAdd(a3, b1, c31);
         }

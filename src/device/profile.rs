@@ -147,6 +147,12 @@ pub struct CoopMatrix {
     pub size: u32,
     /// The type of the multiplied matrices.
     pub input: CoopInput,
+    /// Whether a matrix load may read through a pointer to vectors of the matrix's
+    /// elements, as SPIR-V's (Vulkan's) may; the MSL that naga writes for Metal loads
+    /// through scalar pointers only. The matmuls stage four values a store where it may
+    /// (`wgsl/matmul/staged_vec4.wgsl`), else one (`staged_scalar.wgsl`).
+    #[serde(default)]
+    pub vector_loads: bool,
 }
 
 /// The element type of a cooperative matrix's inputs.
@@ -180,8 +186,13 @@ impl CoopMatrix {
     /// The configuration matmuls use from those an adapter lists as (M, N, K, input,
     /// accumulator is f32): square ones only, f16 inputs (half the staging, and where
     /// NVIDIA's tensor cores are) before f32 where the device has shader f16, then the
-    /// larger size (fewer loads per multiply-add).
-    pub fn pick(offered: &[(u32, u32, u32, CoopInput, bool)], f16: bool) -> Option<CoopMatrix> {
+    /// larger size (fewer loads per multiply-add). `vector_loads`: the backend's, as
+    /// [`CoopMatrix::vector_loads`] says.
+    pub fn pick(
+        offered: &[(u32, u32, u32, CoopInput, bool)],
+        f16: bool,
+        vector_loads: bool,
+    ) -> Option<CoopMatrix> {
         offered
             .iter()
             .filter(|&&(m, n, k, input, f32_acc)| {
@@ -191,8 +202,25 @@ impl CoopMatrix {
                     && f32_acc
                     && (f16 || input == CoopInput::F32)
             })
-            .map(|&(size, _, _, input, _)| CoopMatrix { size, input })
+            .map(|&(size, _, _, input, _)| CoopMatrix {
+                size,
+                input,
+                vector_loads,
+            })
             .max_by_key(|c| (c.input == CoopInput::F16, c.size))
+    }
+}
+
+impl CoopMatrix {
+    /// The f16 matrices of `size` as the adapters that offer them load them: 16 x 16
+    /// as on Vulkan (vector loads), 8 x 8 as on Apple's Metal (scalar loads); for
+    /// composing kernels without an adapter (the SPIR-V dumps).
+    pub fn f16_as_offered(size: u32) -> CoopMatrix {
+        CoopMatrix {
+            size,
+            input: CoopInput::F16,
+            vector_loads: size == 16,
+        }
     }
 }
 
@@ -410,6 +438,7 @@ impl DeviceProfile {
                 coop_matrix: Some(CoopMatrix {
                     size: 8,
                     input: CoopInput::F16,
+                    vector_loads: false,
                 }),
                 tuning: Tuning::scaled_from_h200(40),
                 ..base
@@ -438,6 +467,7 @@ impl DeviceProfile {
                 coop_matrix: Some(CoopMatrix {
                     size: 16,
                     input: CoopInput::F16,
+                    vector_loads: true,
                 }),
                 tuning: Tuning::scaled_from_h200(64),
                 ..base
@@ -456,6 +486,7 @@ impl DeviceProfile {
                 coop_matrix: Some(CoopMatrix {
                     size: 16,
                     input: CoopInput::F16,
+                    vector_loads: true,
                 }),
                 // NVIDIA's H200 specification: 141 GB of HBM3e at 4.8 TB/s, 132 SMs
                 // (SXM).

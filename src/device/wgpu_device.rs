@@ -458,7 +458,11 @@ impl WgpuDevice {
             .features()
             .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
         {
-            CoopMatrix::pick(&coop_matrix_offers(&adapter), f16)
+            CoopMatrix::pick(
+                &coop_matrix_offers(&adapter),
+                f16,
+                info.backend == wgpu::Backend::Vulkan,
+            )
         } else {
             None
         };

@@ -378,10 +378,16 @@ pub fn coop_preamble(shape: CoopMatrix) -> (Vec<&'static str>, Vec<WgslConst>) {
     (enables, consts)
 }
 
-/// The constants of every matmul on cooperative matrices: the preamble's, its
+/// The constants of every matmul on cooperative matrices: the staging its loads allow
+/// (`CoopMatrix::vector_loads`), the preamble's, its
 /// subgroups' size and its groups per K step.
 fn coop_constants(shape: CoopMatrix, subgroup_max: u32, k_groups: u32) -> Vec<WgslConst> {
     let mut consts = coop_preamble(shape).1;
+    consts.push(if shape.vector_loads {
+        WgslConst::include("STAGED", "matmul/staged_vec4.wgsl")
+    } else {
+        WgslConst::include("STAGED", "matmul/staged_scalar.wgsl")
+    });
     consts.push(WgslConst::u32("SUBGROUP_MAX", subgroup_max));
     consts.push(WgslConst::u32("K_GROUPS", k_groups));
     consts
@@ -391,7 +397,13 @@ fn coop_constants(shape: CoopMatrix, subgroup_max: u32, k_groups: u32) -> Vec<Wg
 /// engine shares it.
 fn coop_key(name: &str, shape: CoopMatrix, subgroup_max: u32, k_groups: u32) -> String {
     format!(
-        "{name} {shape} wg{} k_groups{k_groups}",
+        "{name} {shape}{} wg{} k_groups{k_groups}",
+        // Four values a store unless named (`coop_constants`).
+        if shape.vector_loads {
+            ""
+        } else {
+            " scalar_staging"
+        },
         COOP_SUBGROUPS * subgroup_max
     )
 }
@@ -888,10 +900,7 @@ pub fn sources() -> Result<Vec<(String, String)>> {
             launch(MatmulEngine::Dot4 { k_groups: 2 }).source()?,
         ));
         for size in [16, 8] {
-            let shape = CoopMatrix {
-                size,
-                input: CoopInput::F16,
-            };
+            let shape = CoopMatrix::f16_as_offered(size);
             let engine = MatmulEngine::CoopMatrix {
                 shape,
                 subgroup_max: 32,

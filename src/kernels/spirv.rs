@@ -36,10 +36,7 @@ pub fn catalog() -> Vec<(String, String)> {
     }
     // The matrix probe in the shapes the coop matmuls are given in.
     for size in [16, 8] {
-        let shape = crate::device::CoopMatrix {
-            size,
-            input: crate::device::CoopInput::F16,
-        };
+        let shape = crate::device::CoopMatrix::f16_as_offered(size);
         let wgsl = crate::device::coop_probe_source(shape).unwrap_or_else(|e| panic!("{e}"));
         out.push((format!("probe/coop_peak_{size}x{size}"), wgsl));
     }

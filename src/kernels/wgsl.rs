@@ -119,6 +119,8 @@ const FILES: &[(&str, &str)] = wgsl_files![
     "matmul/q8_0_fma.wgsl",
     "matmul/q8_0_unpack.wgsl",
     "matmul/span_sum.wgsl",
+    "matmul/staged_scalar.wgsl",
+    "matmul/staged_vec4.wgsl",
     "matmul/unpack.wgsl",
     "matmul/unpack_x.wgsl",
     "matmul/unpacked.wgsl",
@@ -200,6 +202,10 @@ pub enum WgslValue {
     Bool(bool),
     /// `alias NAME = T;`
     Alias(&'static str),
+    /// The file at this path under `wgsl/` (after its own includes), ahead of the root:
+    /// a variant the host picks where the WGSL differs in more than constants. The
+    /// constant's name is for the reader only.
+    Include(&'static str),
 }
 
 /// A constant the host chooses per pipeline (launch geometry, options), declared ahead
@@ -235,10 +241,18 @@ impl WgslConst {
             value: WgslValue::Alias(ty),
         }
     }
+
+    /// The file `path` under `wgsl/`, as the variant `name` of what the root includes.
+    pub fn include(name: &'static str, path: &'static str) -> Self {
+        WgslConst {
+            name,
+            value: WgslValue::Include(path),
+        }
+    }
 }
 
 /// `enable` directives first, then one `const` (or `alias`) line per constant, then
-/// the root file with its includes resolved.
+/// the files the constants include, then the root file with its includes resolved.
 pub fn compose(root: &str, enables: &[&str], consts: &[WgslConst]) -> Result<String> {
     compose_from(FILES, root, enables, consts)
 }
@@ -254,12 +268,17 @@ fn compose_from(
     for e in enables {
         writeln!(out, "enable {e};").expect("writing to a String");
     }
+    let mut variants = Vec::new();
     for c in consts {
         let name = c.name;
         match c.value {
             WgslValue::U32(v) => writeln!(out, "const {name}: u32 = {v}u;"),
             WgslValue::Bool(v) => writeln!(out, "const {name}: bool = {v};"),
             WgslValue::Alias(ty) => writeln!(out, "alias {name} = {ty};"),
+            WgslValue::Include(path) => {
+                variants.push(path);
+                writeln!(out, "// {name}: wgsl/{path}")
+            }
         }
         .expect("writing to a String");
     }
@@ -271,12 +290,14 @@ fn compose_from(
         open: Vec::new(),
         done: Vec::new(),
     };
-    includes
-        .append(root, &mut out)
-        .map_err(|what| Error::Shader {
-            name: root.to_string(),
-            what,
-        })?;
+    for path in variants.into_iter().chain([root]) {
+        includes
+            .append(path, &mut out)
+            .map_err(|what| Error::Shader {
+                name: root.to_string(),
+                what,
+            })?;
+    }
     Ok(out)
 }
 
@@ -411,6 +432,42 @@ mod tests {
             let compiled = crate::device::translate::wgsl_to_spirv(k.name, &wgsl, "main", &[]);
             assert_eq!(compiled.is_ok(), k.splits_slices(), "{}", k.name);
         }
+    }
+
+    #[test]
+    fn a_variant_the_host_includes_comes_after_the_constants_once() {
+        let files = [
+            ("root.wgsl", "#include \"shared.wgsl\"\nfn main() {}\n"),
+            (
+                "variant.wgsl",
+                "#include \"shared.wgsl\"\nfn variant() {}\n",
+            ),
+            ("shared.wgsl", "fn shared() {}\n"),
+        ];
+        let text = compose_from(
+            &files,
+            "root.wgsl",
+            &[],
+            &[
+                WgslConst::include("VARIANT", "variant.wgsl"),
+                WgslConst::u32("N", 4),
+            ],
+        )
+        .unwrap();
+        let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}"));
+        assert!(at("const N: u32 = 4u;") < at("fn shared("));
+        assert!(at("fn shared(") < at("fn variant("));
+        assert!(at("fn variant(") < at("fn main("));
+        assert_eq!(text.matches("fn shared(").count(), 1);
+        let missing = compose_from(
+            &files,
+            "root.wgsl",
+            &[],
+            &[WgslConst::include("VARIANT", "absent.wgsl")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(missing.contains("no file `wgsl/absent.wgsl`"), "{missing}");
     }
 
     fn error_of(files: &[(&str, &str)]) -> String {

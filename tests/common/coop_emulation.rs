@@ -86,7 +86,7 @@ pub fn emulate(source: &str, size: u32, lanes: u32) -> String {
     );
     out += &mma(size, lanes);
     for array in &loaded {
-        out += &load(array, size, lanes);
+        out += &load(array, &element_of(source, array), size, lanes);
     }
     for array in &stored {
         out += &store(array, &element_of(source, array), size, lanes);
@@ -95,16 +95,33 @@ pub fn emulate(source: &str, size: u32, lanes: u32) -> String {
 }
 
 /// The element type `source` declares `array` with (`var<...> array: array<T, ...>`),
-/// which a store converts to.
+/// which a store converts to, through the alias it names where it names one.
 fn element_of(source: &str, array: &str) -> String {
     let decl = format!("> {array}: array<");
     let at = source.find(&decl).unwrap_or_else(|| {
         panic!("`{array}`, which matrices are loaded from or stored to, declared as an array")
     });
     let t = &source[at + decl.len()..];
-    t[..t.find([',', '>']).unwrap_or(t.len())]
-        .trim()
-        .to_string()
+    // Up to the array's `,` or closing `>`, past those of a nested type (vec4<f16>).
+    let mut depth = 0;
+    let end = t
+        .find(|c| {
+            depth += match c {
+                '<' => 1,
+                '>' => -1,
+                _ => 0,
+            };
+            depth < 0 || (depth == 0 && c == ',')
+        })
+        .unwrap_or(t.len());
+    let named = t[..end].trim();
+    match source.find(&format!("alias {named} = ")) {
+        Some(alias) => {
+            let t = &source[alias + format!("alias {named} = ").len()..];
+            t[..t.find(';').unwrap_or(t.len())].trim().to_string()
+        }
+        None => named.to_string(),
+    }
 }
 
 /// The emulated multiply-add, written out whole: lavapipe ends an invocation's loops
@@ -125,19 +142,34 @@ fn mma(size: u32, lanes: u32) -> String {
     f + "    return r;\n}\n"
 }
 
-/// The load of a matrix from `array`, column-major or row-major where asked, written
-/// out whole.
-fn load(array: &str, size: u32, lanes: u32) -> String {
+/// The load of a matrix from `array`, whose elements are `element`, column-major or
+/// row-major where asked, written out whole. Where the elements are vectors of 4 (as
+/// a matrix load may read them), the base and the stride count vectors, and a row (or
+/// column) runs on through the vectors' components.
+fn load(array: &str, element: &str, size: u32, lanes: u32) -> String {
+    let at = if element.starts_with("vec4<") {
+        format!(
+            "\nfn emu_at_{array}(base: u32, stride: u32, row_major: bool, i: u32, j: u32) -> f32 {{\n    \
+             let outer = select(j, i, row_major);\n    let along = select(i, j, row_major);\n    \
+             return f32({array}[base + outer * stride + along / 4u][along % 4u]);\n}}\n"
+        )
+    } else {
+        format!(
+            "\nfn emu_at_{array}(base: u32, stride: u32, row_major: bool, i: u32, j: u32) -> f32 {{\n    \
+             let step = select(vec2<u32>(stride, 1u), vec2<u32>(1u, stride), row_major);\n    \
+             return f32({array}[base + j * step.x + i * step.y]);\n}}\n"
+        )
+    };
     let mut f = format!(
-        "\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) -> MatC {{\n    \
-         var m: MatC;\n    let step = select(vec2<u32>(stride, 1u), vec2<u32>(1u, stride), \
-         row_major);\n"
+        "{at}\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) -> MatC {{\n    \
+         var m: MatC;\n"
     );
     for jc in 0..size / lanes {
         f += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
         for i in 0..size {
             let slot = i + size * jc;
-            f += &format!("    m[{slot}] = f32({array}[base + j{jc} * step.x + {i}u * step.y]);\n");
+            f +=
+                &format!("    m[{slot}] = emu_at_{array}(base, stride, row_major, {i}u, j{jc});\n");
         }
     }
     f + "    return m;\n}\n"

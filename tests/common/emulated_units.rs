@@ -50,6 +50,8 @@ fn emulated_profile(p: &DeviceProfile) -> Option<DeviceProfile> {
         } else {
             CoopInput::F32
         },
+        // lavapipe is a Vulkan driver: SPIR-V's loads.
+        vector_loads: true,
     });
     profile.name = format!("{} (matrix units emulated)", p.name);
     Some(profile)

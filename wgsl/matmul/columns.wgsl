@@ -26,7 +26,8 @@
 // What bounds it is the staging, not the matrix units: on the H200 a round's decode,
 // scalar f16 stores and two barriers are about two thirds of its time, and 32 tokens of
 // 14,336 x 4,096 Q4_K run at 3 % of the read probe and 2 % of the matrix probe
-// (results/parallel/h200_2026-12-04_columns). Splitting K over more workgroups, the
+// (results/parallel/h200_2026-12-04_columns). Four values a store (staged_vec4.wgsl)
+// shortened rounds by 1-4 % only (results/parallel/vec4_staging). Splitting K over more workgroups, the
 // last summing the spans through atomics, was slower; K spans summed by a second
 // dispatch (below) run a matrix of few row tiles up to 2x faster on an H100
 // (results/parallel/columns_experiments, section 6).
@@ -40,7 +41,7 @@
 //
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
-// SUBGROUP_MAX, K_GROUPS), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
+// SUBGROUP_MAX, K_GROUPS, STAGED), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
 // (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
 // subgroups of the largest size; where more run, parts are computed twice over and
 // stored alike.
@@ -76,7 +77,7 @@ const SS: u32 = S * S;
 // LD + k]. yc: each subgroup's accumulators of one part (one S x S per token block),
 // token-major as y.
 const X0: u32 = ROWS * LD;
-var<workgroup> staged: array<CT, (ROWS + TOKENS) * LD>;
+var<workgroup> staged: array<Staged, (ROWS + TOKENS) * LD / STAGED_VALUES>;
 var<workgroup> yc: array<f32, SUBGROUPS * TOKEN_BLOCKS * SS>;
 
 // 16 staged x values from the two planes' words: d * (256 q1 + q2).
@@ -190,17 +191,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KP; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
             // contiguous (column-major).
-            let a = coopLoadT<MatA>(&staged[a_at + kk], LD);
-            acc0 = coopMultiplyAdd(a, coopLoad<MatB>(&staged[b_at + kk], LD), acc0);
+            let a = coopLoadT<MatA>(&staged[cell(a_at + kk)], LDS);
+            acc0 = coopMultiplyAdd(a, coopLoad<MatB>(&staged[cell(b_at + kk)], LDS), acc0);
             if (TOKEN_BLOCKS == 2u) {
-                let b1 = coopLoad<MatB>(&staged[b_at + S * LD + kk], LD);
+                let b1 = coopLoad<MatB>(&staged[cell(b_at + S * LD + kk)], LDS);
                 acc1 = coopMultiplyAdd(a, b1, acc1);
             }
             if (PARTS == 2u) {
-                let a2 = coopLoadT<MatA>(&staged[a2_at + kk], LD);
-                acc2 = coopMultiplyAdd(a2, coopLoad<MatB>(&staged[b2_at + kk], LD), acc2);
+                let a2 = coopLoadT<MatA>(&staged[cell(a2_at + kk)], LDS);
+                acc2 = coopMultiplyAdd(a2, coopLoad<MatB>(&staged[cell(b2_at + kk)], LDS), acc2);
                 if (TOKEN_BLOCKS == 2u) {
-                    let b3 = coopLoad<MatB>(&staged[b2_at + S * LD + kk], LD);
+                    let b3 = coopLoad<MatB>(&staged[cell(b2_at + S * LD + kk)], LDS);
                     acc3 = coopMultiplyAdd(a2, b3, acc3);
                 }
             }

@@ -1,16 +1,17 @@
 // Staging shared by the drivers on cooperative matrices (coopmat.wgsl, columns.wgsl):
-// groups of 32 values written as CT into the includer's `staged` (array<CT>), where
-// the matrix loads read them.
+// groups of 32 values written as CT into the includer's `staged` (array<Staged>), where
+// the matrix loads read them. The host picks how values are stored (STAGED: put4,
+// Staged and STAGED_VALUES from staged_vec4.wgsl or staged_scalar.wgsl); offsets here
+// count values.
 
 #include "matmul/group_values.wgsl"
 
-// Four values as CT at staged[at..at + 4].
-fn put4(at: u32, v: vec4<f32>) {
-    let c = vec4<CT>(v);
-    staged[at] = c.x;
-    staged[at + 1u] = c.y;
-    staged[at + 2u] = c.z;
-    staged[at + 3u] = c.w;
+// A staged row's stride in elements of `staged` (the includer's LD counts values).
+const LDS: u32 = LD / STAGED_VALUES;
+
+// The element of `staged` that value `at` starts (at a multiple of STAGED_VALUES).
+fn cell(at: u32) -> u32 {
+    return at / STAGED_VALUES;
 }
 
 // 16 staged values from four words of int8 quants: scale * (q + offset) + min.

@@ -20,6 +20,8 @@
 //   alias MatA, MatB, MatC    coop_mat<S>x<S><CT, A>, <CT, B> and <f32, C>
 //   const SUBGROUP_MAX: u32   the adapter's largest subgroup
 //   const K_GROUPS: u32       groups of 32 per K step, as workgroup memory allows
+//   STAGED                    staged_vec4.wgsl or staged_scalar.wgsl: how values are
+//                             stored for the matrix loads (coop_staging.wgsl)
 // and the kernel file sets
 //   const FETCH_AHEAD: bool   whether a step's groups are fetched during the step
 //                             before it or at its own start
@@ -49,7 +51,7 @@ const LD: u32 = KS + 8u;
 // staged[X0 + t * LD + k]. yc: each subgroup's S x S, column-major (token-major, as y),
 // for the matrices going out; zeroed first, where the accumulators start.
 const X0: u32 = TILE * LD;
-var<workgroup> staged: array<CT, 2u * TILE * LD>;
+var<workgroup> staged: array<Staged, 2u * TILE * LD / STAGED_VALUES>;
 var<workgroup> yc: array<f32, SUBGROUPS * S * S>;
 
 #include "matmul/coop_staging.wgsl"
@@ -176,18 +178,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KS; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
             // contiguous (column-major).
-            let b0 = coopLoad<MatB>(&staged[X0 + pt * LD + kk], LD);
-            let b1 = coopLoad<MatB>(&staged[X0 + (pt + S) * LD + kk], LD);
-            let a0 = coopLoadT<MatA>(&staged[pr * LD + kk], LD);
+            let b0 = coopLoad<MatB>(&staged[cell(X0 + pt * LD + kk)], LDS);
+            let b1 = coopLoad<MatB>(&staged[cell(X0 + (pt + S) * LD + kk)], LDS);
+            let a0 = coopLoadT<MatA>(&staged[cell(pr * LD + kk)], LDS);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
-            let a1 = coopLoadT<MatA>(&staged[(pr + S) * LD + kk], LD);
+            let a1 = coopLoadT<MatA>(&staged[cell((pr + S) * LD + kk)], LDS);
             c10 = coopMultiplyAdd(a1, b0, c10);
             c11 = coopMultiplyAdd(a1, b1, c11);
-            let a2 = coopLoadT<MatA>(&staged[(pr + 2u * S) * LD + kk], LD);
+            let a2 = coopLoadT<MatA>(&staged[cell((pr + 2u * S) * LD + kk)], LDS);
             c20 = coopMultiplyAdd(a2, b0, c20);
             c21 = coopMultiplyAdd(a2, b1, c21);
-            let a3 = coopLoadT<MatA>(&staged[(pr + 3u * S) * LD + kk], LD);
+            let a3 = coopLoadT<MatA>(&staged[cell((pr + 3u * S) * LD + kk)], LDS);
             c30 = coopMultiplyAdd(a3, b0, c30);
             c31 = coopMultiplyAdd(a3, b1, c31);
         }

@@ -1118,10 +1118,7 @@ impl PrefillAttention {
                 launch.source()?,
             ));
             for size in [16, 8] {
-                let shape = CoopMatrix {
-                    size,
-                    input: crate::device::CoopInput::F16,
-                };
+                let shape = CoopMatrix::f16_as_offered(size);
                 let flash =
                     Self::matrix_with_budget(launch.heads, kv, (shape, 32, 32), 48 << 10, 65535)
                         .map_err(|why| Error::Invalid(format!("prefill attention: {why}")))?;

@@ -456,10 +456,7 @@ fn grid(device: &DeviceProfile, items: u64) -> Result<[u32; 3]> {
 /// 32, 2 row parts of 2 token blocks, loading a step ahead.
 pub fn sources() -> Result<Vec<(String, String)>> {
     let launch = |kernel, size| -> Result<UnpackedMatmul> {
-        let shape = CoopMatrix {
-            size,
-            input: crate::device::CoopInput::F16,
-        };
+        let shape = CoopMatrix::f16_as_offered(size);
         Ok(UnpackedMatmul {
             kernel,
             m: 0,

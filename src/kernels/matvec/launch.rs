@@ -584,6 +584,7 @@ impl MatvecLaunch {
                 WgslValue::Bool(true) => key += &format!(" {name}"),
                 WgslValue::Bool(false) => {}
                 WgslValue::Alias(t) => key += &format!(" {name}={t}"),
+                WgslValue::Include(path) => key += &format!(" {name}={path}"),
             }
         }
         key
