@@ -378,9 +378,9 @@ pub fn coop_preamble(shape: CoopMatrix) -> (Vec<&'static str>, Vec<WgslConst>) {
     (enables, consts)
 }
 
-/// The constants of every matmul on cooperative matrices: the staging its loads allow
-/// (`CoopMatrix::vector_loads`), the preamble's, its
-/// subgroups' size and its groups per K step.
+/// The constants of every matmul on cooperative matrices: the preamble's, the staging
+/// its matrix loads allow (`CoopMatrix::vector_loads`), its subgroups' size and its
+/// groups per K step.
 fn coop_constants(shape: CoopMatrix, subgroup_max: u32, k_groups: u32) -> Vec<WgslConst> {
     let mut consts = coop_preamble(shape).1;
     consts.push(if shape.vector_loads {
