@@ -224,9 +224,10 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // scalar f16 stores and two barriers are about two thirds of its time, and 32 tokens of
 // 14,336 x 4,096 Q4_K run at 3 % of the read probe and 2 % of the matrix probe
 // (results/parallel/h200_2026-12-04_columns). Four values a store (staged_vec4.wgsl)
-// shortened rounds by 1-4 % only (results/parallel/vec4_staging). Splitting K over more workgroups, the
-// last summing the spans through atomics, was slower; K spans summed by a second
-// dispatch (below) run a matrix of few row tiles up to 2x faster on an H100
+// shortened rounds by 1-4 % only; the loads are most of a round on an H100
+// (results/parallel/vec4_staging). Splitting K over more workgroups, the last summing
+// the spans through atomics, was slower; K spans summed by a second dispatch (below)
+// run a matrix of few row tiles up to 2x faster on an H100
 // (results/parallel/columns_experiments, section 6).
 //
 // K spans: with K_SPANS > 1 the workgroups of z index s take span s of K's rounds (as
@@ -238,8 +239,8 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 //
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
-// SUBGROUP_MAX, K_GROUPS, STAGED), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2), K_PARTS
-// (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
+// SUBGROUP_MAX, K_GROUPS, STAGED), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2),
+// K_PARTS (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
 // subgroups of the largest size; where more run, parts are computed twice over and
 // stored alike.
 

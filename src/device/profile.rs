@@ -209,9 +209,7 @@ impl CoopMatrix {
             })
             .max_by_key(|c| (c.input == CoopInput::F16, c.size))
     }
-}
 
-impl CoopMatrix {
     /// The f16 matrices of `size` as the adapters that offer them load them: 16 x 16
     /// as on Vulkan (vector loads), 8 x 8 as on Apple's Metal (scalar loads); for
     /// composing kernels without an adapter (the SPIR-V dumps).

@@ -147,22 +147,17 @@ fn mma(size: u32, lanes: u32) -> String {
 /// a matrix load may read them), the base and the stride count vectors, and a row (or
 /// column) runs on through the vectors' components.
 fn load(array: &str, element: &str, size: u32, lanes: u32) -> String {
-    let at = if element.starts_with("vec4<") {
-        format!(
-            "\nfn emu_at_{array}(base: u32, stride: u32, row_major: bool, i: u32, j: u32) -> f32 {{\n    \
-             let outer = select(j, i, row_major);\n    let along = select(i, j, row_major);\n    \
-             return f32({array}[base + outer * stride + along / 4u][along % 4u]);\n}}\n"
-        )
+    // Element (i, j): `along` its row (row-major) or column, `outer` the row or column.
+    let value = if element.starts_with("vec4<") {
+        format!("{array}[base + outer * stride + along / 4u][along % 4u]")
     } else {
-        format!(
-            "\nfn emu_at_{array}(base: u32, stride: u32, row_major: bool, i: u32, j: u32) -> f32 {{\n    \
-             let step = select(vec2<u32>(stride, 1u), vec2<u32>(1u, stride), row_major);\n    \
-             return f32({array}[base + j * step.x + i * step.y]);\n}}\n"
-        )
+        format!("{array}[base + outer * stride + along]")
     };
     let mut f = format!(
-        "{at}\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) -> MatC {{\n    \
-         var m: MatC;\n"
+        "\nfn emu_at_{array}(base: u32, stride: u32, row_major: bool, i: u32, j: u32) -> f32 {{\n    \
+         let outer = select(j, i, row_major);\n    let along = select(i, j, row_major);\n    \
+         return f32({value});\n}}\n\nfn emu_load_{array}(base: u32, stride: u32, row_major: bool) \
+         -> MatC {{\n    var m: MatC;\n"
     );
     for jc in 0..size / lanes {
         f += &format!("    let j{jc} = emu_lane + {}u;\n", lanes * jc);
