@@ -227,10 +227,14 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // 14,336 x 4,096 Q4_K run at 3 % of the read probe and 2 % of the matrix probe
 // (results/parallel/h200_2026-12-04_columns). Four values a store (staged_vec4.wgsl)
 // shortened rounds by 1-4 % only; the loads are most of a round on an H100
-// (results/parallel/vec4_staging). Splitting K over more workgroups, the last summing
-// the spans through atomics, was slower; K spans summed by a second dispatch (below)
-// run a matrix of few row tiles up to 2x faster on an H100
-// (results/parallel/columns_experiments, section 6).
+// (results/parallel/vec4_staging), so an invocation issues all its loads of a round
+// before it stages any (fetch_round: the wide tile's rounds 8-11 % shorter, 32
+// sequences 1.10x; results/parallel/fetch_round). Fetching a round ahead, under the
+// multiplies of the one before, held more registers and gained nothing; nor did rounds
+// of 8 groups. Splitting K over more workgroups, the last summing the spans through
+// atomics, was slower; K spans summed by a second dispatch (below) run a matrix of few
+// row tiles up to 2x faster on an H100 (results/parallel/columns_experiments, section
+// 6).
 //
 // K spans: with K_SPANS > 1 the workgroups of z index s take span s of K's rounds (as
 // even a share as whole rounds allow), so that a matrix of few row tiles still
@@ -283,51 +287,70 @@ fn put_x(at: u32, q1: vec4<u32>, q2: vec4<u32>, d: f32) {
     }
 }
 
-// Weight group g of the dispatch's row `row` at staged[at..at + 32]; zeros where it is
-// not `live` (past the matrix's rows or K).
-fn stage_weights(at: u32, row: u32, g: u32, live: bool) {
-    var q = WGroup(vec4<u32>(0u), vec4<u32>(0u), vec2<f32>(0.0), 0, 0.0);
-    if (live) {
-        q = weight_group(row * params.row_bytes, g);
+// A round's items: item i below ROWS * K_GROUPS is a weight group, the rest x groups;
+// an invocation takes FETCH_N of them, items lid + n WG. Neighbouring invocations take
+// neighbouring groups of a row.
+const W_ITEMS: u32 = ROWS * K_GROUPS;
+const ROUND_ITEMS: u32 = W_ITEMS + TOKENS * K_GROUPS;
+const FETCH_N: u32 = (ROUND_ITEMS + WG - 1u) / WG;
+
+// An item as fetched: a weight group (q), or an x group's first plane in q.lo and
+// q.hi, its second in lo2 and hi2 and its d in q.scale.x.
+struct Fetched {
+    q: WGroup,
+    lo2: vec4<u32>,
+    hi2: vec4<u32>,
+}
+alias RoundGroups = array<Fetched, FETCH_N>;
+
+// This invocation's items of the round at group g0, all fetched before any is staged:
+// an invocation's two items in a row, each fetched and staged in turn, waited on two
+// loads one after the other (results/parallel/vec4_staging, the ablations). Past the
+// matrix's rows, the step's tokens or K, items are zeros.
+fn fetch_round(row0: u32, tok0: u32, g0: u32, lid: u32) -> RoundGroups {
+    let n_groups = params.k / 32u;
+    var f: RoundGroups;
+    for (var n = 0u; n < FETCH_N; n++) {
+        let i = lid + n * WG;
+        let g = g0 + i % K_GROUPS;
+        if (g >= n_groups) {
+            continue;
+        }
+        if (i < W_ITEMS) {
+            let row = row0 + i / K_GROUPS;
+            if (row < params.m) {
+                f[n].q = weight_group(row * params.row_bytes, g);
+            }
+        } else if (i < ROUND_ITEMS) {
+            let t = tok0 + (i - W_ITEMS) / K_GROUPS;
+            if (t < params.n_tokens) {
+                let base = t * params.x_stride + Q8_GROUP_VEC4S * g;
+                f[n].q.lo = bitcast<vec4<u32>>(x[base]);
+                f[n].q.hi = bitcast<vec4<u32>>(x[base + 1u]);
+                f[n].lo2 = bitcast<vec4<u32>>(x[base + 3u]);
+                f[n].hi2 = bitcast<vec4<u32>>(x[base + 4u]);
+                f[n].q.scale.x = x[base + 5u].x;
+            }
+        }
     }
-    put16(at, q.lo, q.scale.x, q.offset, q.min);
-    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+    return f;
 }
 
-// Item i below ROWS * K_GROUPS is a weight group, the rest x groups. Past the matrix's
-// rows, the step's tokens or K, groups are zero.
-fn stage(row0: u32, tok0: u32, g0: u32, lid: u32) {
-    let n_groups = params.k / 32u;
-    let w_items = ROWS * K_GROUPS;
-    for (var i = lid; i < w_items + TOKENS * K_GROUPS; i += WG) {
-        if (i < w_items) {
-            // Neighbouring invocations take neighbouring groups of a row.
-            let r = i / K_GROUPS;
-            let kg = i % K_GROUPS;
-            let g = g0 + kg;
-            stage_weights(r * LD + kg * 32u, row0 + r, g, row0 + r < params.m && g < n_groups);
-        } else {
-            let j = i - w_items;
-            let t = j / K_GROUPS;
-            let kg = j % K_GROUPS;
-            let g = g0 + kg;
-            let at = X0 + t * LD + kg * 32u;
-            let z = vec4<u32>(0u);
-            var lo = z;
-            var hi = z;
-            var lo2 = z;
-            var hi2 = z;
-            var d = 0.0;
-            if (tok0 + t < params.n_tokens && g < n_groups) {
-                let base = (tok0 + t) * params.x_stride + Q8_GROUP_VEC4S * g;
-                lo = bitcast<vec4<u32>>(x[base]);
-                hi = bitcast<vec4<u32>>(x[base + 1u]);
-                lo2 = bitcast<vec4<u32>>(x[base + 3u]);
-                hi2 = bitcast<vec4<u32>>(x[base + 4u]);
-                d = x[base + 5u].x;
-            }
-            put_x(at, lo, lo2, d);
-            put_x(at + 16u, hi, hi2, d);
+// A fetched round's items as CT into `staged`: weight row r's group kg at r * LD + kg *
+// 32, token t's at X0 + t * LD + kg * 32.
+fn put_round(f: RoundGroups, lid: u32) {
+    for (var n = 0u; n < FETCH_N; n++) {
+        let i = lid + n * WG;
+        let kg = i % K_GROUPS;
+        let q = f[n].q;
+        if (i < W_ITEMS) {
+            let at = i / K_GROUPS * LD + kg * 32u;
+            put16(at, q.lo, q.scale.x, q.offset, q.min);
+            put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+        } else if (i < ROUND_ITEMS) {
+            let at = X0 + (i - W_ITEMS) / K_GROUPS * LD + kg * 32u;
+            put_x(at, q.lo, f[n].lo2, q.scale.x);
+            put_x(at + 16u, q.hi, f[n].hi2, q.scale.x);
         }
     }
 }
@@ -382,7 +405,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let end = min((wid.z + 1u) * rounds / K_SPANS * K_GROUPS, n_groups);
     for (var g0 = first; g0 < end; g0 += K_GROUPS) {
         workgroupBarrier();
-        stage(row0, tok0, g0, lid);
+        put_round(fetch_round(row0, tok0, g0, lid), lid);
         workgroupBarrier();
         for (var kk = 0u; kk < KP; kk += S) {
             // A = w rows (row-major [r][k]); B = x as K x tokens, each token's k
