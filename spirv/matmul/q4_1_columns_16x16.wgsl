@@ -226,7 +226,7 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // (results/parallel/h200_2026-12-04_columns). Four values a store (staged_vec4.wgsl)
 // shortened rounds by 1-4 % only; the loads are most of a round on an H100
 // (results/parallel/vec4_staging), so an invocation issues all its loads of a round
-// before it stages any (fetch_round: the wide tile's rounds 8-11 % shorter, 32
+// before it stages any (fetch_round: the wide tile's rounds 7-11 % shorter, 32
 // sequences 1.10x; results/parallel/fetch_round). Fetching a round ahead, under the
 // multiplies of the one before, held more registers and gained nothing; nor did rounds
 // of 8 groups. Splitting K over more workgroups, the last summing the spans through
@@ -302,8 +302,8 @@ struct Fetched {
 alias RoundGroups = array<Fetched, FETCH_N>;
 
 // This invocation's items of the round at group g0, all fetched before any is staged:
-// an invocation's two items in a row, each fetched and staged in turn, waited on two
-// loads one after the other (results/parallel/vec4_staging, the ablations). Past the
+// fetched and staged one at a time, an invocation with two items waited on two loads
+// one after the other (results/parallel/vec4_staging, the ablations). Past the
 // matrix's rows, the step's tokens or K, items are zeros.
 fn fetch_round(row0: u32, tok0: u32, g0: u32, lid: u32) -> RoundGroups {
     let n_groups = params.k / 32u;
