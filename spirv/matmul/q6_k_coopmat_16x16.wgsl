@@ -184,6 +184,12 @@ fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
         put4(at + 4u * i, group_values4(q[i], scale, offset, min));
     }
 }
+
+// A weight group's 32 values (the includer's io.wgsl WGroup) at `at`.
+fn put_group(at: u32, q: WGroup) {
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+}
 // Matmul driver, cooperative-matrix family: Y[t, row] = dot(W[row, :], X[t, :]) on the
 // adapter's matrix units (NVIDIA's tensor cores through VK_KHR_cooperative_matrix,
 // Apple's simdgroup matrices), where dot4.wgsl multiplies on dot4I8Packed.
@@ -299,10 +305,7 @@ fn put_step(groups: StepGroups, lid: u32) {
     for (var n = 0u; n < FETCH_N; n++) {
         let i = lid + n * WG;
         if (i < STEP_ITEMS) {
-            let q = groups[n];
-            let at = item_at(i);
-            put16(at, q.lo, q.scale.x, q.offset, q.min);
-            put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+            put_group(item_at(i), groups[n]);
         }
     }
 }

@@ -90,6 +90,12 @@ fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
         put4(at + 4u * i, group_values4(q[i], scale, offset, min));
     }
 }
+
+// A weight group's 32 values (the includer's io.wgsl WGroup) at `at`.
+fn put_group(at: u32, q: WGroup) {
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+}
 // x as the dot4 kernels take it, "q8 groups": each 32 values on two int8 planes. The
 // first is x rounded with scale d1 = amax / 127 (llama.cpp's q8_1 activations); the
 // second is what the first leaves, x - d1 q1, rounded with d1 / 256, so that a group's
@@ -246,9 +252,9 @@ fn q8_planes4(q1: u32, q2: u32, d: f32) -> vec4<f32> {
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
 // SUBGROUP_MAX, K_GROUPS, STAGED), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2),
-// K_PARTS (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
-// subgroups of the largest size; where more run, parts are computed twice over and
-// stored alike.
+// K_PARTS (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the
+// workgroup has 8 subgroups of the largest size; where more run, parts are computed
+// twice over and stored alike.
 
 
 // x: the tokens' q8 groups (q8_x.wgsl's layout); y: f32, token-major.
@@ -344,9 +350,7 @@ fn put_round(f: RoundGroups, lid: u32) {
         let kg = i % K_GROUPS;
         let q = f[n].q;
         if (i < W_ITEMS) {
-            let at = i / K_GROUPS * LD + kg * 32u;
-            put16(at, q.lo, q.scale.x, q.offset, q.min);
-            put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+            put_group(i / K_GROUPS * LD + kg * 32u, q);
         } else if (i < ROUND_ITEMS) {
             let at = X0 + (i - W_ITEMS) / K_GROUPS * LD + kg * 32u;
             put_x(at, q.lo, f[n].lo2, q.scale.x);

@@ -47,9 +47,9 @@
 // The kernel file (`<type>_columns.wgsl`) includes this and its type's decoder
 // (`<type>.wgsl`). The host prepends what coopmat.wgsl takes (S, CT, MatA, MatB, MatC,
 // SUBGROUP_MAX, K_GROUPS, STAGED), ROW_BLOCKS (1, 2, 4 or 8), TOKEN_BLOCKS (1 or 2),
-// K_PARTS (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the workgroup has 8
-// subgroups of the largest size; where more run, parts are computed twice over and
-// stored alike.
+// K_PARTS (8 / ROW_BLOCKS or twice that) and K_SPANS (1 or more). As there, the
+// workgroup has 8 subgroups of the largest size; where more run, parts are computed
+// twice over and stored alike.
 
 #include "matmul/io.wgsl"
 #include "matmul/coop_staging.wgsl"
@@ -149,9 +149,7 @@ fn put_round(f: RoundGroups, lid: u32) {
         let kg = i % K_GROUPS;
         let q = f[n].q;
         if (i < W_ITEMS) {
-            let at = i / K_GROUPS * LD + kg * 32u;
-            put16(at, q.lo, q.scale.x, q.offset, q.min);
-            put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+            put_group(i / K_GROUPS * LD + kg * 32u, q);
         } else if (i < ROUND_ITEMS) {
             let at = X0 + (i - W_ITEMS) / K_GROUPS * LD + kg * 32u;
             put_x(at, q.lo, f[n].lo2, q.scale.x);

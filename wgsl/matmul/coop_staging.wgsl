@@ -20,3 +20,9 @@ fn put16(at: u32, q: vec4<u32>, scale: f32, offset: i32, min: f32) {
         put4(at + 4u * i, group_values4(q[i], scale, offset, min));
     }
 }
+
+// A weight group's 32 values (the includer's io.wgsl WGroup) at `at`.
+fn put_group(at: u32, q: WGroup) {
+    put16(at, q.lo, q.scale.x, q.offset, q.min);
+    put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+}

@@ -116,10 +116,7 @@ fn put_step(groups: StepGroups, lid: u32) {
     for (var n = 0u; n < FETCH_N; n++) {
         let i = lid + n * WG;
         if (i < STEP_ITEMS) {
-            let q = groups[n];
-            let at = item_at(i);
-            put16(at, q.lo, q.scale.x, q.offset, q.min);
-            put16(at + 16u, q.hi, q.scale.y, q.offset, q.min);
+            put_group(item_at(i), groups[n]);
         }
     }
 }
