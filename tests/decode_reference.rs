@@ -6,10 +6,18 @@
 //! sequences checked on one model share their first tokens, those positions run once
 //! (the default model's exact-math and llama.cpp sequences share their first 10), and
 //! the three tests of the default model on the coop route share one pass (see
-//! [`coop_default_model`]).
+//! [`coop_default_model`]). The seven prompts of the default route's test are decoded
+//! together by an [`Engine`], a row of each step each, every position a decode step's
+//! (forced tokens, [`forced_logits`]): a row's logits are its bits alone
+//! (`tests/engine.rs`), and on the dot4 route lavapipe takes a step of 7 rows in 1.5
+//! times one row's time (the seven prompts took 286 s, 549 s a position at a time).
+//! The coop route's pass did not gain (as three rows of one engine it took 662 s
+//! against 408 s, both runs sharing the machine with other tests), so its sequences
+//! still go a position at a time.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -17,7 +25,7 @@ use brass::device::Device;
 use brass::hub::default_model_path;
 use brass::kernels::attention::KvType;
 use brass::kernels::matvec::Family;
-use brass::model::{Input, LoadOptions, Model};
+use brass::model::{Engine, Event, Input, LoadOptions, Model, SequenceId, SequenceOptions};
 use brass::router::{Force, Overrides};
 use common::{reference, Reference};
 
@@ -100,6 +108,45 @@ fn teacher_forced_logits(model: &Model, seqs: &[&[u32]]) -> Vec<Vec<Vec<f32>>> {
         out.push(logits);
     }
     out
+}
+
+/// Teacher-forces every one of `seqs` through `engine` at once, each a row of the
+/// steps: its first token its prompt and the rest forced (so every position is a
+/// decode step's), the logits of each step asked. Returns every position's logits, as
+/// [`teacher_forced_logits`] does.
+fn forced_logits(engine: &mut Engine, seqs: &[&[u32]]) -> Vec<Vec<Vec<f32>>> {
+    let ids: Vec<SequenceId> = seqs
+        .iter()
+        .map(|seq| {
+            let options = SequenceOptions {
+                max_tokens: seq.len(),
+                forced: seq[1..].to_vec(),
+                logits: true,
+                stop_at_eog: false,
+                ..SequenceOptions::default()
+            };
+            engine.add(&seq[..1], options).unwrap()
+        })
+        .collect();
+    let mut logits: BTreeMap<SequenceId, Vec<Vec<f32>>> = BTreeMap::new();
+    while engine.running() > 0 {
+        for event in engine.step().unwrap() {
+            if let Event::Token {
+                seq,
+                logits: Some(l),
+                ..
+            } = event
+            {
+                logits.entry(seq).or_default().push(l);
+            }
+        }
+    }
+    ids.iter()
+        .map(|id| {
+            engine.remove(*id).unwrap();
+            logits.remove(id).unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Checks every position of `r`'s sequence teacher-forced (`logits`, one per position):
@@ -465,11 +512,12 @@ fn default_route_error_is_llamacpps_over_seven_prompts() {
     let longest = prompts.sequences.iter().map(|s| s.ids.len()).max().unwrap();
     let options = LoadOptions {
         context: Some(longest),
+        sequences: prompts.sequences.len(),
         ..LoadOptions::default()
     };
-    let model = Model::load(device, default_model_path().unwrap(), &options).unwrap();
+    let mut engine = Engine::load(device, default_model_path().unwrap(), &options).unwrap();
     let seqs: Vec<&[u32]> = prompts.sequences.iter().map(|s| s.ids.as_slice()).collect();
-    let logits = teacher_forced_logits(&model, &seqs);
+    let logits = forced_logits(&mut engine, &seqs);
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let mut ours_worst = (0f32, "", 0);
     for (seq, logits) in prompts.sequences.iter().zip(&logits) {
@@ -503,7 +551,7 @@ fn default_route_error_is_llamacpps_over_seven_prompts() {
         worst <= 2.5 * lworst,
         "worst {worst} ({at}, position {pos}) > 2.5 x llama.cpp's {lworst}"
     );
-    assert_no_defects(&defects(&model));
+    assert_no_defects(&defects(engine.model()));
 }
 
 #[test]

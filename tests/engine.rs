@@ -487,6 +487,110 @@ fn a_fork_continues_as_its_prefix_processed_again() {
     }
 }
 
+/// Forced tokens are fed in place of drawn ones. A sequence forced along the tokens a
+/// sequence draws alone gets that one's logits bit for bit; one forced along other
+/// tokens hands those out and then draws from them; and where no logits are asked (so
+/// the engine queues greedy passes ahead, their ids left on the GPU), the forced
+/// tokens are still what each pass is fed: the same tokens follow as with logits.
+#[test]
+fn forced_tokens_are_fed_in_place_of_drawn_ones() {
+    let path = model_file(5);
+    let mut engine = engine_of(&path, &options(SEQUENCES));
+    let prompts = prompts();
+    let prompt = &prompts[1];
+    let drawn_alone = alone(&mut engine, prompt, MAX_TOKENS);
+    let drawn: Vec<u32> = drawn_alone.tokens.iter().map(|t| t.0).collect();
+    assert_eq!(drawn.len(), MAX_TOKENS);
+    let forced = |forced: &[u32], logits, max_tokens| SequenceOptions {
+        forced: forced.to_vec(),
+        logits,
+        stop_at_eog: false,
+        ..greedy(max_tokens)
+    };
+    // This synthetic model draws one id after most tokens, so a token fed in place of
+    // another often changes nothing that follows. The forced token is one that changes
+    // the draw after it: fed the GPU's argmax instead, the tokens would differ.
+    let draw_after = |engine: &mut Engine, ids: &[u32]| -> Vec<u32> {
+        let seqs: Vec<SequenceId> = ids
+            .iter()
+            .map(|&id| engine.add(prompt, forced(&[id], true, 2)).unwrap())
+            .collect();
+        let mut runs = BTreeMap::new();
+        while engine.running() > 0 {
+            record(&mut runs, engine.step().unwrap());
+        }
+        seqs.iter()
+            .map(|seq| {
+                engine.remove(*seq).unwrap();
+                runs[seq].tokens[1].0
+            })
+            .collect()
+    };
+    let candidates: Vec<u32> = (3..3 + 2 * SEQUENCES as u32).collect();
+    let changing: Vec<u32> = candidates
+        .chunks(SEQUENCES)
+        .flat_map(|ids| {
+            let after = draw_after(&mut engine, ids);
+            ids.iter()
+                .zip(after)
+                .filter(|&(_, after)| after != drawn[1])
+                .map(|(&id, _)| id)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        !changing.is_empty(),
+        "none of ids {candidates:?} changes the draw after it"
+    );
+    let other = &[changing[0]; 3][..];
+    assert!(other.iter().all(|id| !drawn.contains(id)), "{other:?}");
+    let along_drawn = engine
+        .add(prompt, forced(&drawn, true, MAX_TOKENS))
+        .unwrap();
+    let along_other = engine.add(prompt, forced(other, true, MAX_TOKENS)).unwrap();
+    // Sharing the steps: another prompt, drawing.
+    let beside = engine.add(&prompts[4], greedy(MAX_TOKENS)).unwrap();
+    let mut runs = BTreeMap::new();
+    while engine.running() > 0 {
+        record(&mut runs, engine.step().unwrap());
+    }
+    assert_eq!(
+        runs[&along_drawn], drawn_alone,
+        "forced along its own draws"
+    );
+    let other_run = &runs[&along_other];
+    let ids: Vec<u32> = other_run.tokens.iter().map(|t| t.0).collect();
+    assert_eq!(ids[..3], other[..], "the forced tokens are handed out");
+    assert_eq!(ids.len(), MAX_TOKENS, "{:?}", other_run.stop);
+    // The first step's logits are the prompt's, whatever is forced after.
+    assert_eq!(other_run.tokens[0].1, drawn_alone.tokens[0].1);
+    assert_ne!(ids[3], drawn[3], "drawing after the forced tokens");
+    for seq in [along_drawn, along_other, beside] {
+        engine.remove(seq).unwrap();
+    }
+    let no_logits = engine
+        .add(prompt, forced(other, false, MAX_TOKENS))
+        .unwrap();
+    while engine.running() > 0 {
+        for event in engine.step().unwrap() {
+            assert!(!matches!(
+                event,
+                Event::Token {
+                    logits: Some(_),
+                    ..
+                }
+            ));
+        }
+    }
+    assert_eq!(engine.tokens(no_logits).unwrap()[prompt.len()..], ids[..]);
+    let bad = SequenceOptions {
+        forced: vec![VOCAB as u32],
+        ..greedy(1)
+    };
+    let refused = engine.add(prompt, bad).unwrap_err().to_string();
+    assert!(refused.contains("outside the vocabulary"), "{refused}");
+}
+
 /// Each token of `run` and a fingerprint of its logits' bits, as one line a child
 /// process can be handed.
 fn fingerprints(run: &Run) -> String {

@@ -379,7 +379,10 @@ fn every_decode_columns_matmul_matches_its_cpu_reference() {
 
 /// A decode step's rows on the matrix units are batch invariant: each token's outputs
 /// are bit for bit those of a dispatch of that token alone, wherever it sits among 19
-/// (in the first token tile or the second).
+/// (in the first token tile or the second). The tokens checked alone are the first
+/// two, those either side of each boundary of blocks of 8 and 16 tokens (the blocks
+/// the emulated and real tiles take: 8 x 8, 16 x 16) and the last; each alone is a
+/// dispatch as long as all 19, and all 19 of them took lavapipe 212 s of CI's 8-lane run.
 #[test]
 fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
     let device = common::gpu();
@@ -399,7 +402,7 @@ fn decode_columns_give_a_token_the_same_bits_alone_and_among_others() {
             let per_token = mm.x_bytes_per_token() as usize;
             let ys = (0, m);
             let together = run_matmul(&device, &cache, &mm, &parts, &xs, n, ys);
-            for t in 0..n as usize {
+            for t in [0, 1, 7, 8, 15, 16, n as usize - 1] {
                 let alone = run_matmul(
                     &device,
                     &cache,
@@ -1095,7 +1098,9 @@ fn float_matmul_x_strides_are_4_byte_multiples() {
 /// units or emulated ones) give the same bits created without wgpu's index clamps
 /// (`IndexChecks::Kernel`, their route's) as with them: a kernel whose index left its
 /// arrays would read what the clamp hides, and differ. Partial tiles of rows and tokens
-/// at every kernel type.
+/// at every kernel type: one token, part of a tile, and a whole tile and part of the
+/// next (300 tokens, as before, took lavapipe 415 s of CI's 8-lane run, and as long
+/// again at 4 and 16 lanes, for no index the tile and a part do not reach).
 #[test]
 fn matrix_unit_matmuls_give_the_same_bits_without_wgpu_clamps() {
     let device = common::gpu();
@@ -1119,7 +1124,7 @@ fn matrix_unit_matmuls_give_the_same_bits_without_wgpu_clamps() {
             assert_eq!(mm.template().index_checks, IndexChecks::Kernel);
             let w = random_blocks(kernel.ty, (m * k) as usize / kernel.ty.block_size(), m + k);
             let parts = launch.upload_weights(&device, "w", &w).unwrap();
-            for n_tokens in [1, 19, 300] {
+            for n_tokens in [1, 19, engine.token_tile() + 11] {
                 let mut rng = common::Rng::new(n_tokens);
                 let x: Vec<u8> = (0..n_tokens)
                     .flat_map(|_| quantize_x_q8(&rng.vec(k as usize)))

@@ -58,6 +58,14 @@ pub struct SequenceOptions {
     pub stop_at_eog: bool,
     /// Whether each [`Event::Token`] carries the logits it was drawn from.
     pub logits: bool,
+    /// Tokens fed in place of its first drawn ones (teacher forcing): its i-th token is
+    /// `forced[i]`, whatever the logits say, and then it draws as `sampler` says. Each
+    /// step still computes the logits at its position, and the event carries them
+    /// where `logits` asks, so a given continuation is scored position by position on
+    /// the decode route, with the bits a decode of those tokens gets (the tests check
+    /// whole models against reference logits this way, many sequences a step). Forced
+    /// tokens count toward `max_tokens`, and a stop id among them stops the sequence.
+    pub forced: Vec<u32>,
 }
 
 impl Default for SequenceOptions {
@@ -68,6 +76,7 @@ impl Default for SequenceOptions {
             stop_ids: Vec::new(),
             stop_at_eog: true,
             logits: false,
+            forced: Vec::new(),
         }
     }
 }
@@ -331,7 +340,11 @@ impl Engine {
             return Err(Error::Invalid("a sequence needs at least one token".into()));
         }
         let vocab = self.model.config().vocab;
-        if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= vocab) {
+        if let Some(&bad) = tokens
+            .iter()
+            .chain(&options.forced)
+            .find(|&&id| id as usize >= vocab)
+        {
             return Err(Error::Invalid(format!(
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
@@ -672,8 +685,9 @@ impl Engine {
 
     /// The rows (sequence, position) of a pass over the sequences `last` with `fed`
     /// tokens of each still in flight, where each goes on with no word from the host:
-    /// greedy on the GPU, no logits asked, room for one more token by its `max_tokens`
-    /// and its context; and no other sequence waits to decode. None otherwise.
+    /// greedy on the GPU, no logits asked, past its forced tokens, room for one more
+    /// token by its `max_tokens` and its context; and no other sequence waits to decode.
+    /// None otherwise.
     fn rows_going_on(&self, last: &[SequenceId], fed: usize) -> Option<Vec<(SequenceId, usize)>> {
         if last.is_empty() {
             return None;
@@ -682,10 +696,13 @@ impl Engine {
         let mut rows = Vec::new();
         for id in last {
             let s = self.get(*id).ok()?;
+            // The id the GPU left is the one fed next only where it was drawn: the
+            // last token taken (`fed` = 0) or the one in flight is past the forced ones.
             let goes_on = s.done.is_none()
                 && s.pending() == 1
                 && s.gpu_greedy()
                 && !s.options.logits
+                && s.produced + fed > s.options.forced.len()
                 && s.produced + fed < s.options.max_tokens
                 && s.cached + fed < context;
             if !goes_on {
@@ -739,8 +756,9 @@ impl Engine {
                 events.push(Event::Done { seq: s.id, reason });
                 continue;
             }
-            let id = match (&logits, s.gpu_greedy()) {
-                (Some(l), false) => s.sampler.sample(l, &s.tokens),
+            let id = match (s.options.forced.get(s.produced), &logits, s.gpu_greedy()) {
+                (Some(&forced), _, _) => forced,
+                (None, Some(l), false) => s.sampler.sample(l, &s.tokens),
                 _ => greedy,
             };
             s.tokens.push(id);

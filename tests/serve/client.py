@@ -19,23 +19,42 @@ def client(args):
     return openai.OpenAI(base_url=args.base_url + "/v1", api_key="none", max_retries=0)
 
 
+def gathered(stream, text_of):
+    """A stream's text (each choice's piece by `text_of`), finish reason, usage, and the
+    chunks' count."""
+    text, finish, usage, chunks = "", None, None, 0
+    for chunk in stream:
+        chunks += 1
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += text_of(choice)
+            finish = choice.finish_reason or finish
+    return text, finish, usage, chunks
+
+
 def stream_chat(c, model, messages, **kw):
     """A streamed chat's text, finish reason, usage, and the chunks' count."""
-    text, finish, usage, chunks = "", None, None, 0
-    for chunk in c.chat.completions.create(
+    stream = c.chat.completions.create(
         model=model,
         messages=messages,
         stream=True,
         stream_options={"include_usage": True},
         **kw,
-    ):
-        chunks += 1
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            text += choice.delta.content or ""
-            finish = choice.finish_reason or finish
-    return text, finish, usage, chunks
+    )
+    return gathered(stream, lambda choice: choice.delta.content or "")
+
+
+def stream_completion(c, model, prompt, **kw):
+    """A streamed completion's text, finish reason, usage, and the chunks' count."""
+    stream = c.completions.create(
+        model=model,
+        prompt=prompt,
+        stream=True,
+        stream_options={"include_usage": True},
+        **kw,
+    )
+    return gathered(stream, lambda choice: choice.text)
 
 
 def replies(args):
@@ -69,20 +88,9 @@ def replies(args):
     ), whole.usage
     assert whole.model == args.model and whole.object == "chat.completion"
 
-    streamed, finish, usage = "", None, None
-    for chunk in c.completions.create(
-        model=args.model,
-        prompt=plain["prompt"],
-        max_tokens=plain["n"],
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-    ):
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            streamed += choice.text
-            finish = choice.finish_reason or finish
+    streamed, finish, usage, _ = stream_completion(
+        c, args.model, plain["prompt"], max_tokens=plain["n"], temperature=0
+    )
     assert streamed == plain["text"], f"streamed completion {streamed!r} != decode {plain['text']!r}"
     assert (usage.prompt_tokens, usage.completion_tokens) == (
         plain["prompt_tokens"],
@@ -110,11 +118,13 @@ def replies(args):
     assert whole.choices[0].message.content == cut and whole.choices[0].finish_reason == "stop"
 
     # Sampled: the same seed draws the same text, and temperature and top_p are read.
-    def sampled(seed, temperature=1.0, top_p=1.0):
+    # Four tokens a draw tell seeds apart (each of lavapipe's decode steps takes a
+    # second or two); the top_p draw is the whole greedy reply.
+    def sampled(seed, temperature=1.0, top_p=1.0, max_tokens=4):
         return c.chat.completions.create(
             model=args.model,
             messages=messages,
-            max_tokens=chat["n"],
+            max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
             seed=seed,
@@ -125,7 +135,7 @@ def replies(args):
     draws = {sampled(seed, temperature=2.0) for seed in range(4)}
     assert len(draws) > 1, f"four seeds at temperature 2 drew one text: {draws}"
     # top_p near 0 keeps only the likeliest token: greedy whatever the temperature.
-    assert sampled(5, temperature=2.0, top_p=1e-6) == chat["text"]
+    assert sampled(5, temperature=2.0, top_p=1e-6, max_tokens=chat["n"]) == chat["text"]
 
     models = c.models.list()
     assert [m.id for m in models.data] == [args.model], models
@@ -134,7 +144,10 @@ def replies(args):
 
 def concurrent_clients(args):
     """Eight clients at once, each prompt of its own length: each gets the reply it gets
-    alone (the engine's steps are batch-invariant, so they are equal, not just close)."""
+    alone (the engine's steps are batch-invariant, so they are equal, not just close).
+    Streamed completions, not chats: the chat template's system prompt would add about
+    30 tokens to each prompt, and lavapipe takes most of a second a prompt token (the
+    chats took CI's machine 629 s for the sixteen replies); `replies` checks chats."""
     c = client(args)
     prompts = [
         "Hi",
@@ -149,12 +162,8 @@ def concurrent_clients(args):
 
     def ask(prompt):
         started = time.monotonic()
-        text, finish, usage, chunks = stream_chat(
-            c,
-            args.model,
-            [{"role": "user", "content": prompt}],
-            max_tokens=args.max_tokens,
-            temperature=0,
+        text, finish, usage, chunks = stream_completion(
+            c, args.model, prompt, max_tokens=args.max_tokens, temperature=0
         )
         return text, finish, usage.completion_tokens, time.monotonic() - started
 

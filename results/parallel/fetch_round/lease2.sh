@@ -4,10 +4,11 @@
 # barrier, as `fr` measured) against the same with the loads issued before that barrier
 # (`pre`, pre_barrier.patch: they pass under the wait for the other subgroups'
 # multiplies), alternated; the crossover between the column matvec and the matrix units
-# re-timed at 12 and 13 rows; then compare --parallel 1,8,32. (llama.cpp's batched
-# decode was left out for want of device time: its build takes four minutes of a lease.)
-# Carry .gl .bin/fr3 .bin/pre (results/parallel/vec4_staging/build_set.sh).
+# re-timed at 12 and 13 rows; then compare --parallel 1,8,32 and llama.cpp's batched
+# decode beside it, in the same lease (its library builds in the background meanwhile).
+# Carry .gl .anchors .bin/fr3 .bin/pre (results/parallel/vec4_staging/build_set.sh).
 source results/lease_setup.sh
+start_llama_library_build
 for s in fr3 pre; do unpack_bin $s /tmp/$s; done
 B=/tmp/fr3
 start_synth $B/compare llama3-8b
@@ -39,4 +40,5 @@ $B/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 128 --parallel-prompt 1
     cut -c1-400 | sed "s/^/json /" | tee -a "$OUT/parallel.log"
 timeout 60 $B/compare --synthetic llama3-8b --skip-matvec --pp 0 -n 64 2>&1 | grep -E "decode at" |
     tee -a $OUT/parallel.log | cut -c1-200
+llama_batched "$(ls $BRASS_CACHE/synthetic/llama3-8b*.gguf | head -1)"
 echo "== done at ${SECONDS}s"
