@@ -124,9 +124,19 @@ fn all_together(engine: &mut Engine, prompts: &[&Vec<u32>], max_tokens: usize) -
         stop_at_eog: false,
         ..greedy(max_tokens)
     };
-    let ids: Vec<SequenceId> = prompts
+    let sequences: Vec<(&[u32], SequenceOptions)> = prompts
         .iter()
-        .map(|p| engine.add(p, opts.clone()).unwrap())
+        .map(|p| (p.as_slice(), opts.clone()))
+        .collect();
+    run_together(engine, &sequences)
+}
+
+/// Each prompt added with its options at once and stepped until all are done, then
+/// removed; their runs in that order.
+fn run_together(engine: &mut Engine, sequences: &[(&[u32], SequenceOptions)]) -> Vec<Run> {
+    let ids: Vec<SequenceId> = sequences
+        .iter()
+        .map(|(prompt, options)| engine.add(prompt, options.clone()).unwrap())
         .collect();
     let mut runs = BTreeMap::new();
     while engine.running() > 0 {
@@ -511,20 +521,12 @@ fn forced_tokens_are_fed_in_place_of_drawn_ones() {
     // another often changes nothing that follows. The forced token is one that changes
     // the draw after it: fed the GPU's argmax instead, the tokens would differ.
     let draw_after = |engine: &mut Engine, ids: &[u32]| -> Vec<u32> {
-        let seqs: Vec<SequenceId> = ids
+        let sequences: Vec<(&[u32], SequenceOptions)> = ids
             .iter()
-            .map(|&id| engine.add(prompt, forced(&[id], true, 2)).unwrap())
+            .map(|&id| (prompt.as_slice(), forced(&[id], true, 2)))
             .collect();
-        let mut runs = BTreeMap::new();
-        while engine.running() > 0 {
-            record(&mut runs, engine.step().unwrap());
-        }
-        seqs.iter()
-            .map(|seq| {
-                engine.remove(*seq).unwrap();
-                runs[seq].tokens[1].0
-            })
-            .collect()
+        let runs = run_together(engine, &sequences);
+        runs.iter().map(|run| run.tokens[1].0).collect()
     };
     let candidates: Vec<u32> = (3..3 + 2 * SEQUENCES as u32).collect();
     let changing: Vec<u32> = candidates
@@ -544,30 +546,23 @@ fn forced_tokens_are_fed_in_place_of_drawn_ones() {
     );
     let other = &[changing[0]; 3][..];
     assert!(other.iter().all(|id| !drawn.contains(id)), "{other:?}");
-    let along_drawn = engine
-        .add(prompt, forced(&drawn, true, MAX_TOKENS))
-        .unwrap();
-    let along_other = engine.add(prompt, forced(other, true, MAX_TOKENS)).unwrap();
-    // Sharing the steps: another prompt, drawing.
-    let beside = engine.add(&prompts[4], greedy(MAX_TOKENS)).unwrap();
-    let mut runs = BTreeMap::new();
-    while engine.running() > 0 {
-        record(&mut runs, engine.step().unwrap());
-    }
-    assert_eq!(
-        runs[&along_drawn], drawn_alone,
-        "forced along its own draws"
+    let runs = run_together(
+        &mut engine,
+        &[
+            (prompt, forced(&drawn, true, MAX_TOKENS)),
+            (prompt, forced(other, true, MAX_TOKENS)),
+            // Sharing the steps: another prompt, drawing.
+            (&prompts[4], greedy(MAX_TOKENS)),
+        ],
     );
-    let other_run = &runs[&along_other];
+    assert_eq!(runs[0], drawn_alone, "forced along its own draws");
+    let other_run = &runs[1];
     let ids: Vec<u32> = other_run.tokens.iter().map(|t| t.0).collect();
     assert_eq!(ids[..3], other[..], "the forced tokens are handed out");
     assert_eq!(ids.len(), MAX_TOKENS, "{:?}", other_run.stop);
     // The first step's logits are the prompt's, whatever is forced after.
     assert_eq!(other_run.tokens[0].1, drawn_alone.tokens[0].1);
     assert_ne!(ids[3], drawn[3], "drawing after the forced tokens");
-    for seq in [along_drawn, along_other, beside] {
-        engine.remove(seq).unwrap();
-    }
     let no_logits = engine
         .add(prompt, forced(other, false, MAX_TOKENS))
         .unwrap();

@@ -737,7 +737,10 @@ impl Engine {
             }
             let record = &records[r * self.rows.result_stride as usize..];
             let [greedy, non_finite]: [u32; 2] = bytemuck::pod_read_unaligned(&record[..8]);
-            let logits = match s.options.logits || !s.gpu_greedy() || non_finite > 0 {
+            let forced = s.options.forced.get(s.produced).copied();
+            // A forced token needs no sampler, so its logits are read only where asked.
+            let sampled = forced.is_none() && !s.gpu_greedy();
+            let logits = match s.options.logits || sampled || non_finite > 0 {
                 true => Some(crate::device::read_f32(
                     dev.as_ref(),
                     self.rows.logits.buffer,
@@ -756,9 +759,9 @@ impl Engine {
                 events.push(Event::Done { seq: s.id, reason });
                 continue;
             }
-            let id = match (s.options.forced.get(s.produced), &logits, s.gpu_greedy()) {
-                (Some(&forced), _, _) => forced,
-                (None, Some(l), false) => s.sampler.sample(l, &s.tokens),
+            let id = match (forced, &logits) {
+                (Some(forced), _) => forced,
+                (None, Some(l)) if sampled => s.sampler.sample(l, &s.tokens),
                 _ => greedy,
             };
             s.tokens.push(id);
