@@ -67,6 +67,7 @@ async fn health(State(app): State<Arc<App>>) -> Json<Value> {
         "running": app.load.running.load(Ordering::Relaxed),
         "queued": app.load.queued.load(Ordering::Relaxed),
         "served": app.load.served.load(Ordering::Relaxed),
+        "held": app.load.held.load(Ordering::Relaxed),
         "sequences": app.sequences,
         "queue": app.queue,
         "context": app.context,

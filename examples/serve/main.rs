@@ -69,6 +69,12 @@ struct Args {
     /// Adapter: an index or a name substring (default: BRASS_ADAPTER, else the best).
     #[arg(long)]
     adapter: Option<String>,
+    /// Process every prompt from its start. By default a finished request's cache is
+    /// held until its region is needed, and a prompt that begins as a held or running
+    /// one did takes the rows it can bit for bit (`Engine::reusable`: the reply is the
+    /// one it gets from scratch; usage counts them as `cached_tokens`).
+    #[arg(long)]
+    no_prompt_cache: bool,
 }
 
 fn main() -> ExitCode {
@@ -143,9 +149,10 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let load = Arc::new(scheduler::Load::default());
     let engine_thread = {
         let (tokenizer, load) = (tokenizer.clone(), load.clone());
+        let prompt_cache = !args.no_prompt_cache;
         std::thread::Builder::new()
             .name("engine".into())
-            .spawn(move || scheduler::run(engine, tokenizer, queue, load))?
+            .spawn(move || scheduler::run(engine, tokenizer, queue, load, prompt_cache))?
     };
     let app = Arc::new(http::App {
         model_name,

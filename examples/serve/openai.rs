@@ -352,6 +352,9 @@ impl Finish {
 pub struct Usage {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
+    /// Prompt tokens whose cache rows an earlier request's sequence gave (OpenAI's
+    /// `prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: usize,
 }
 
 impl Usage {
@@ -360,6 +363,7 @@ impl Usage {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
         })
     }
 }
@@ -554,8 +558,10 @@ mod tests {
         let usage = reply.usage_chunk(Usage {
             prompt_tokens: 3,
             completion_tokens: 2,
+            cached_tokens: 1,
         });
         assert_eq!(usage["usage"]["total_tokens"], 5);
+        assert_eq!(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
         assert_eq!(usage["choices"], json!([]));
     }
 }

@@ -6,6 +6,12 @@
 //! bounded queue (full: the server answers 503) and hear back through a channel each;
 //! a request whose receiver is gone (its client disconnected) leaves the engine before
 //! the next step.
+//!
+//! A finished request's sequence stays in the engine, its cache held, until a later
+//! request needs its region: a prompt that begins as a held or running one did takes
+//! the rows the engine says it can (`Engine::reusable`: bit for bit those it would
+//! compute, so the reply is the one it gets from scratch), as llama.cpp's
+//! `cache_prompt` does, and its usage counts them as `cached_tokens`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +58,8 @@ pub struct Load {
     pub queued: AtomicUsize,
     pub running: AtomicUsize,
     pub served: AtomicUsize,
+    /// Finished requests' sequences held for their caches.
+    pub held: AtomicUsize,
 }
 
 /// A running request.
@@ -86,10 +94,21 @@ impl Active<'_> {
     }
 }
 
-/// Runs the engine until the queue's every sender is gone.
-pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, load: Arc<Load>) {
+/// Runs the engine until the queue's every sender is gone; with `prompt_cache`,
+/// finished requests' caches are held for later prompts.
+pub fn run(
+    mut engine: Engine,
+    tokenizer: Arc<Tokenizer>,
+    jobs: Receiver<Job>,
+    load: Arc<Load>,
+    prompt_cache: bool,
+) {
     let capacity = engine.model().sequences();
     let mut active: HashMap<SequenceId, Active<'_>> = HashMap::new();
+    let mut held = Held {
+        order: Vec::new(),
+        on: prompt_cache,
+    };
     loop {
         // Join while there is room; wait for work only when there is none.
         while active.len() < capacity {
@@ -114,8 +133,8 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                 stop_at_eog: job.stop_at_eog,
                 ..SequenceOptions::default()
             };
-            match engine.add(&job.prompt, options) {
-                Ok(seq) => {
+            match held.start(&mut engine, &job.prompt, options) {
+                Ok((seq, cached_tokens)) => {
                     active.insert(
                         seq,
                         Active {
@@ -125,6 +144,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                             usage: Usage {
                                 prompt_tokens: job.prompt.len(),
                                 completion_tokens: 0,
+                                cached_tokens,
                             },
                         },
                     );
@@ -145,6 +165,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
             eprintln!("{seq}: the client left; its sequence is freed");
         }
         load.running.store(active.len(), Ordering::Relaxed);
+        load.held.store(held.order.len(), Ordering::Relaxed);
         if active.is_empty() {
             continue;
         }
@@ -153,6 +174,7 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
             Err(e) => {
                 // The step's state is unknown: every running request ends with the error.
                 eprintln!("error: a step failed: {e}");
+                held.drop_all(&mut engine);
                 let running: Vec<SequenceId> = active.keys().copied().collect();
                 for seq in running {
                     if let Some(a) = leave(&mut engine, &mut active, seq, &load) {
@@ -191,7 +213,15 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                     }
                 }
                 Event::Done { seq, reason } => {
-                    let Some(mut a) = leave(&mut engine, &mut active, seq, &load) else {
+                    // Its cache is whole: held for a later prompt, but where its logits
+                    // were not finite.
+                    let finite = !matches!(reason, StopReason::NonFinite(_));
+                    let left = match finite && held.on {
+                        true => active.remove(&seq).inspect(|_| held.order.push(seq)),
+                        false => leave(&mut engine, &mut active, seq, &load),
+                    };
+                    load.running.store(active.len(), Ordering::Relaxed);
+                    let Some(mut a) = left else {
                         continue;
                     };
                     load.served.fetch_add(1, Ordering::Relaxed);
@@ -205,6 +235,68 @@ pub fn run(mut engine: Engine, tokenizer: Arc<Tokenizer>, jobs: Receiver<Job>, l
                     }
                 }
             }
+        }
+    }
+}
+
+/// Finished requests' sequences, least recently used first, where the prompt cache is
+/// on (`on`).
+struct Held {
+    order: Vec<SequenceId>,
+    on: bool,
+}
+
+impl Held {
+    /// A sequence for a request's prompt, and the prompt rows it took from another's
+    /// cache: where the cache is on, from the held or running sequence that gives the
+    /// most (a held one's region taken over in place, a running one's rows copied; a
+    /// held one first where they give as many); else a new one. The least recently
+    /// used held sequence is given up where the engine has no free region.
+    fn start(
+        &mut self,
+        engine: &mut Engine,
+        prompt: &[u32],
+        options: SequenceOptions,
+    ) -> brass::Result<(SequenceId, usize)> {
+        let best = match self.on {
+            true => engine
+                .sequences()
+                .into_iter()
+                .map(|s| {
+                    let rows = engine.reusable(s, prompt).unwrap_or(0);
+                    (rows, self.order.contains(&s), s)
+                })
+                .filter(|&(rows, _, _)| rows > 0)
+                .max(),
+            false => None,
+        };
+        match best {
+            Some((_, true, from)) => {
+                let taken = engine.replace(from, prompt, options)?;
+                self.order.retain(|&s| s != from);
+                Ok(taken)
+            }
+            Some((_, false, from)) => {
+                self.make_room(engine);
+                engine.add_reusing(from, prompt, options)
+            }
+            None => {
+                self.make_room(engine);
+                Ok((engine.add(prompt, options)?, 0))
+            }
+        }
+    }
+
+    /// Gives up the least recently used held sequence where every region is taken.
+    fn make_room(&mut self, engine: &mut Engine) {
+        if engine.sequences().len() >= engine.model().sequences() && !self.order.is_empty() {
+            let _ = engine.remove(self.order.remove(0));
+        }
+    }
+
+    fn drop_all(&mut self, engine: &mut Engine) {
+        for seq in self.order.drain(..) {
+            let _ = engine.remove(seq);
         }
     }
 }

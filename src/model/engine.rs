@@ -127,6 +127,11 @@ struct Sequence {
     /// the cache; the rest are still to be fed.
     tokens: Vec<u32>,
     cached: usize,
+    /// Where its rows are a lone prompt's: that prompt's length, its rows before the
+    /// last token computed in the batches a lone prompt of its first tokens is cut in
+    /// (from its start), so a later prompt can take them bit for bit
+    /// ([`Engine::reusable`]). None for forks and restored sequences, cut from elsewhere.
+    lone: Option<usize>,
     sampler: Sampler,
     options: SequenceOptions,
     produced: usize,
@@ -203,9 +208,10 @@ pub struct Engine {
     /// In the order they joined: prompts are processed first come, first served.
     sequences: Vec<Sequence>,
     next_id: u64,
-    /// Where a fork's rows pass on their way between two regions of one buffer (a copy
-    /// cannot have the same buffer at both ends): one region, made at the first fork.
-    fork_staging: Option<Slice>,
+    /// Where rows copied between two regions of one buffer (a fork's, a reused
+    /// prompt's) pass on their way (a copy cannot have the same buffer at both ends):
+    /// one region, made at the first copy.
+    copy_staging: Option<Slice>,
     /// The decode pass queued ahead of the step that will take its tokens.
     ahead: Option<Ahead>,
     buffers: OwnedBuffers<'static>,
@@ -255,7 +261,7 @@ impl Engine {
             rows,
             sequences: Vec::new(),
             next_id: 0,
-            fork_staging: None,
+            copy_staging: None,
             ahead: None,
             buffers,
         })
@@ -365,7 +371,7 @@ impl Engine {
     fn join(
         &mut self,
         slot: usize,
-        (tokens, cached): (Vec<u32>, usize),
+        (tokens, cached, lone): (Vec<u32>, usize, Option<usize>),
         options: SequenceOptions,
     ) -> SequenceId {
         let id = SequenceId(self.next_id);
@@ -375,6 +381,7 @@ impl Engine {
             slot,
             tokens,
             cached,
+            lone,
             sampler: Sampler::new(options.sampler.clone()),
             options,
             produced: 0,
@@ -388,7 +395,120 @@ impl Engine {
     pub fn add(&mut self, prompt: &[u32], options: SequenceOptions) -> Result<SequenceId> {
         self.check(prompt, &options)?;
         let slot = self.free_slot()?;
-        Ok(self.join(slot, (prompt.to_vec(), 0), options))
+        Ok(self.join(slot, (prompt.to_vec(), 0, Some(prompt.len())), options))
+    }
+
+    /// How many of `prompt`'s first positions a new sequence can take from `from`'s
+    /// cache ([`add_reusing`](Self::add_reusing), [`replace`](Self::replace)) with the
+    /// bits that processing `prompt` from its start gives them, so that its reply is
+    /// the one it gets from scratch: rows of `from`'s prompt batches where `from`'s
+    /// tokens are `prompt`'s.
+    ///
+    /// A row's bits depend on the batch it was computed in, and a prompt's batches are
+    /// cut from its start ([`step`](Self::step)), so the rows taken end at a whole
+    /// batch, or at `prompt`'s last token where `from`'s prompt had `prompt`'s length
+    /// (then every batch was cut alike). 0 where `from` is a fork or a restored
+    /// sequence (its batches were cut from elsewhere), or `from` is `prompt` less its
+    /// last token: that one is fed by the decode pass, which draws the first token.
+    pub fn reusable(&self, from: SequenceId, prompt: &[u32]) -> Result<usize> {
+        Ok(self.reusable_rows(self.get(from)?, prompt))
+    }
+
+    fn reusable_rows(&self, from: &Sequence, prompt: &[u32]) -> usize {
+        let Some(lone) = from.lone else {
+            return 0;
+        };
+        let n = prompt.len();
+        let common = from
+            .tokens
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // Rows of its prompt batches (not of its decode passes) in the cache so far.
+        let batched = from.cached.min(lone.saturating_sub(1));
+        let rows = common.min(n.saturating_sub(1)).min(batched);
+        let ubatch = self.model.plan().prefill.ubatch() as usize;
+        match lone == n && rows + 1 == n {
+            true => rows,
+            false => rows / ubatch * ubatch,
+        }
+    }
+
+    /// A new sequence with `prompt`, as [`add`](Self::add), whose first
+    /// [`reusable`](Self::reusable)`(from, prompt)` rows are copied from `from`'s
+    /// cache instead of computed (`from` goes on as it was): a prompt that begins as an
+    /// earlier one did (a system prompt, a conversation's earlier turns) skips that
+    /// part, and its reply is, bit for bit, the one it gets from scratch. Returns the
+    /// sequence and the rows it took.
+    pub fn add_reusing(
+        &mut self,
+        from: SequenceId,
+        prompt: &[u32],
+        options: SequenceOptions,
+    ) -> Result<(SequenceId, usize)> {
+        self.check(prompt, &options)?;
+        let parent = self.get(from)?;
+        let (reused, from_slot) = (self.reusable_rows(parent, prompt), parent.slot);
+        let slot = self.free_slot()?;
+        self.copy_rows(from_slot, slot, reused)?;
+        let lone = Some(prompt.len());
+        Ok((
+            self.join(slot, (prompt.to_vec(), reused, lone), options),
+            reused,
+        ))
+    }
+
+    /// A new sequence with `prompt` in `old`'s region of the cache: `old` leaves the
+    /// engine (as by [`remove`](Self::remove)), and the new one keeps the
+    /// [`reusable`](Self::reusable) rows where they are, with no copy; the rest of the
+    /// region is written over. How a server keeps finished requests' caches for later
+    /// prompts that begin as theirs did, without a region spent on copies. Returns the
+    /// sequence and the rows it took; where `prompt` is refused, `old` stays.
+    pub fn replace(
+        &mut self,
+        old: SequenceId,
+        prompt: &[u32],
+        options: SequenceOptions,
+    ) -> Result<(SequenceId, usize)> {
+        self.check(prompt, &options)?;
+        let at = self.index(old)?;
+        let reused = self.reusable_rows(&self.sequences[at], prompt);
+        let slot = self.sequences.remove(at).slot;
+        let lone = Some(prompt.len());
+        Ok((
+            self.join(slot, (prompt.to_vec(), reused, lone), options),
+            reused,
+        ))
+    }
+
+    /// Copies the first `positions` K and V rows of every layer from one region of the
+    /// cache to another.
+    fn copy_rows(&mut self, from: usize, to: usize, positions: usize) -> Result<()> {
+        let bytes = self.position_bytes() * positions as u64;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let staging = match self.copy_staging {
+            Some(made) => made,
+            None => {
+                let region = self.position_bytes() * self.model.context() as u64;
+                let made = Slice::new(
+                    self.buffers
+                        .create("cache copy staging", region, BufferUse::Storage)?,
+                    0,
+                    region,
+                );
+                *self.copy_staging.insert(made)
+            }
+        };
+        let mut list = CommandList::new();
+        let regions = self.model.cache_regions(from);
+        for (src, dst) in regions.zip(self.model.cache_regions(to)) {
+            list.copy(Slice::new(src.buffer, src.offset, bytes), staging.buffer, 0);
+            list.copy(Slice::new(staging.buffer, 0, bytes), dst.buffer, dst.offset);
+        }
+        self.model.device().submit(&list)
     }
 
     /// A new sequence that starts where `parent` stands, its cached rows copied (not
@@ -405,41 +525,22 @@ impl Engine {
         let (from, cached) = (p.slot, p.cached);
         self.check(&tokens, &options)?;
         let slot = self.free_slot()?;
-        let bytes = self.position_bytes() * cached as u64;
-        if bytes > 0 {
-            let staging = match self.fork_staging {
-                Some(made) => made,
-                None => {
-                    let region = self.position_bytes() * self.model.context() as u64;
-                    let made = Slice::new(
-                        self.buffers
-                            .create("fork staging", region, BufferUse::Storage)?,
-                        0,
-                        region,
-                    );
-                    *self.fork_staging.insert(made)
-                }
-            };
-            let mut list = CommandList::new();
-            let regions = self.model.cache_regions(from);
-            for (src, dst) in regions.zip(self.model.cache_regions(slot)) {
-                list.copy(Slice::new(src.buffer, src.offset, bytes), staging.buffer, 0);
-                list.copy(Slice::new(staging.buffer, 0, bytes), dst.buffer, dst.offset);
-            }
-            self.model.device().submit(&list)?;
-        }
-        Ok(self.join(slot, (tokens, cached), options))
+        self.copy_rows(from, slot, cached)?;
+        Ok(self.join(slot, (tokens, cached, None), options))
     }
 
     /// Frees a sequence's region of the cache (running or stopped).
     pub fn remove(&mut self, seq: SequenceId) -> Result<()> {
-        let at = self
-            .sequences
-            .iter()
-            .position(|s| s.id == seq)
-            .ok_or_else(|| Error::Invalid(format!("{seq} is not in this engine")))?;
+        let at = self.index(seq)?;
         self.sequences.remove(at);
         Ok(())
+    }
+
+    fn index(&self, seq: SequenceId) -> Result<usize> {
+        self.sequences
+            .iter()
+            .position(|s| s.id == seq)
+            .ok_or_else(|| Error::Invalid(format!("{seq} is not in this engine")))
     }
 
     /// Bytes of one position's K (or V) rows in a layer.
@@ -866,7 +967,7 @@ impl Engine {
         for (half, rows) in self.model.cache_regions(slot).zip(&saved.rows) {
             dev.upload(half.buffer, half.offset, rows)?;
         }
-        Ok(self.join(slot, (saved.tokens, saved.cached as usize), options))
+        Ok(self.join(slot, (saved.tokens, saved.cached as usize, None), options))
     }
 }
 

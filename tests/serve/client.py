@@ -57,8 +57,15 @@ def stream_completion(c, model, prompt, **kw):
     return gathered(stream, lambda choice: choice.text)
 
 
+def cached(usage):
+    """The prompt tokens a reply's usage says came from an earlier request's cache."""
+    return usage.prompt_tokens_details.cached_tokens
+
+
 def replies(args):
-    """Streamed and whole, chat and plain: decode's greedy text, and exact usage."""
+    """Streamed and whole, chat and plain: decode's greedy text, and exact usage. A
+    prompt sent again takes all but its last token's rows from the first one's cache,
+    and still gets decode's text."""
     expected = json.load(open(args.expected))
     c = client(args)
     chat, plain = expected["chat"], expected["plain"]
@@ -75,6 +82,7 @@ def replies(args):
     ), f"streamed chat usage {usage} != decode's {chat}"
     assert finish == chat["finish"], f"finish {finish} != {chat['finish']}"
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert cached(usage) == 0, f"the server's first request took cached rows: {usage}"
 
     whole = c.chat.completions.create(
         model=args.model, messages=messages, max_tokens=chat["n"], temperature=0
@@ -86,6 +94,7 @@ def replies(args):
         chat["prompt_tokens"],
         chat["completion_tokens"],
     ), whole.usage
+    assert cached(whole.usage) == chat["prompt_tokens"] - 1, f"the same chat again: {whole.usage}"
     assert whole.model == args.model and whole.object == "chat.completion"
 
     streamed, finish, usage, _ = stream_completion(
@@ -97,11 +106,13 @@ def replies(args):
         plain["completion_tokens"],
     ), usage
     assert finish == plain["finish"]
+    assert cached(usage) == 0, f"a new prompt took cached rows: {usage}"
     whole = c.completions.create(
         model=args.model, prompt=plain["prompt"], max_tokens=plain["n"], temperature=0
     )
     assert whole.choices[0].text == plain["text"], whole
     assert whole.usage.completion_tokens == plain["completion_tokens"], whole.usage
+    assert cached(whole.usage) == plain["prompt_tokens"] - 1, whole.usage
 
     # A stop string: the text ends just before its first appearance, never inside it.
     reply = chat["text"]
@@ -144,7 +155,8 @@ def replies(args):
 
 def concurrent_clients(args):
     """Eight clients at once, each prompt of its own length: each gets the reply it gets
-    alone (the engine's steps are batch-invariant, so they are equal, not just close).
+    alone (the engine's steps are batch-invariant, so they are equal, not just close),
+    its prompt's rows but the last taken from the cache its lone request left.
     Streamed completions, not chats: the chat template's system prompt would add about
     30 tokens to each prompt, and lavapipe takes most of a second a prompt token (the
     chats took CI's machine 629 s for the sixteen replies); `replies` checks chats."""
@@ -165,7 +177,8 @@ def concurrent_clients(args):
         text, finish, usage, chunks = stream_completion(
             c, args.model, prompt, max_tokens=args.max_tokens, temperature=0
         )
-        return text, finish, usage.completion_tokens, time.monotonic() - started
+        took = (usage.prompt_tokens, cached(usage))
+        return text, finish, usage.completion_tokens, took, time.monotonic() - started
 
     alone = [ask(p) for p in prompts]
     started = time.monotonic()
@@ -174,8 +187,10 @@ def concurrent_clients(args):
     wall = time.monotonic() - started
     for p, a, t in zip(prompts, alone, together):
         assert a[:3] == t[:3], f"{p!r}: alone {a[:3]}, with seven others {t[:3]}"
+        (n, cached_alone), (_, cached_again) = a[3], t[3]
+        assert (cached_alone, cached_again) == (0, n - 1), f"{p!r}: cached rows {a[3]}, {t[3]}"
     print(
-        f"concurrent: ok; alone {sum(a[3] for a in alone):.1f} s in all, "
+        f"concurrent: ok; alone {sum(a[4] for a in alone):.1f} s in all, "
         f"8 at once {wall:.1f} s"
     )
 
