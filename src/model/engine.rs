@@ -153,8 +153,10 @@ impl Sequence {
 /// A model serving many sequences at once: each step reads the weights once for the
 /// next token of every running sequence.
 ///
-/// Sequences join ([`add`](Self::add), [`fork`](Self::fork), [`restore`](Self::restore))
-/// and leave ([`remove`](Self::remove)) between steps. Their number at once is the
+/// Sequences join ([`add`](Self::add), [`fork`](Self::fork), [`restore`](Self::restore),
+/// and [`add_reusing`](Self::add_reusing) or [`replace`](Self::replace), which take
+/// the rows of an earlier prompt that began as theirs does) and leave
+/// ([`remove`](Self::remove)) between steps. Their number at once is the
 /// model's [`LoadOptions::sequences`], each with [`Model::context`] positions.
 ///
 /// # Examples
