@@ -13,7 +13,7 @@
 //! the same reduction order and the same attention split, and a prompt is cut into the
 //! same batches whoever else is running. The tests check it bit for bit. One limit,
 //! stated in the plan (`Clause::DecodeRowsOnMatrixUnits`): on an adapter with
-//! cooperative matrices, a model serving `DECODE_MATRIX_UNITS_FROM` (13) sequences or
+//! cooperative matrices, a model serving `DECODE_MATRIX_UNITS_FROM` (14) sequences or
 //! more multiplies the steps of that many rows on the matrix units, where weights and x
 //! meet in f16. A row's result there still depends on nothing but the row, so the steps
 //! of many rows give a sequence the same bits whoever shares them, but not the bits of

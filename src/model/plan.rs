@@ -85,8 +85,13 @@ pub const LOGITS_RUN: u64 = 64;
 /// GPU time at 12-16 rows, one on the column matvec 14.0 at 12 and 14.8 at 13: fewer
 /// rows, less. Those column figures are from before staged columns took a workgroup
 /// per compute unit (`Tuning::staged_columns_workgroups`, 8 rows 1.10x), which may
-/// move the crossover up again; not yet timed.
-pub const DECODE_MATRIX_UNITS_FROM: u64 = 13;
+/// move the crossover up again.
+///
+/// Moved to 14 when timed with it (H100, 2026-12-07, `results/parallel/fetch_round`,
+/// `h100_2026-12-07b`): the column matvec ahead at 12 rows (1,014.5 against 931.4) and
+/// at 13 (1,038.9 and 1,037.1 against 1,012.0 and 1,012.6), the two even at 14 (1,083.6
+/// against 1,085.0), the matrix units ahead at 16 (1,216.5 against 1,168.3).
+pub const DECODE_MATRIX_UNITS_FROM: u64 = 14;
 
 /// Spans each matrix on the decode columns sums K in over workgroups (both tiles
 /// alike, so a row's sums are the same in either; `wgsl/matmul/columns.wgsl`'s
