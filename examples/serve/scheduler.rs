@@ -217,10 +217,9 @@ pub fn run(
                     // were not finite.
                     let finite = !matches!(reason, StopReason::NonFinite(_));
                     let left = match finite && held.on {
-                        true => active.remove(&seq).inspect(|_| held.order.push(seq)),
+                        true => held.keep(&mut active, seq, &load),
                         false => leave(&mut engine, &mut active, seq, &load),
                     };
-                    load.running.store(active.len(), Ordering::Relaxed);
                     let Some(mut a) = left else {
                         continue;
                     };
@@ -285,6 +284,22 @@ impl Held {
                 Ok((engine.add(prompt, options)?, 0))
             }
         }
+    }
+
+    /// Takes a finished request out of the running ones, as `leave` does, its sequence
+    /// held in the engine with its cache (the most recently used).
+    fn keep<'t>(
+        &mut self,
+        active: &mut HashMap<SequenceId, Active<'t>>,
+        seq: SequenceId,
+        load: &Load,
+    ) -> Option<Active<'t>> {
+        let left = active.remove(&seq);
+        if left.is_some() {
+            self.order.push(seq);
+        }
+        load.running.store(active.len(), Ordering::Relaxed);
+        left
     }
 
     /// Gives up the least recently used held sequence where every region is taken.

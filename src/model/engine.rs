@@ -322,10 +322,7 @@ impl Engine {
     }
 
     fn get(&self, seq: SequenceId) -> Result<&Sequence> {
-        self.sequences
-            .iter()
-            .find(|s| s.id == seq)
-            .ok_or_else(|| Error::Invalid(format!("{seq} is not in this engine")))
+        Ok(&self.sequences[self.index(seq)?])
     }
 
     /// A free region of the cache, or the error that says none is.
@@ -397,7 +394,23 @@ impl Engine {
     pub fn add(&mut self, prompt: &[u32], options: SequenceOptions) -> Result<SequenceId> {
         self.check(prompt, &options)?;
         let slot = self.free_slot()?;
-        Ok(self.join(slot, (prompt.to_vec(), 0, Some(prompt.len())), options))
+        Ok(self.join_prompt(slot, prompt, 0, options).0)
+    }
+
+    /// Joins a sequence of `prompt` in region `slot`, its first `reused` rows there
+    /// already, computed as a lone prompt's: the sequence, and `reused`.
+    fn join_prompt(
+        &mut self,
+        slot: usize,
+        prompt: &[u32],
+        reused: usize,
+        options: SequenceOptions,
+    ) -> (SequenceId, usize) {
+        let lone = Some(prompt.len());
+        (
+            self.join(slot, (prompt.to_vec(), reused, lone), options),
+            reused,
+        )
     }
 
     /// How many of `prompt`'s first positions a new sequence can take from `from`'s
@@ -454,11 +467,7 @@ impl Engine {
         let (reused, from_slot) = (self.reusable_rows(parent, prompt), parent.slot);
         let slot = self.free_slot()?;
         self.copy_rows(from_slot, slot, reused)?;
-        let lone = Some(prompt.len());
-        Ok((
-            self.join(slot, (prompt.to_vec(), reused, lone), options),
-            reused,
-        ))
+        Ok(self.join_prompt(slot, prompt, reused, options))
     }
 
     /// A new sequence with `prompt` in `old`'s region of the cache: `old` leaves the
@@ -477,11 +486,7 @@ impl Engine {
         let at = self.index(old)?;
         let reused = self.reusable_rows(&self.sequences[at], prompt);
         let slot = self.sequences.remove(at).slot;
-        let lone = Some(prompt.len());
-        Ok((
-            self.join(slot, (prompt.to_vec(), reused, lone), options),
-            reused,
-        ))
+        Ok(self.join_prompt(slot, prompt, reused, options))
     }
 
     /// Copies the first `positions` K and V rows of every layer from one region of the
