@@ -107,7 +107,7 @@ struct Args {
     #[arg(long)]
     coop_matrix: Option<bool>,
     /// A/B: rows a decode step of many sequences needs before its quant matrices
-    /// multiply on the matrix units (default 9, where an H100 measured the crossover).
+    /// multiply on the matrix units (default 14, where an H100 measured the crossover).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     decode_units_from: Option<u64>,
     /// A/B: spans each matrix of a decode step on the matrix units sums K in over

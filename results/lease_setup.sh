@@ -50,28 +50,47 @@ parallel_8b() {
         --parallel-prompt 128 "$@" 2>&1 | grep -E "sequences|one pass" |
         sed "s/^/$label /" | tee -a "$OUT"/parallel.log | cut -c1-300
 }
-# llama.cpp CUDA's library alone (what benches/anchors/llamacpp_batched.cpp links), from
-# the carried .anchors source, built in the background with every core; `llama_batched`
-# waits for it.
+# llama.cpp's library alone (what benches/anchors/llamacpp_batched.cpp links) for backend
+# $1, cuda (the default) or vulkan, from the carried .anchors source (Vulkan with the
+# glslc, shaderc and Vulkan headers of its debs), each in a folder of its own, built in
+# the background with every core. Its log lies in /tmp, so that a later call of a warm
+# lease finds it; `llama_batched` waits for it.
 start_llama_library_build() {
-    local src=$PWD/.anchors/llama.cpp-ggml-0.25.3-src.tar.xz
-    (setsid nohup bash -c "mkdir -p /tmp/anchors && cd /tmp/anchors && tar xJf $src && \
-      cmake -S lcsrc -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+    local backend=${1:-cuda} here=$PWD/.anchors flags
+    local dir=/tmp/anchors/$backend
+    case $backend in
+    cuda) flags="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" ;;
+    vulkan) flags="-DGGML_VULKAN=ON -DCMAKE_PREFIX_PATH=$dir/debs/usr \
+        -DVulkan_INCLUDE_DIR=$dir/debs/usr/include \
+        -DVulkan_LIBRARY=/usr/lib/x86_64-linux-gnu/libvulkan.so.1 \
+        -DVulkan_GLSLC_EXECUTABLE=$dir/debs/usr/bin/glslc" ;;
+    esac
+    (setsid nohup bash -c "mkdir -p $dir/debs && cd $dir && \
+      tar xJf $here/llama.cpp-ggml-0.25.3-src.tar.xz && \
+      for f in $here/*.deb; do dpkg -x \$f $dir/debs; done && \
+      export LD_LIBRARY_PATH=$dir/debs/usr/lib/x86_64-linux-gnu && \
+      cmake -S lcsrc -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
-        -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && \
-      cmake --build build-cuda -j 16 --target llama && echo built" >"$OUT/llama_build.log" 2>&1 &)
+        -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF $flags >/dev/null && \
+      cmake --build build -j 16 --target llama && echo built" >/tmp/llama_build_$backend.log 2>&1 &)
 }
-# llama.cpp's batched decode of $1 (a GGUF file): 128-token prompts, 128 tokens each, at
-# 1, 8 and 32 sequences, to $OUT/llama_batched.log.
+# llama.cpp's batched decode of $1 (a GGUF file) on backend $2 (cuda, the default, or
+# vulkan, built by `start_llama_library_build`): 128-token prompts, 128 tokens each, at 1,
+# 8 and 32 sequences, to $OUT/llama_batched$3.log ($3 a label: CUDA's none, Vulkan's
+# _vulkan unless given; the environment is passed on).
 llama_batched() {
-    for _ in $(seq 1 100); do grep -q "^built" "$OUT/llama_build.log" && break; sleep 3; done
-    tail -2 "$OUT/llama_build.log"
-    local lb=/tmp/anchors/build-cuda lc=/tmp/anchors/lcsrc libs
-    libs=$(find $lb -name 'libllama.so*' -o -name 'libggml.so*' -o -name 'libggml-base.so*' |
+    local backend=${2:-cuda} label=${3-}
+    [ -n "$label" ] || [ "$backend" = cuda ] || label=_$backend
+    local dir=/tmp/anchors/$backend libs bin=/tmp/llamacpp_batched_$backend
+    for _ in $(seq 1 100); do grep -q "^built" /tmp/llama_build_$backend.log && break; sleep 3; done
+    cp /tmp/llama_build_$backend.log "$OUT"/; tail -2 /tmp/llama_build_$backend.log
+    libs=$(find $dir/build -name 'libllama.so*' -o -name 'libggml.so*' -o -name 'libggml-base.so*' |
         xargs -n1 dirname | sort -u)
-    g++ -O2 -std=c++17 benches/anchors/llamacpp_batched.cpp -I$lc/include -I$lc/ggml/include \
+    [ -x $bin ] || g++ -O2 -std=c++17 benches/anchors/llamacpp_batched.cpp \
+        -I$dir/lcsrc/include -I$dir/lcsrc/ggml/include \
         $(for d in $libs; do echo -L$d -Wl,-rpath,$d; done) -lllama -lggml -lggml-base \
-        -o /tmp/llamacpp_batched 2>&1 | tail -5
-    /tmp/llamacpp_batched "$1" 128 128 1 8 32 2>"$OUT/llama_batched.err" | tee "$OUT/llama_batched.log"
-    tail -3 "$OUT/llama_batched.err"
+        -o $bin 2>&1 | tail -5
+    $bin "$1" 128 128 1 8 32 2>"$OUT/llama_batched$label.err" | tee "$OUT/llama_batched$label.log"
+    grep -iE "ggml_vulkan|matrix cores|coopmat|CUDA" "$OUT/llama_batched$label.err" | head -5
+    tail -3 "$OUT/llama_batched$label.err"
 }
