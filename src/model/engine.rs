@@ -394,23 +394,19 @@ impl Engine {
     pub fn add(&mut self, prompt: &[u32], options: SequenceOptions) -> Result<SequenceId> {
         self.check(prompt, &options)?;
         let slot = self.free_slot()?;
-        Ok(self.join_prompt(slot, prompt, 0, options).0)
+        Ok(self.join_prompt(slot, prompt, 0, options))
     }
 
     /// Joins a sequence of `prompt` in region `slot`, its first `reused` rows there
-    /// already, computed as a lone prompt's: the sequence, and `reused`.
+    /// already, computed as a lone prompt's.
     fn join_prompt(
         &mut self,
         slot: usize,
         prompt: &[u32],
         reused: usize,
         options: SequenceOptions,
-    ) -> (SequenceId, usize) {
-        let lone = Some(prompt.len());
-        (
-            self.join(slot, (prompt.to_vec(), reused, lone), options),
-            reused,
-        )
+    ) -> SequenceId {
+        self.join(slot, (prompt.to_vec(), reused, Some(prompt.len())), options)
     }
 
     /// How many of `prompt`'s first positions a new sequence can take from `from`'s
@@ -467,7 +463,7 @@ impl Engine {
         let (reused, from_slot) = (self.reusable_rows(parent, prompt), parent.slot);
         let slot = self.free_slot()?;
         self.copy_rows(from_slot, slot, reused)?;
-        Ok(self.join_prompt(slot, prompt, reused, options))
+        Ok((self.join_prompt(slot, prompt, reused, options), reused))
     }
 
     /// A new sequence with `prompt` in `old`'s region of the cache: `old` leaves the
@@ -486,7 +482,7 @@ impl Engine {
         let at = self.index(old)?;
         let reused = self.reusable_rows(&self.sequences[at], prompt);
         let slot = self.sequences.remove(at).slot;
-        Ok(self.join_prompt(slot, prompt, reused, options))
+        Ok((self.join_prompt(slot, prompt, reused, options), reused))
     }
 
     /// Copies the first `positions` K and V rows of every layer from one region of the
