@@ -56,19 +56,21 @@ parallel_8b() {
 # the background with every core. Its log lies in /tmp, so that a later call of a warm
 # lease finds it; `llama_batched` waits for it.
 start_llama_library_build() {
-    local backend=${1:-cuda} here=$PWD/.anchors flags
+    local backend=${1:-cuda} here=$PWD/.anchors flags tools=true
     local dir=/tmp/anchors/$backend
     case $backend in
     cuda) flags="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" ;;
-    vulkan) flags="-DGGML_VULKAN=ON -DCMAKE_PREFIX_PATH=$dir/debs/usr \
+    vulkan)
+        # glslc and its libraries, the Vulkan headers: the carried debs, unpacked.
+        tools="for f in $here/*.deb; do dpkg -x \$f $dir/debs; done && \
+          export LD_LIBRARY_PATH=$dir/debs/usr/lib/x86_64-linux-gnu"
+        flags="-DGGML_VULKAN=ON -DCMAKE_PREFIX_PATH=$dir/debs/usr \
         -DVulkan_INCLUDE_DIR=$dir/debs/usr/include \
         -DVulkan_LIBRARY=/usr/lib/x86_64-linux-gnu/libvulkan.so.1 \
         -DVulkan_GLSLC_EXECUTABLE=$dir/debs/usr/bin/glslc" ;;
     esac
     (setsid nohup bash -c "mkdir -p $dir/debs && cd $dir && \
-      tar xJf $here/llama.cpp-ggml-0.25.3-src.tar.xz && \
-      for f in $here/*.deb; do dpkg -x \$f $dir/debs; done && \
-      export LD_LIBRARY_PATH=$dir/debs/usr/lib/x86_64-linux-gnu && \
+      tar xJf $here/llama.cpp-ggml-0.25.3-src.tar.xz && $tools && \
       cmake -S lcsrc -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
         -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF $flags >/dev/null && \
